@@ -1,0 +1,84 @@
+"""The ``weir`` command line. Parses options and calls into the package; no logic here."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from engine import __version__
+from engine.common import config_options as opts
+from engine.common.configuration import Configuration
+from engine.errors import WeirError
+
+
+def _conf(parallelism: int | None) -> Configuration:
+    conf = Configuration()
+    if parallelism is not None:
+        conf.set_integer(opts.PARALLELISM_DEFAULT.key, parallelism)
+    return conf
+
+
+class _WeirGroup(click.Group):
+    """Turns WeirError into one clear line on stderr and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WeirError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_WeirGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="weir")
+def main() -> None:
+    """weir: Apache Flink's runtime re-created in Python on one machine."""
+
+
+@main.command()
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--level",
+    type=click.Choice(["stream", "job", "execution"]),
+    default="job",
+    show_default=True,
+    help="Graph level: StreamGraph, JobGraph (chained) or ExecutionGraph (subtasks in slots).",
+)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text", show_default=True)
+@click.option("--parallelism", "-p", type=click.IntRange(min=1), help="Default parallelism of the job.")
+@click.option("--taskmanagers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs).")
+def plan(job_file: Path, level: str, fmt: str, parallelism: int | None, taskmanagers: int, slots: int | None) -> None:
+    """Print the plan of JOB_FILE at one graph level without running it."""
+    from engine.graph import plan as render
+    from engine.jobfile import load_job_file
+
+    stream_graph = load_job_file(job_file, _conf(parallelism))
+    if level == "stream":
+        out = {
+            "json": lambda: json.dumps(render.stream_graph_to_json(stream_graph), indent=2),
+            "text": lambda: render.stream_graph_to_text(stream_graph),
+            "dot": lambda: render.stream_graph_to_dot(stream_graph),
+        }[fmt]()
+    elif level == "job":
+        from engine.graph.job_graph import generate_job_graph
+
+        job_graph = generate_job_graph(stream_graph)
+        out = {
+            "json": lambda: json.dumps(render.job_graph_to_json(job_graph), indent=2),
+            "text": lambda: render.job_graph_to_text(job_graph),
+            "dot": lambda: render.job_graph_to_dot(job_graph),
+        }[fmt]()
+    else:
+        from engine.graph import execution_plan
+
+        out = execution_plan.render(stream_graph, fmt, taskmanagers, slots)
+    click.echo(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

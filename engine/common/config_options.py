@@ -1,0 +1,301 @@
+"""The configuration keys weir understands, with Flink's names, types and defaults.
+
+Values arrive as strings (from files and the CLI) or as Python values (from the API);
+``ConfigOption.parse`` turns either into the typed value or raises one UsageError naming
+the key, the value and what would be valid. Durations use Flink's syntax ("100 ms",
+"10 s", "1 min"); memory sizes use Flink's ("32 kb", "64 mb").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.errors import UsageError
+
+_DURATION_UNITS = {
+    "ns": 1e-6, "nano": 1e-6, "nanos": 1e-6, "nanosecond": 1e-6, "nanoseconds": 1e-6,
+    "us": 1e-3, "µs": 1e-3, "micro": 1e-3, "micros": 1e-3, "microsecond": 1e-3, "microseconds": 1e-3,
+    "ms": 1, "milli": 1, "millis": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "secs": 1000, "second": 1000, "seconds": 1000,
+    "min": 60_000, "m": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}  # fmt: skip
+
+_MEMORY_UNITS = {
+    "b": 1, "bytes": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tebibytes": 1 << 40,
+}  # fmt: skip
+
+_NUMBER_UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+
+
+def parse_duration_ms(key: str, value: Any) -> int:
+    """Flink's duration syntax; a bare number is milliseconds."""
+    if isinstance(value, bool):
+        raise UsageError(f"{key}: expected a duration such as '100 ms' or '10 s', got {value!r}")
+    if isinstance(value, int):
+        return value
+    if hasattr(value, "to_milliseconds"):
+        return int(value.to_milliseconds())
+    m = _NUMBER_UNIT.match(str(value))
+    unit = m.group(2).lower() if m else ""
+    if not m or (unit and unit not in _DURATION_UNITS):
+        raise UsageError(
+            f"{key}: expected a duration such as '100 ms', '10 s' or '1 min', got {value!r}"
+        )
+    return int(int(m.group(1)) * _DURATION_UNITS.get(unit, 1))
+
+
+def parse_memory_bytes(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise UsageError(f"{key}: expected a memory size such as '32 kb' or '64 mb', got {value!r}")
+    if isinstance(value, int):
+        return value
+    m = _NUMBER_UNIT.match(str(value))
+    unit = m.group(2).lower() if m else ""
+    if not m or (unit and unit not in _MEMORY_UNITS) or int(m.group(1)) < 0:
+        raise UsageError(f"{key}: expected a memory size such as '32 kb' or '64 mb', got {value!r}")
+    return int(m.group(1)) * _MEMORY_UNITS.get(unit, 1)
+
+
+def _parse_int(key: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise UsageError(f"{key}: expected an integer, got {value!r}")
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise UsageError(f"{key}: expected an integer, got {value!r}") from None
+
+
+def _parse_float(key: str, value: Any) -> float:
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise UsageError(f"{key}: expected a number, got {value!r}") from None
+
+
+def _parse_bool(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise UsageError(f"{key}: expected true or false, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ConfigOption:
+    key: str
+    kind: str  # int | float | bool | str | duration | memory | enum
+    default: Any
+    description: str
+    choices: tuple[str, ...] = ()
+    aliases: dict[str, str] = field(default_factory=dict)
+    fallback_keys: tuple[str, ...] = ()
+    check: Callable[[Any], str | None] | None = None
+
+    def parse(self, value: Any) -> Any:
+        if value is None:
+            return None
+        parsed: Any
+        if self.kind == "int":
+            parsed = _parse_int(self.key, value)
+        elif self.kind == "float":
+            parsed = _parse_float(self.key, value)
+        elif self.kind == "bool":
+            parsed = _parse_bool(self.key, value)
+        elif self.kind == "duration":
+            parsed = parse_duration_ms(self.key, value)
+        elif self.kind == "memory":
+            parsed = parse_memory_bytes(self.key, value)
+        elif self.kind == "enum":
+            text = str(getattr(value, "name", value)).strip()
+            norm = self.aliases.get(text.lower(), text.lower())
+            lowered = {c.lower(): c for c in self.choices}
+            if norm not in lowered:
+                raise UsageError(f"{self.key}: expected one of {', '.join(self.choices)}, got {value!r}")
+            parsed = lowered[norm]
+        else:
+            parsed = str(value)
+        if self.check is not None:
+            problem = self.check(parsed)
+            if problem:
+                raise UsageError(f"{self.key}: {problem}, got {value!r}")
+        return parsed
+
+
+def _positive(v: Any) -> str | None:
+    return None if v > 0 else "must be positive"
+
+
+def _non_negative(v: Any) -> str | None:
+    return None if v >= 0 else "must not be negative"
+
+
+def _buffer_timeout(v: Any) -> str | None:
+    return None if v >= -1 else "must be -1 (flush only when full), 0 (flush every record) or positive"
+
+
+def _max_parallelism(v: Any) -> str | None:
+    return None if v == -1 or 1 <= v <= 32768 else "must be -1 (derive it) or within 1..32768"
+
+
+OPTIONS: dict[str, ConfigOption] = {}
+
+
+def _opt(*args: Any, **kwargs: Any) -> ConfigOption:
+    option = ConfigOption(*args, **kwargs)
+    OPTIONS[option.key] = option
+    for old in option.fallback_keys:
+        OPTIONS[old] = option
+    return option
+
+
+PARALLELISM_DEFAULT = _opt("parallelism.default", "int", 1, "Default parallelism of operators.", check=_positive)
+MAX_PARALLELISM = _opt(
+    "pipeline.max-parallelism", "int", -1,
+    "Max parallelism (number of key groups); -1 derives it from the parallelism.", check=_max_parallelism,
+)  # fmt: skip
+OPERATOR_CHAINING = _opt(
+    "pipeline.operator-chaining.enabled", "bool", True, "Whether operators are chained.",
+    fallback_keys=("pipeline.operator-chaining",),
+)  # fmt: skip
+CHAIN_DIFFERENT_MAX_PARALLELISM = _opt(
+    "pipeline.operator-chaining.chain-operators-with-different-max-parallelism", "bool", True,
+    "Whether operators with different max parallelism may be chained (Flink's default: true).",
+)  # fmt: skip
+AUTO_WATERMARK_INTERVAL = _opt(
+    "pipeline.auto-watermark-interval", "duration", 200, "Periodic watermark emission interval.",
+    check=_non_negative,
+)  # fmt: skip
+PIPELINE_NAME = _opt("pipeline.name", "str", None, "The job name.")
+RUNTIME_MODE = _opt(
+    "execution.runtime-mode", "enum", "STREAMING", "STREAMING, BATCH or AUTOMATIC.",
+    choices=("STREAMING", "BATCH", "AUTOMATIC"),
+)  # fmt: skip
+BUFFER_TIMEOUT = _opt(
+    "execution.buffer-timeout.interval", "duration", 100,
+    "Output flusher interval: 0 flushes after every record, -1 only when buffers are full.",
+    fallback_keys=("execution.buffer-timeout",), check=_buffer_timeout,
+)  # fmt: skip
+BUFFER_TIMEOUT_ENABLED = _opt(
+    "execution.buffer-timeout.enabled", "bool", True, "false disables the flusher (same as interval -1)."
+)
+CHECKPOINTING_INTERVAL = _opt(
+    "execution.checkpointing.interval", "duration", None, "Checkpoint interval; unset disables checkpointing.",
+    check=_positive,
+)  # fmt: skip
+CHECKPOINTING_MODE = _opt(
+    "execution.checkpointing.mode", "enum", "EXACTLY_ONCE", "EXACTLY_ONCE or AT_LEAST_ONCE.",
+    choices=("EXACTLY_ONCE", "AT_LEAST_ONCE"),
+)  # fmt: skip
+CHECKPOINTING_TIMEOUT = _opt(
+    "execution.checkpointing.timeout", "duration", 600_000, "Checkpoint timeout.", check=_positive
+)
+CHECKPOINTING_MIN_PAUSE = _opt(
+    "execution.checkpointing.min-pause", "duration", 0, "Minimal pause between checkpoints.", check=_non_negative
+)
+CHECKPOINTING_MAX_CONCURRENT = _opt(
+    "execution.checkpointing.max-concurrent-checkpoints", "int", 1, "Concurrent checkpoints.", check=_positive
+)
+CHECKPOINTING_TOLERABLE_FAILURES = _opt(
+    "execution.checkpointing.tolerable-failed-checkpoints", "int", 0, "Tolerated failed checkpoints.",
+    check=_non_negative,
+)  # fmt: skip
+CHECKPOINTING_RETAINED = _opt(
+    "execution.checkpointing.num-retained", "int", 1, "Completed checkpoints to retain.", check=_positive,
+    fallback_keys=("state.checkpoints.num-retained",),
+)  # fmt: skip
+CHECKPOINTING_UNALIGNED = _opt(
+    "execution.checkpointing.unaligned.enabled", "bool", False, "Unaligned checkpoints.",
+    fallback_keys=("execution.checkpointing.unaligned",),
+)  # fmt: skip
+CHECKPOINTING_ALIGNED_TIMEOUT = _opt(
+    "execution.checkpointing.aligned-checkpoint-timeout", "duration", 0,
+    "Switch to unaligned when alignment takes longer; 0 never switches.", check=_non_negative,
+)  # fmt: skip
+CHECKPOINTS_DIRECTORY = _opt(
+    "execution.checkpointing.dir", "str", None, "Checkpoint storage directory.",
+    fallback_keys=("state.checkpoints.dir",),
+)  # fmt: skip
+SAVEPOINT_DIRECTORY = _opt(
+    "execution.checkpointing.savepoint-dir", "str", None, "Default savepoint directory.",
+    fallback_keys=("state.savepoints.dir",),
+)  # fmt: skip
+STATE_BACKEND = _opt(
+    "state.backend.type", "enum", "hashmap", "hashmap or lmdb (weir's embedded, on-disk backend).",
+    choices=("hashmap", "lmdb"), aliases={"heap": "hashmap", "rocksdb": "lmdb"},
+)  # fmt: skip
+RESTART_STRATEGY = _opt(
+    "restart-strategy.type", "enum", "none", "none, fixed-delay, exponential-delay or failure-rate.",
+    choices=("none", "fixed-delay", "exponential-delay", "failure-rate"),
+    aliases={"off": "none", "disable": "none", "fixeddelay": "fixed-delay",
+             "exponentialdelay": "exponential-delay", "failurerate": "failure-rate"},
+)  # fmt: skip
+FIXED_DELAY_ATTEMPTS = _opt(
+    "restart-strategy.fixed-delay.attempts", "int", 1, "Restart attempts.", check=_non_negative
+)
+FIXED_DELAY_DELAY = _opt(
+    "restart-strategy.fixed-delay.delay", "duration", 1000, "Delay between restarts.", check=_non_negative
+)
+EXP_INITIAL_BACKOFF = _opt(
+    "restart-strategy.exponential-delay.initial-backoff", "duration", 1000, "First backoff.", check=_non_negative
+)
+EXP_MAX_BACKOFF = _opt(
+    "restart-strategy.exponential-delay.max-backoff", "duration", 60_000, "Backoff cap.", check=_non_negative
+)
+EXP_MULTIPLIER = _opt(
+    "restart-strategy.exponential-delay.backoff-multiplier", "float", 1.5, "Backoff multiplier."
+)
+EXP_RESET_THRESHOLD = _opt(
+    "restart-strategy.exponential-delay.reset-backoff-threshold", "duration", 3_600_000,
+    "Quiet time after which the backoff resets.",
+)  # fmt: skip
+EXP_ATTEMPTS = _opt(
+    "restart-strategy.exponential-delay.attempts-before-reset-backoff", "int", 2**31 - 1,
+    "Attempts before the job fails.", check=_non_negative,
+)  # fmt: skip
+FAILURE_RATE_MAX = _opt(
+    "restart-strategy.failure-rate.max-failures-per-interval", "int", 1, "Failures per interval.",
+    check=_positive,
+)  # fmt: skip
+FAILURE_RATE_INTERVAL = _opt(
+    "restart-strategy.failure-rate.failure-rate-interval", "duration", 60_000, "Measuring interval.",
+    check=_positive,
+)  # fmt: skip
+FAILURE_RATE_DELAY = _opt(
+    "restart-strategy.failure-rate.delay", "duration", 1000, "Delay between restarts.", check=_non_negative
+)
+NUMBER_OF_TASKMANAGERS = _opt(
+    "local.number-taskmanager", "int", 1, "TaskManagers of the embedded cluster.", check=_positive
+)
+SLOTS_PER_TASKMANAGER = _opt(
+    "taskmanager.numberOfTaskSlots", "int", None, "Slots per TaskManager (default: enough for the job).",
+    check=_positive,
+)  # fmt: skip
+SEGMENT_SIZE = _opt("taskmanager.memory.segment-size", "memory", 32 * 1024, "Network buffer size.", check=_positive)
+NETWORK_MEMORY = _opt(
+    "taskmanager.memory.network.max", "memory", 64 << 20, "Network memory per TaskManager (weir: a fixed budget).",
+    check=_positive,
+)  # fmt: skip
+BUFFERS_PER_CHANNEL = _opt(
+    "taskmanager.network.memory.buffers-per-channel", "int", 2, "Exclusive buffers per channel.",
+    check=_non_negative,
+)  # fmt: skip
+FLOATING_BUFFERS_PER_GATE = _opt(
+    "taskmanager.network.memory.floating-buffers-per-gate", "int", 8, "Floating buffers per gate.",
+    check=_non_negative,
+)  # fmt: skip
+
+
+def option_for(key: str) -> ConfigOption | None:
+    return OPTIONS.get(key)

@@ -1,0 +1,305 @@
+"""Type information: PyFlink's ``Types`` and the TypeInformation classes behind it.
+
+A stream's type information decides how its records are serialized between tasks:
+a typed stream gets a compiled columnar serializer, an untyped one (or
+``Types.PICKLED_BYTE_ARRAY()``) falls back to pickle, as Flink falls back to Kryo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from engine.errors import UsageError
+
+
+class TypeInformation:
+    """Describes the values of a stream. Immutable, comparable, hashable."""
+
+    def _key(self) -> tuple[Any, ...]:
+        raise NotImplementedError
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))
+
+    def is_basic_type(self) -> bool:
+        return False
+
+    def to_json(self) -> Any:
+        """A JSON-friendly description, used in plans."""
+        return repr(self)
+
+
+class BasicTypeInfo(TypeInformation):
+    """A scalar type. ``fixed_size`` is its width in bytes on the wire, or None if variable."""
+
+    def __init__(self, name: str, python_type: type, fixed_size: int | None, numpy_dtype: str | None) -> None:
+        self.name = name
+        self.python_type = python_type
+        self.fixed_size = fixed_size
+        self.numpy_dtype = numpy_dtype
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.name,)
+
+    def is_basic_type(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class PickledBytesTypeInfo(TypeInformation):
+    """Any picklable Python object; the fallback serializer."""
+
+    def _key(self) -> tuple[Any, ...]:
+        return ()
+
+    def __repr__(self) -> str:
+        return "PickledByteArray"
+
+
+class PrimitiveArrayTypeInfo(TypeInformation):
+    def __init__(self, element_type: TypeInformation) -> None:
+        if not isinstance(element_type, BasicTypeInfo) or element_type.fixed_size is None and element_type.name != "Boolean":
+            raise UsageError(
+                f"Types.PRIMITIVE_ARRAY needs a fixed-width basic element type "
+                f"(BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, BOOLEAN, CHAR), got {element_type!r}"
+            )
+        self.element_type = element_type
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.element_type,)
+
+    def __repr__(self) -> str:
+        return f"{self.element_type!r}[]"
+
+
+class BasicArrayTypeInfo(TypeInformation):
+    def __init__(self, element_type: TypeInformation) -> None:
+        if not isinstance(element_type, BasicTypeInfo):
+            raise UsageError(f"Types.BASIC_ARRAY needs a basic element type, got {element_type!r}")
+        self.element_type = element_type
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.element_type,)
+
+    def __repr__(self) -> str:
+        return f"BasicArray<{self.element_type!r}>"
+
+
+class ObjectArrayTypeInfo(TypeInformation):
+    def __init__(self, element_type: TypeInformation) -> None:
+        _require_type_info("Types.OBJECT_ARRAY element type", element_type)
+        self.element_type = element_type
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.element_type,)
+
+    def __repr__(self) -> str:
+        return f"ObjectArray<{self.element_type!r}>"
+
+
+class ListTypeInfo(TypeInformation):
+    def __init__(self, element_type: TypeInformation) -> None:
+        _require_type_info("Types.LIST element type", element_type)
+        self.element_type = element_type
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.element_type,)
+
+    def __repr__(self) -> str:
+        return f"List<{self.element_type!r}>"
+
+
+class MapTypeInfo(TypeInformation):
+    def __init__(self, key_type: TypeInformation, value_type: TypeInformation) -> None:
+        _require_type_info("Types.MAP key type", key_type)
+        _require_type_info("Types.MAP value type", value_type)
+        self.key_type = key_type
+        self.value_type = value_type
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.key_type, self.value_type)
+
+    def __repr__(self) -> str:
+        return f"Map<{self.key_type!r}, {self.value_type!r}>"
+
+
+class RowTypeInfo(TypeInformation):
+    """A row of named fields (``Types.ROW`` names them f0, f1, ...)."""
+
+    def __init__(self, field_types: Sequence[TypeInformation], field_names: Sequence[str] | None = None) -> None:
+        field_types = list(field_types)
+        for i, t in enumerate(field_types):
+            _require_type_info(f"Types.ROW field {i}", t)
+        if field_names is None:
+            field_names = [f"f{i}" for i in range(len(field_types))]
+        field_names = list(field_names)
+        if len(field_names) != len(field_types):
+            raise UsageError(
+                f"Types.ROW_NAMED got {len(field_names)} field names and {len(field_types)} field types; "
+                f"they must be the same length"
+            )
+        if len(set(field_names)) != len(field_names):
+            raise UsageError(f"Types.ROW_NAMED field names must be unique, got {field_names}")
+        self.field_types = field_types
+        self.field_names = field_names
+
+    def _key(self) -> tuple[Any, ...]:
+        return (tuple(self.field_names), tuple(self.field_types))
+
+    def get_field_names(self) -> list[str]:
+        return list(self.field_names)
+
+    def get_field_types(self) -> list[TypeInformation]:
+        return list(self.field_types)
+
+    def get_field_index(self, name: str) -> int:
+        try:
+            return self.field_names.index(name)
+        except ValueError:
+            raise UsageError(f"row has no field '{name}'; its fields are {self.field_names}") from None
+
+    def get_arity(self) -> int:
+        return len(self.field_types)
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}: {t!r}" for n, t in zip(self.field_names, self.field_types))
+        return f"Row({inner})"
+
+
+class TupleTypeInfo(TypeInformation):
+    """A Python tuple of fixed arity (Flink's TupleN)."""
+
+    def __init__(self, field_types: Sequence[TypeInformation]) -> None:
+        field_types = list(field_types)
+        for i, t in enumerate(field_types):
+            _require_type_info(f"Types.TUPLE field {i}", t)
+        if not field_types:
+            raise UsageError("Types.TUPLE needs at least one field type")
+        self.field_types = field_types
+
+    def _key(self) -> tuple[Any, ...]:
+        return tuple(self.field_types)
+
+    def get_field_types(self) -> list[TypeInformation]:
+        return list(self.field_types)
+
+    def get_arity(self) -> int:
+        return len(self.field_types)
+
+    def __repr__(self) -> str:
+        return f"Tuple{len(self.field_types)}<{', '.join(repr(t) for t in self.field_types)}>"
+
+
+def _require_type_info(what: str, value: object) -> None:
+    if not isinstance(value, TypeInformation):
+        raise UsageError(
+            f"{what} must be a TypeInformation such as Types.LONG(), got {value!r}"
+            + (" (did you forget the parentheses, e.g. Types.LONG()?)" if callable(value) else "")
+        )
+
+
+_STRING = BasicTypeInfo("String", str, None, None)
+_BYTE = BasicTypeInfo("Byte", int, 1, "int8")
+_BOOLEAN = BasicTypeInfo("Boolean", bool, 1, "bool")
+_SHORT = BasicTypeInfo("Short", int, 2, "int16")
+_INT = BasicTypeInfo("Integer", int, 4, "int32")
+_LONG = BasicTypeInfo("Long", int, 8, "int64")
+_FLOAT = BasicTypeInfo("Float", float, 4, "float32")
+_DOUBLE = BasicTypeInfo("Double", float, 8, "float64")
+_CHAR = BasicTypeInfo("Character", str, 2, "uint16")
+_PICKLED = PickledBytesTypeInfo()
+
+
+class Types:
+    """PyFlink's ``Types``: each method returns a TypeInformation."""
+
+    @staticmethod
+    def STRING() -> BasicTypeInfo:
+        return _STRING
+
+    @staticmethod
+    def BYTE() -> BasicTypeInfo:
+        return _BYTE
+
+    @staticmethod
+    def BOOLEAN() -> BasicTypeInfo:
+        return _BOOLEAN
+
+    @staticmethod
+    def SHORT() -> BasicTypeInfo:
+        return _SHORT
+
+    @staticmethod
+    def INT() -> BasicTypeInfo:
+        return _INT
+
+    @staticmethod
+    def LONG() -> BasicTypeInfo:
+        return _LONG
+
+    @staticmethod
+    def FLOAT() -> BasicTypeInfo:
+        return _FLOAT
+
+    @staticmethod
+    def DOUBLE() -> BasicTypeInfo:
+        return _DOUBLE
+
+    @staticmethod
+    def CHAR() -> BasicTypeInfo:
+        return _CHAR
+
+    @staticmethod
+    def PICKLED_BYTE_ARRAY() -> PickledBytesTypeInfo:
+        return _PICKLED
+
+    @staticmethod
+    def BYTE_ARRAY() -> PrimitiveArrayTypeInfo:
+        """weir's shorthand for ``Types.PRIMITIVE_ARRAY(Types.BYTE())`` (Python ``bytes``)."""
+        return PrimitiveArrayTypeInfo(_BYTE)
+
+    @staticmethod
+    def ROW(field_types: list[TypeInformation]) -> RowTypeInfo:
+        return RowTypeInfo(field_types)
+
+    @staticmethod
+    def ROW_NAMED(field_names: list[str], field_types: list[TypeInformation]) -> RowTypeInfo:
+        return RowTypeInfo(field_types, field_names)
+
+    @staticmethod
+    def TUPLE(field_types: list[TypeInformation]) -> TupleTypeInfo:
+        return TupleTypeInfo(field_types)
+
+    @staticmethod
+    def PRIMITIVE_ARRAY(element_type: TypeInformation) -> PrimitiveArrayTypeInfo:
+        return PrimitiveArrayTypeInfo(element_type)
+
+    @staticmethod
+    def BASIC_ARRAY(element_type: TypeInformation) -> BasicArrayTypeInfo:
+        return BasicArrayTypeInfo(element_type)
+
+    @staticmethod
+    def OBJECT_ARRAY(element_type: TypeInformation) -> ObjectArrayTypeInfo:
+        return ObjectArrayTypeInfo(element_type)
+
+    @staticmethod
+    def LIST(element_type_info: TypeInformation) -> ListTypeInfo:
+        return ListTypeInfo(element_type_info)
+
+    @staticmethod
+    def MAP(key_type_info: TypeInformation, value_type_info: TypeInformation) -> MapTypeInfo:
+        return MapTypeInfo(key_type_info, value_type_info)
+
+
+def check_type_info(what: str, value: object) -> TypeInformation | None:
+    """Validate an optional ``output_type``/``type_info`` argument."""
+    if value is None:
+        return None
+    _require_type_info(what, value)
+    return value  # type: ignore[return-value]

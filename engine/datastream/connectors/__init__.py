@@ -1,0 +1,7 @@
+"""Connectors: sources and sinks, at PyFlink's module paths."""
+
+from __future__ import annotations
+
+from engine.datastream.connectors.base import Sink, Source
+
+__all__ = ["Sink", "Source"]

@@ -1,0 +1,71 @@
+"""The sources and sinks behind environment and DataStream helpers (``from_collection``,
+``add_source``, ``print``, ``add_sink``, ``execute_and_collect``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.common.typeinfo import TypeInformation
+from engine.datastream.connectors.base import Sink, Source
+
+
+class CollectionSource(Source):
+    """``env.from_collection``: a non-parallel, bounded source of the given elements."""
+
+    is_parallel = False
+
+    def __init__(self, elements: list[Any], type_info: TypeInformation | None) -> None:
+        self.elements = elements
+        self.type_info = type_info
+
+    def default_name(self) -> str:
+        return "Collection Source"
+
+    def produced_type(self) -> TypeInformation | None:
+        return self.type_info
+
+    def describe(self) -> dict[str, Any]:
+        return {"class": "CollectionSource", "elements": len(self.elements)}
+
+
+class FunctionSource(Source):
+    """``env.add_source``: wraps a SourceFunction; parallel unless it says otherwise."""
+
+    def __init__(self, function: Any, bounded: bool, parallel: bool) -> None:
+        self.function = function
+        self.bounded = bounded
+        self.is_parallel = parallel  # type: ignore[misc]
+
+    def is_bounded(self) -> bool:
+        return self.bounded
+
+    def default_name(self) -> str:
+        return "Custom Source"
+
+
+class PrintSink(Sink):
+    """``DataStream.print``: one line per record on stdout (stderr if asked)."""
+
+    def __init__(self, sink_identifier: str | None = None, to_stderr: bool = False) -> None:
+        self.sink_identifier = sink_identifier
+        self.to_stderr = to_stderr
+
+    def default_name(self) -> str:
+        return "Print to Std. Err" if self.to_stderr else "Print to Std. Out"
+
+
+class FunctionSink(Sink):
+    """``DataStream.add_sink``: wraps a SinkFunction or a callable."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+
+    def default_name(self) -> str:
+        return "Unnamed"
+
+
+class CollectSink(Sink):
+    """``execute_and_collect``: streams records back to the client."""
+
+    def default_name(self) -> str:
+        return "Collect Stream Sink"

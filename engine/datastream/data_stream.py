@@ -1,0 +1,544 @@
+"""``DataStream``, ``KeyedStream``, ``WindowedStream`` and ``DataStreamSink``, as in PyFlink.
+
+Every call appends one Transformation to the environment and returns a stream that
+wraps it. Settings such as ``name``, ``uid`` or ``set_parallelism`` apply to the
+transformation the stream wraps; on a stream that has no operator of its own (after
+``key_by``, ``union`` or a partitioning call) they are an error, as in PyFlink.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from engine.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, check_type_info
+from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream import functions as fn
+from engine.datastream.connectors.base import Sink
+from engine.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
+from engine.datastream.output_tag import OutputTag
+from engine.datastream.window import (
+    CountTrigger,
+    GlobalWindows,
+    PurgingTrigger,
+    Trigger,
+    WindowAssigner,
+)
+from engine.errors import UsageError
+from engine.graph import partitioners as parts
+from engine.graph.transformations import (
+    ChainingStrategy,
+    OneInputTransformation,
+    OperatorSpec,
+    PartitionTransformation,
+    SideOutputTransformation,
+    SinkTransformation,
+    Transformation,
+    UnionTransformation,
+)
+
+if TYPE_CHECKING:
+    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+
+class SlotSharingGroup:
+    """A named slot sharing group (PyFlink's class also carries resources; weir uses the name)."""
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"slot sharing group name must be a non-empty string, got {name!r}")
+        self.name = name
+
+    def get_name(self) -> str:
+        return self.name
+
+    @staticmethod
+    def builder(name: str) -> _SlotSharingGroupBuilder:
+        return _SlotSharingGroupBuilder(name)
+
+
+class _SlotSharingGroupBuilder:
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def build(self) -> SlotSharingGroup:
+        return SlotSharingGroup(self._name)
+
+
+def _group_name(value: str | SlotSharingGroup) -> str:
+    if isinstance(value, SlotSharingGroup):
+        return value.name
+    if isinstance(value, str) and value:
+        return value
+    raise UsageError(f"slot_sharing_group needs a name or a SlotSharingGroup, got {value!r}")
+
+
+class _Configurable:
+    """Settings shared by DataStream and DataStreamSink; they change the wrapped transformation."""
+
+    _transformation: Transformation
+
+    def _physical(self, what: str) -> Transformation:
+        t = self._transformation
+        if not t.is_physical:
+            raise UsageError(
+                f"{what} is not supported on this stream: it has no operator of its own "
+                f"(it comes from {type(t).__name__.removesuffix('Transformation').lower()}); "
+                f"call it on the operator before or after"
+            )
+        return t
+
+    def name(self, name: str) -> Any:
+        if not isinstance(name, str) or not name:
+            raise UsageError(f"name() needs a non-empty string, got {name!r}")
+        self._physical("name()").name = name
+        return self
+
+    def get_name(self) -> str:
+        return self._transformation.name
+
+    def uid(self, uid: str) -> Any:
+        if not isinstance(uid, str) or not uid:
+            raise UsageError(f"uid() needs a non-empty string, got {uid!r}")
+        self._physical("uid()").uid = uid
+        return self
+
+    def set_uid_hash(self, uid_hash: str) -> Any:
+        text = str(uid_hash).lower()
+        if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
+            raise UsageError(f"set_uid_hash() needs 32 hexadecimal characters, got {uid_hash!r}")
+        self._physical("set_uid_hash()").uid_hash = text
+        return self
+
+    def set_description(self, description: str) -> Any:
+        self._physical("set_description()").description = str(description)
+        return self
+
+    def set_parallelism(self, parallelism: int) -> Any:
+        self._physical("set_parallelism()").set_parallelism(parallelism)
+        return self
+
+    def set_max_parallelism(self, max_parallelism: int) -> Any:
+        self._physical("set_max_parallelism()").set_max_parallelism(max_parallelism)
+        return self
+
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> Any:
+        self._physical("slot_sharing_group()").slot_sharing_group = _group_name(slot_sharing_group)
+        return self
+
+    def start_new_chain(self) -> Any:
+        self._physical("start_new_chain()").chaining_strategy = ChainingStrategy.HEAD
+        return self
+
+    def disable_chaining(self) -> Any:
+        self._physical("disable_chaining()").chaining_strategy = ChainingStrategy.NEVER
+        return self
+
+
+class DataStream(_Configurable):
+    def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
+        self._env = env
+        self._transformation = transformation
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._env
+
+    def get_type(self) -> TypeInformation | None:
+        return self._transformation.output_type
+
+    def get_transformation(self) -> Transformation:
+        return self._transformation
+
+    # -- one-input operators -------------------------------------------------------------------
+    def _one_input(
+        self,
+        name: str,
+        operator: OperatorSpec,
+        output_type: TypeInformation | None,
+        state_key_selector: Any = None,
+    ) -> DataStream:
+        t = OneInputTransformation(
+            id=self._env._new_id(),
+            name=name,
+            output_type=output_type,
+            inputs=[self._transformation],
+            operator=operator,
+            state_key_selector=state_key_selector,
+        )
+        self._env._add_transformation(t)
+        return DataStream(self._env, t)
+
+    def _state_key(self) -> Any:
+        return None
+
+    def map(self, func: fn.MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None) -> DataStream:
+        output_type = check_type_info("map(output_type)", output_type)
+        spec = OperatorSpec("map", fn.wrap_map(func), keyed=self._state_key() is not None)
+        return self._one_input("Map", spec, output_type, self._state_key())
+
+    def flat_map(
+        self, func: fn.FlatMapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None
+    ) -> DataStream:
+        output_type = check_type_info("flat_map(output_type)", output_type)
+        spec = OperatorSpec("flat_map", fn.wrap_flat_map(func), keyed=self._state_key() is not None)
+        return self._one_input("Flat Map", spec, output_type, self._state_key())
+
+    def filter(self, func: fn.FilterFunction | Callable[[Any], Any]) -> DataStream:
+        spec = OperatorSpec("filter", fn.wrap_filter(func), keyed=self._state_key() is not None)
+        return self._one_input("Filter", spec, self.get_type(), self._state_key())
+
+    def process(self, func: fn.ProcessFunction | Callable[..., Any], output_type: TypeInformation | None = None) -> DataStream:
+        output_type = check_type_info("process(output_type)", output_type)
+        return self._one_input("Process", OperatorSpec("process", fn.wrap_process(func)), output_type)
+
+    def assign_timestamps_and_watermarks(self, watermark_strategy: WatermarkStrategy) -> DataStream:
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise UsageError(
+                f"assign_timestamps_and_watermarks needs a WatermarkStrategy, got {watermark_strategy!r}"
+            )
+        spec = OperatorSpec("timestamps_watermarks", None, {"watermark_strategy": watermark_strategy})
+        return self._one_input("Timestamps/Watermarks", spec, self.get_type())
+
+    def get_side_output(self, output_tag: OutputTag) -> DataStream:
+        if not isinstance(output_tag, OutputTag):
+            raise UsageError(f"get_side_output needs an OutputTag, got {output_tag!r}")
+        t = SideOutputTransformation(
+            id=self._env._new_id(),
+            name=f"SideOutput({output_tag.tag_id})",
+            output_type=output_tag.type_info,
+            inputs=[self._physical("get_side_output()")],
+            tag=output_tag,
+        )
+        return DataStream(self._env, t)
+
+    # -- keys, unions, partitioning ------------------------------------------------------------
+    def key_by(self, key_selector: fn.KeySelector | Callable[[Any], Any], key_type: TypeInformation | None = None) -> KeyedStream:
+        selector = fn.wrap_key_selector(key_selector)
+        key_type = check_type_info("key_by(key_type)", key_type)
+        t = PartitionTransformation(
+            id=self._env._new_id(),
+            name="Partition",
+            output_type=self.get_type(),
+            inputs=[self._transformation],
+            partitioner=parts.key_group_partitioner(selector),
+        )
+        return KeyedStream(self._env, t, selector, key_type)
+
+    def union(self, *streams: DataStream) -> DataStream:
+        if not streams:
+            raise UsageError("union() needs at least one other DataStream")
+        inputs = [self._transformation]
+        for s in streams:
+            if not isinstance(s, DataStream):
+                raise UsageError(f"union() takes DataStreams, got {s!r}")
+            if s._env is not self._env:
+                raise UsageError("union() cannot combine streams of different StreamExecutionEnvironments")
+            if self.get_type() is not None and s.get_type() is not None and s.get_type() != self.get_type():
+                raise UsageError(
+                    f"union() needs streams of one type: cannot union {self.get_type()!r} with {s.get_type()!r}"
+                )
+            inputs.append(s._transformation)
+        t = UnionTransformation(id=self._env._new_id(), name="Union", output_type=self.get_type(), inputs=inputs)
+        return DataStream(self._env, t)
+
+    def _partition(self, partitioner: parts.Partitioner) -> DataStream:
+        t = PartitionTransformation(
+            id=self._env._new_id(),
+            name="Partition",
+            output_type=self.get_type(),
+            inputs=[self._transformation],
+            partitioner=partitioner,
+        )
+        return DataStream(self._env, t)
+
+    def forward(self) -> DataStream:
+        return self._partition(parts.FORWARD)
+
+    def rebalance(self) -> DataStream:
+        return self._partition(parts.REBALANCE)
+
+    def rescale(self) -> DataStream:
+        return self._partition(parts.RESCALE)
+
+    def shuffle(self) -> DataStream:
+        return self._partition(parts.SHUFFLE)
+
+    def broadcast(self) -> DataStream:
+        return self._partition(parts.BROADCAST)
+
+    def global_(self) -> DataStream:
+        """All records to the first subtask (Java's ``global()``; ``global`` is a Python keyword)."""
+        return self._partition(parts.GLOBAL)
+
+    # -- windows on non-keyed streams ------------------------------------------------------------
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
+        raise UsageError(
+            "window() needs a KeyedStream: call key_by(...) before window(...), "
+            "or use window_all(...) for a non-keyed window (parallelism 1)"
+        )
+
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
+        raise UsageError(
+            "count_window() needs a KeyedStream: call key_by(...) before count_window(...)"
+        )
+
+    def window_all(self, window_assigner: WindowAssigner) -> WindowedStream:
+        """A window over the whole stream: Flink runs it keyed by a constant at parallelism 1."""
+        keyed = self.key_by(_constant_key)
+        return WindowedStream(keyed, window_assigner, all_window=True)
+
+    # -- sinks ---------------------------------------------------------------------------------
+    def _sink(self, sink: Sink, name: str) -> DataStreamSink:
+        t = SinkTransformation(
+            id=self._env._new_id(),
+            name=name,
+            output_type=None,
+            inputs=[self._transformation],
+            sink=sink,
+        )
+        self._env._add_transformation(t)
+        return DataStreamSink(t)
+
+    def sink_to(self, sink: Sink) -> DataStreamSink:
+        if not isinstance(sink, Sink):
+            raise UsageError(f"sink_to needs a Sink such as FileSink, got {sink!r}")
+        return self._sink(sink, sink.default_name())
+
+    def add_sink(self, sink_func: fn.SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
+        if not isinstance(sink_func, fn.SinkFunction) and not callable(sink_func):
+            raise UsageError(f"add_sink needs a SinkFunction or a callable, got {sink_func!r}")
+        return self._sink(FunctionSink(sink_func), "Unnamed")
+
+    def print(self, sink_identifier: str | None = None) -> DataStreamSink:
+        sink = PrintSink(sink_identifier)
+        return self._sink(sink, sink.default_name())
+
+    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
+        """Run the job and stream this stream's records back: a closeable iterator (a list with ``limit``)."""
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+            raise UsageError(f"execute_and_collect(limit) must be a non-negative integer, got {limit!r}")
+        sink = CollectSink()
+        self._sink(sink, sink.default_name())
+        if self._env._capturing:
+            from engine.datastream.stream_execution_environment import ProgramCaptured
+
+            raise ProgramCaptured(self._env.get_stream_graph(self._env._job_name(job_execution_name)))
+        from engine.runtime.client import execute_and_collect
+
+        return execute_and_collect(self._env, sink, job_execution_name, limit)
+
+
+def _constant_key(value: Any) -> int:
+    return 0
+
+
+class DataStreamSink(_Configurable):
+    def __init__(self, transformation: SinkTransformation) -> None:
+        self._transformation = transformation
+
+
+class KeyedStream(DataStream):
+    """A stream partitioned by key; operators on it see keyed state and timers."""
+
+    def __init__(
+        self,
+        env: StreamExecutionEnvironment,
+        transformation: PartitionTransformation,
+        key_selector: fn.KeySelector,
+        key_type: TypeInformation | None,
+    ) -> None:
+        super().__init__(env, transformation)
+        self._key_selector = key_selector
+        self._key_type = key_type
+
+    def get_key_selector(self) -> fn.KeySelector:
+        return self._key_selector
+
+    def get_key_type(self) -> TypeInformation | None:
+        return self._key_type
+
+    def _state_key(self) -> Any:
+        return self._key_selector
+
+    def process(  # type: ignore[override]
+        self, func: fn.KeyedProcessFunction | Callable[..., Any], output_type: TypeInformation | None = None
+    ) -> DataStream:
+        output_type = check_type_info("process(output_type)", output_type)
+        spec = OperatorSpec("keyed_process", fn.wrap_keyed_process(func), keyed=True)
+        return self._one_input("KeyedProcess", spec, output_type, self._key_selector)
+
+    def reduce(self, func: fn.ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
+        spec = OperatorSpec("reduce", fn.wrap_reduce("reduce()", func), keyed=True)
+        return self._one_input("Keyed Reduce", spec, self.get_type(), self._key_selector)
+
+    def _aggregate(self, agg: str, position: int | str) -> DataStream:
+        if isinstance(position, bool) or not isinstance(position, (int, str)):
+            raise UsageError(f"{agg}() needs a field position (int) or name (str), got {position!r}")
+        t = self.get_type()
+        if isinstance(position, int) and isinstance(t, (RowTypeInfo, TupleTypeInfo)) and not 0 <= position < t.get_arity():
+            raise UsageError(f"{agg}({position}): field position out of range for {t!r} with {t.get_arity()} fields")
+        if isinstance(position, str) and isinstance(t, RowTypeInfo):
+            t.get_field_index(position)  # raises a clear error when missing
+        spec = OperatorSpec("aggregation", None, {"aggregation": agg, "field": position}, keyed=True)
+        return self._one_input("Keyed Aggregation", spec, self.get_type(), self._key_selector)
+
+    def sum(self, position_to_sum: int | str = 0) -> DataStream:
+        return self._aggregate("sum", position_to_sum)
+
+    def min(self, position_to_min: int | str = 0) -> DataStream:
+        return self._aggregate("min", position_to_min)
+
+    def max(self, position_to_max: int | str = 0) -> DataStream:
+        return self._aggregate("max", position_to_max)
+
+    def min_by(self, position_to_min_by: int | str = 0) -> DataStream:
+        return self._aggregate("min_by", position_to_min_by)
+
+    def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
+        return self._aggregate("max_by", position_to_max_by)
+
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:  # type: ignore[override]
+        if not isinstance(window_assigner, WindowAssigner):
+            raise UsageError(
+                f"window() needs a WindowAssigner such as TumblingEventTimeWindows.of(Time.seconds(10)), got {window_assigner!r}"
+            )
+        return WindowedStream(self, window_assigner)
+
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:  # type: ignore[override]
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise UsageError(f"count_window(size) must be a positive integer, got {size!r}")
+        if isinstance(slide, bool) or not isinstance(slide, int) or slide < 0:
+            raise UsageError(f"count_window(slide) must be a non-negative integer, got {slide!r}")
+        ws = WindowedStream(self, GlobalWindows.create())
+        if slide == 0:
+            ws.trigger(PurgingTrigger.of(CountTrigger.of(size)))
+        else:
+            ws._evictor_count = size
+            ws.trigger(CountTrigger.of(slide))
+        return ws
+
+    def _keyed_unsupported(self, what: str) -> UsageError:
+        return UsageError(f"{what} is not supported on a KeyedStream; call it on the operator after key_by(...)")
+
+    def name(self, name: str) -> Any:
+        raise self._keyed_unsupported("name()")
+
+    def uid(self, uid: str) -> Any:
+        raise self._keyed_unsupported("uid()")
+
+    def set_parallelism(self, parallelism: int) -> Any:
+        raise self._keyed_unsupported("set_parallelism()")
+
+    def set_max_parallelism(self, max_parallelism: int) -> Any:
+        raise self._keyed_unsupported("set_max_parallelism()")
+
+    def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> Any:
+        raise self._keyed_unsupported("slot_sharing_group()")
+
+
+class WindowedStream:
+    """A keyed stream cut into windows; ``reduce``/``aggregate``/``process``/``apply`` finish it."""
+
+    def __init__(self, keyed_stream: KeyedStream, window_assigner: WindowAssigner, all_window: bool = False) -> None:
+        self._keyed = keyed_stream
+        self._assigner = window_assigner
+        self._trigger: Trigger | None = None
+        self._allowed_lateness_ms = 0
+        self._late_tag: OutputTag | None = None
+        self._evictor_count: int | None = None
+        self._all_window = all_window
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._keyed._env
+
+    def get_input_type(self) -> TypeInformation | None:
+        return self._keyed.get_type()
+
+    def trigger(self, trigger: Trigger) -> WindowedStream:
+        if not isinstance(trigger, Trigger):
+            raise UsageError(f"trigger() needs a Trigger such as CountTrigger.of(100), got {trigger!r}")
+        if self._assigner.is_merging and isinstance(trigger, CountTrigger):
+            raise UsageError(f"a CountTrigger cannot be used with merging windows ({self._assigner.describe()})")
+        self._trigger = trigger
+        return self
+
+    def allowed_lateness(self, time_ms: int) -> WindowedStream:
+        if isinstance(time_ms, bool) or not isinstance(time_ms, int) or time_ms < 0:
+            raise UsageError(f"allowed_lateness needs non-negative milliseconds, got {time_ms!r}")
+        if time_ms > 0 and not self._assigner.is_event_time:
+            raise UsageError(
+                f"allowed_lateness only applies to event-time windows, got {self._assigner.describe()}"
+            )
+        self._allowed_lateness_ms = time_ms
+        return self
+
+    def side_output_late_data(self, output_tag: OutputTag) -> WindowedStream:
+        if not isinstance(output_tag, OutputTag):
+            raise UsageError(f"side_output_late_data needs an OutputTag, got {output_tag!r}")
+        self._late_tag = output_tag
+        return self
+
+    def _build(self, function_kind: str, options: dict[str, Any], output_type: TypeInformation | None, label: str) -> DataStream:
+        trigger = self._trigger or self._assigner.get_default_trigger()
+        spec = OperatorSpec(
+            "window",
+            options.get("function"),
+            {
+                "assigner": self._assigner,
+                "trigger": trigger,
+                "allowed_lateness_ms": self._allowed_lateness_ms,
+                "late_data_tag": self._late_tag,
+                "evictor_count": self._evictor_count,
+                "function_kind": function_kind,
+                **options,
+            },
+            keyed=True,
+        )
+        name = f"Window({self._assigner.describe()}, {trigger.describe()}, {label})"
+        stream = self._keyed._one_input(name, spec, output_type, self._keyed._key_selector)
+        if self._all_window:
+            t = stream._transformation
+            t.set_parallelism(1)
+            t.set_max_parallelism(1)
+            t.parallelism_fixed = True
+        return stream
+
+    def reduce(
+        self,
+        reduce_function: fn.ReduceFunction | Callable[[Any, Any], Any],
+        window_function: Any = None,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        reducer = fn.wrap_reduce("WindowedStream.reduce()", reduce_function)
+        wf = None if window_function is None else fn.wrap_window_function("reduce(window_function)", window_function)
+        out = check_type_info("reduce(output_type)", output_type)
+        if wf is None and out is None:
+            out = self.get_input_type()
+        return self._build("reduce", {"function": reducer, "window_function": wf}, out, fn.function_name(reducer, "ReduceFunction"))
+
+    def aggregate(
+        self,
+        aggregate_function: fn.AggregateFunction,
+        window_function: Any = None,
+        accumulator_type: TypeInformation | None = None,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        agg = fn.wrap_aggregate("WindowedStream.aggregate()", aggregate_function)
+        wf = None if window_function is None else fn.wrap_window_function("aggregate(window_function)", window_function)
+        opts = {
+            "function": agg,
+            "window_function": wf,
+            "accumulator_type": check_type_info("aggregate(accumulator_type)", accumulator_type),
+        }
+        out = check_type_info("aggregate(output_type)", output_type)
+        return self._build("aggregate", opts, out, fn.function_name(agg, "AggregateFunction"))
+
+    def process(self, process_window_function: Any, output_type: TypeInformation | None = None) -> DataStream:
+        pwf = fn.wrap_process_window("WindowedStream.process()", process_window_function)
+        out = check_type_info("process(output_type)", output_type)
+        return self._build("process", {"function": pwf}, out, fn.function_name(pwf, "ProcessWindowFunction"))
+
+    def apply(self, window_function: Any, output_type: TypeInformation | None = None) -> DataStream:
+        wf = fn.wrap_window_function("WindowedStream.apply()", window_function)
+        out = check_type_info("apply(output_type)", output_type)
+        return self._build("apply", {"function": wf}, out, fn.function_name(wf, "WindowFunction"))

@@ -1,0 +1,290 @@
+"""``StreamExecutionEnvironment``: where a job is assembled, configured and submitted.
+
+API calls append Transformations here; ``execute`` compiles them into a StreamGraph and
+hands it to the runtime (``engine.runtime``). Settings live in one Configuration with
+Flink's keys, so the typed setters, ``configure(conf)`` and configuration files agree.
+
+``weir plan`` runs a job file under ``capture_programs()``: every environment created
+there records the StreamGraph at ``execute`` instead of running it, as Flink's
+``flink info`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.common import config_options as opts
+from engine.common.configuration import Configuration
+from engine.common.typeinfo import TypeInformation, check_type_info
+from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
+from engine.datastream.connectors.base import Source
+from engine.datastream.connectors.builtin import CollectionSource, FunctionSource
+from engine.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
+from engine.errors import UsageError
+from engine.graph.transformations import (
+    ChainingStrategy,
+    SourceTransformation,
+    Transformation,
+    check_max_parallelism,
+)
+
+if TYPE_CHECKING:
+    from engine.datastream.data_stream import DataStream
+    from engine.graph.stream_graph import StreamGraph
+
+
+class ProgramCaptured(BaseException):
+    """Raised by ``execute`` under ``capture_programs`` to stop the job file (not an error)."""
+
+    def __init__(self, stream_graph: StreamGraph) -> None:
+        super().__init__("program captured")
+        self.stream_graph = stream_graph
+
+
+@dataclass
+class _Capture:
+    environments: list[StreamExecutionEnvironment] = field(default_factory=list)
+    configuration: Configuration | None = None
+
+
+_capture: _Capture | None = None
+
+
+@contextlib.contextmanager
+def capture_programs(configuration: Configuration | None = None) -> Iterator[_Capture]:
+    """Within this block environments record their job at ``execute`` instead of running it."""
+    global _capture
+    previous = _capture
+    _capture = _Capture(configuration=configuration)
+    try:
+        yield _capture
+    finally:
+        _capture = previous
+
+
+class StreamExecutionEnvironment:
+    def __init__(self, configuration: Configuration | None = None) -> None:
+        self._configuration = Configuration(configuration)
+        self._transformations: list[Transformation] = []
+        self._next_id = 1
+        self._checkpoint_config = CheckpointConfig(self._configuration)
+        self._execution_config = ExecutionConfig(self._configuration)
+        self._capturing = False
+        self.cluster: Any = None  # a running cluster to submit to (engine.runtime); None: embedded
+
+    @staticmethod
+    def get_execution_environment(configuration: Configuration | None = None) -> StreamExecutionEnvironment:
+        if _capture is not None:
+            conf = Configuration(_capture.configuration)
+            if configuration is not None:
+                conf = Configuration(configuration).add_all(conf)
+            env = StreamExecutionEnvironment(conf)
+            env._capturing = True
+            _capture.environments.append(env)
+            return env
+        return StreamExecutionEnvironment(configuration)
+
+    # -- configuration -------------------------------------------------------------------------
+    def configure(self, configuration: Configuration) -> StreamExecutionEnvironment:
+        if not isinstance(configuration, Configuration):
+            raise UsageError(f"configure() needs a Configuration, got {configuration!r}")
+        self._configuration.add_all(configuration)
+        return self
+
+    def get_configuration(self) -> Configuration:
+        return self._configuration
+
+    def get_config(self) -> ExecutionConfig:
+        return self._execution_config
+
+    def get_checkpoint_config(self) -> CheckpointConfig:
+        return self._checkpoint_config
+
+    def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise UsageError(f"parallelism of the environment must be a positive integer, got {parallelism!r}")
+        max_p = self.get_max_parallelism()
+        if max_p != -1 and parallelism > max_p:
+            raise UsageError(f"parallelism {parallelism} exceeds max_parallelism {max_p} of the environment")
+        self._configuration.set_integer(opts.PARALLELISM_DEFAULT.key, parallelism)
+        return self
+
+    def get_parallelism(self) -> int:
+        return int(self._configuration.get_option(opts.PARALLELISM_DEFAULT))
+
+    def set_max_parallelism(self, max_parallelism: int) -> StreamExecutionEnvironment:
+        check_max_parallelism("the environment", max_parallelism)
+        self._configuration.set_integer(opts.MAX_PARALLELISM.key, max_parallelism)
+        return self
+
+    def get_max_parallelism(self) -> int:
+        return int(self._configuration.get_option(opts.MAX_PARALLELISM))
+
+    def set_buffer_timeout(self, timeout_millis: int) -> StreamExecutionEnvironment:
+        if isinstance(timeout_millis, bool) or not isinstance(timeout_millis, int) or timeout_millis < -1:
+            raise UsageError(
+                f"buffer timeout must be -1 (flush only when full), 0 (flush every record) or positive ms, "
+                f"got {timeout_millis!r}"
+            )
+        self._configuration.set_string(opts.BUFFER_TIMEOUT.key, f"{timeout_millis} ms")
+        return self
+
+    def get_buffer_timeout(self) -> int:
+        if not self._configuration.get_option(opts.BUFFER_TIMEOUT_ENABLED):
+            return -1
+        return int(self._configuration.get_option(opts.BUFFER_TIMEOUT))
+
+    def disable_operator_chaining(self) -> StreamExecutionEnvironment:
+        self._configuration.set_boolean(opts.OPERATOR_CHAINING.key, False)
+        return self
+
+    def is_chaining_enabled(self) -> bool:
+        return bool(self._configuration.get_option(opts.OPERATOR_CHAINING))
+
+    def is_chaining_of_operators_with_different_max_parallelism_enabled(self) -> bool:
+        return bool(self._configuration.get_option(opts.CHAIN_DIFFERENT_MAX_PARALLELISM))
+
+    def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
+        if not isinstance(execution_mode, RuntimeExecutionMode):
+            raise UsageError(f"runtime mode must be a RuntimeExecutionMode (STREAMING, BATCH, AUTOMATIC), got {execution_mode!r}")
+        self._configuration.set_string(opts.RUNTIME_MODE.key, execution_mode.name)
+        return self
+
+    def get_runtime_mode(self) -> RuntimeExecutionMode:
+        return RuntimeExecutionMode[self._configuration.get_option(opts.RUNTIME_MODE)]
+
+    def enable_checkpointing(self, interval: int, mode: CheckpointingMode | None = None) -> StreamExecutionEnvironment:
+        self._checkpoint_config.set_checkpoint_interval(interval)
+        if mode is not None:
+            self._checkpoint_config.set_checkpointing_mode(mode)
+        return self
+
+    def get_checkpoint_interval(self) -> int:
+        return self._checkpoint_config.get_checkpoint_interval()
+
+    def get_checkpointing_mode(self) -> CheckpointingMode:
+        return self._checkpoint_config.get_checkpointing_mode()
+
+    # -- sources -------------------------------------------------------------------------------
+    def _new_id(self) -> int:
+        nid = self._next_id
+        self._next_id += 1
+        return nid
+
+    def _add_source(
+        self, source: Source, name: str, type_info: TypeInformation | None, watermark_strategy: WatermarkStrategy | None
+    ) -> DataStream:
+        from engine.datastream.data_stream import DataStream
+
+        t = SourceTransformation(
+            id=self._new_id(),
+            name=name,
+            output_type=type_info if type_info is not None else source.produced_type(),
+            chaining_strategy=ChainingStrategy.HEAD,
+            source=source,
+            watermark_strategy=watermark_strategy,
+            bounded=source.is_bounded(),
+        )
+        if not source.is_parallel:
+            t.parallelism = 1
+            t.max_parallelism = 1
+            t.parallelism_fixed = True
+        return DataStream(self, t)
+
+    def from_collection(self, collection: list[Any], type_info: TypeInformation | None = None) -> DataStream:
+        try:
+            elements = list(collection)
+        except TypeError:
+            raise UsageError(f"from_collection needs an iterable of elements, got {collection!r}") from None
+        type_info = check_type_info("from_collection(type_info)", type_info)
+        return self._add_source(CollectionSource(elements, type_info), "Collection Source", type_info, None)
+
+    def from_source(
+        self,
+        source: Source,
+        watermark_strategy: WatermarkStrategy,
+        source_name: str,
+        type_info: TypeInformation | None = None,
+    ) -> DataStream:
+        if not isinstance(source, Source):
+            raise UsageError(
+                f"from_source needs a Source such as NumberSequenceSource or FileSource, got {source!r}"
+            )
+        if not isinstance(watermark_strategy, WatermarkStrategy):
+            raise UsageError(
+                f"from_source needs a WatermarkStrategy (e.g. WatermarkStrategy.no_watermarks()), got {watermark_strategy!r}"
+            )
+        if not isinstance(source_name, str) or not source_name:
+            raise UsageError(f"from_source needs a source name as a non-empty string, got {source_name!r}")
+        type_info = check_type_info("from_source(type_info)", type_info)
+        return self._add_source(source, source_name, type_info, watermark_strategy)
+
+    def add_source(
+        self,
+        source_func: Any,
+        source_name: str = "Custom Source",
+        type_info: TypeInformation | None = None,
+        bounded: bool = True,
+        parallel: bool = False,
+    ) -> DataStream:
+        """A SourceFunction (``run(ctx)`` emitting with ``ctx.collect``); non-parallel unless ``parallel``."""
+        from engine.datastream.functions import SourceFunction
+
+        if not isinstance(source_func, SourceFunction):
+            raise UsageError(f"add_source needs a SourceFunction, got {source_func!r}")
+        type_info = check_type_info("add_source(type_info)", type_info)
+        return self._add_source(FunctionSource(source_func, bounded, parallel), source_name, type_info, None)
+
+    # -- the job -------------------------------------------------------------------------------
+    def _add_transformation(self, transformation: Transformation) -> None:
+        self._transformations.append(transformation)
+
+    def get_transformations(self) -> list[Transformation]:
+        return list(self._transformations)
+
+    def get_stream_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> StreamGraph:
+        from engine.graph.stream_graph import generate_stream_graph
+
+        graph = generate_stream_graph(self, job_name)
+        if clear_transformations:
+            self._transformations.clear()
+        return graph
+
+    def get_execution_plan(self) -> str:
+        """The StreamGraph as Flink's execution-plan JSON (``nodes`` with predecessors)."""
+        import json
+
+        from engine.graph.plan import stream_graph_to_json
+
+        return json.dumps(stream_graph_to_json(self.get_stream_graph()), indent=2)
+
+    def _job_name(self, job_name: str | None) -> str:
+        if job_name is not None:
+            return job_name
+        configured = self._configuration.get_option(opts.PIPELINE_NAME)
+        return str(configured) if configured else "weir Streaming Job"
+
+    def execute(self, job_name: str | None = None) -> Any:
+        """Compile and run the job; returns a JobExecutionResult. Blocks until the job ends."""
+        graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
+        if self._capturing:
+            raise ProgramCaptured(graph)
+        from engine.runtime.client import execute_stream_graph
+
+        return execute_stream_graph(self, graph)
+
+    def execute_async(self, job_name: str | None = None) -> Any:
+        """Submit the job and return a JobClient without waiting for it to end."""
+        graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
+        if self._capturing:
+            raise ProgramCaptured(graph)
+        from engine.runtime.client import submit_stream_graph
+
+        return submit_stream_graph(self, graph)
+
+    def close(self) -> None:
+        self._transformations.clear()

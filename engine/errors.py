@@ -1,0 +1,35 @@
+"""The errors weir raises on purpose.
+
+Every message names the object, the value received, and what would be valid.
+"""
+
+from __future__ import annotations
+
+
+class WeirError(Exception):
+    """Base class of every error weir raises on purpose."""
+
+
+class UsageError(WeirError, ValueError):
+    """A caller's mistake: a job that cannot be built, a bad option, a malformed file."""
+
+
+class ProtocolViolation(WeirError):
+    """A peer broke a protocol: an event that is illegal in the current state."""
+
+
+class IllegalStateTransition(ProtocolViolation):
+    """A state machine was asked for a transition its table does not allow."""
+
+    def __init__(self, machine: str, from_state: object, event: str, to_state: object) -> None:
+        self.machine = machine
+        self.from_state = from_state
+        self.event = event
+        self.to_state = to_state
+        super().__init__(
+            f"{machine}: illegal transition {from_state} -> {to_state} on event '{event}'"
+        )
+
+
+class JobExecutionError(WeirError):
+    """A job failed; carries the user's exception and names the operator and subtask."""

@@ -1,0 +1,61 @@
+"""Stream partitioners as the graph sees them: a name, a distribution pattern, a key selector.
+
+The runtime turns these into channel selectors (``engine.network``); here they only
+decide edges: which are all-to-all, which are pointwise, and what the plan prints.
+Names are Flink's ``StreamPartitioner.toString()`` values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class DistributionPattern(Enum):
+    """How producer subtasks connect to consumer subtasks (Flink's DistributionPattern)."""
+
+    ALL_TO_ALL = "ALL_TO_ALL"
+    POINTWISE = "POINTWISE"
+
+
+@dataclass(frozen=True, eq=False)
+class Partitioner:
+    name: str  # FORWARD, HASH, REBALANCE, RESCALE, SHUFFLE, BROADCAST, GLOBAL
+    key_selector: Any = None  # only for HASH
+
+    @property
+    def pattern(self) -> DistributionPattern:
+        if self.name in ("FORWARD", "RESCALE"):
+            return DistributionPattern.POINTWISE
+        return DistributionPattern.ALL_TO_ALL
+
+    @property
+    def is_forward(self) -> bool:
+        return self.name == "FORWARD"
+
+    @property
+    def is_broadcast(self) -> bool:
+        return self.name == "BROADCAST"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Partitioner) and (self.name, self.key_selector) == (other.name, other.key_selector)
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+FORWARD = Partitioner("FORWARD")
+REBALANCE = Partitioner("REBALANCE")
+RESCALE = Partitioner("RESCALE")
+SHUFFLE = Partitioner("SHUFFLE")
+BROADCAST = Partitioner("BROADCAST")
+GLOBAL = Partitioner("GLOBAL")
+
+
+def key_group_partitioner(key_selector: Any) -> Partitioner:
+    """keyBy: the key group of each record's key decides its consumer subtask."""
+    return Partitioner("HASH", key_selector)

@@ -1,0 +1,65 @@
+"""Loading a job file: run it with environments in capture mode and keep its StreamGraph.
+
+A job file is a plain Python script that builds its pipeline against
+``StreamExecutionEnvironment.get_execution_environment()`` and calls ``execute()``.
+``load_job_file`` runs it as ``__main__`` under ``capture_programs``, so ``execute()``
+records the StreamGraph and stops the script instead of running the job.
+"""
+
+from __future__ import annotations
+
+import runpy
+import sys
+import traceback
+from pathlib import Path
+
+from engine.common.configuration import Configuration
+from engine.datastream.stream_execution_environment import ProgramCaptured, capture_programs
+from engine.errors import UsageError, WeirError
+from engine.graph.stream_graph import StreamGraph
+
+
+def load_job_file(path: str | Path, configuration: Configuration | None = None) -> StreamGraph:
+    job_path = Path(path)
+    if not job_path.exists():
+        raise UsageError(f"job file '{path}' does not exist; give the path of a Python file that builds a job")
+    if not job_path.is_file() or job_path.suffix != ".py":
+        raise UsageError(f"job file '{path}' is not a Python file (.py)")
+    saved_argv = sys.argv
+    sys.argv = [str(job_path)]
+    sys.path.insert(0, str(job_path.parent.resolve()))
+    try:
+        with capture_programs(configuration) as capture:
+            try:
+                runpy.run_path(str(job_path), run_name="__main__")
+            except ProgramCaptured as captured:
+                return captured.stream_graph
+            except WeirError:
+                raise
+            except SystemExit as exit_:
+                if exit_.code not in (None, 0):
+                    raise UsageError(f"job file '{path}' exited with status {exit_.code} before building its job") from None
+            except Exception as exc:
+                frame = _last_frame_in(job_path, exc)
+                where = f" at line {frame}" if frame else ""
+                raise UsageError(
+                    f"job file '{path}' raised {type(exc).__name__}{where} while building its job: {exc}"
+                ) from exc
+            built = [env for env in capture.environments if env.get_transformations()]
+            if built:
+                return built[-1].get_stream_graph()
+    finally:
+        sys.argv = saved_argv
+        sys.path.remove(str(job_path.parent.resolve()))
+    raise UsageError(
+        f"job file '{path}' builds no job: it must get StreamExecutionEnvironment.get_execution_environment(), "
+        f"add sources, operators and a sink, and call env.execute()"
+    )
+
+
+def _last_frame_in(job_path: Path, exc: BaseException) -> int | None:
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if Path(frame.filename).resolve() == job_path.resolve():
+            line = frame.lineno
+    return line

@@ -116,8 +116,8 @@ def _dot_escape(text: str) -> str:
 def stream_graph_to_dot(graph: StreamGraph) -> str:
     lines = [f'digraph "{_dot_escape(graph.job_name)}" {{', "  rankdir=LR;", "  node [shape=box];"]
     for node in graph.nodes.values():
-        label = f"{node.name}\\nparallelism {node.parallelism}"
-        lines.append(f'  n{node.id} [label="{_dot_escape(label)}"];')
+        label = f"{_dot_escape(node.name)}\\nparallelism {node.parallelism}"
+        lines.append(f'  n{node.id} [label="{label}"];')
     for e in graph.edges:
         lines.append(f'  n{e.source_id} -> n{e.target_id} [label="{e.partitioner}"];')
     lines.append("}")
@@ -128,8 +128,8 @@ def job_graph_to_dot(job: JobGraph) -> str:
     lines = [f'digraph "{_dot_escape(job.job_name)}" {{', "  rankdir=LR;", "  node [shape=box];"]
     index = {v.id: i for i, v in enumerate(job.vertices)}
     for v in job.vertices:
-        label = f"{v.name}\\nparallelism {v.parallelism}, group {v.slot_sharing_group}"
-        lines.append(f'  v{index[v.id]} [label="{_dot_escape(label)}"];')
+        label = f"{_dot_escape(v.name)}\\nparallelism {v.parallelism}, group {_dot_escape(v.slot_sharing_group)}"
+        lines.append(f'  v{index[v.id]} [label="{label}"];')
     for e in job.edges:
         style = "dashed" if e.result_partition_type.is_blocking else "solid"
         lines.append(

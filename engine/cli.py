@@ -48,11 +48,17 @@ def main() -> None:
     show_default=True,
     help="Graph level: StreamGraph, JobGraph (chained) or ExecutionGraph (subtasks in slots).",
 )
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text", show_default=True)
+@click.option(
+    "--format", "fmt", type=click.Choice(["text", "json", "dot"]), default="text", show_default=True
+)
 @click.option("--parallelism", "-p", type=click.IntRange(min=1), help="Default parallelism of the job.")
 @click.option("--taskmanagers", type=click.IntRange(min=1), default=1, show_default=True)
-@click.option("--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs).")
-def plan(job_file: Path, level: str, fmt: str, parallelism: int | None, taskmanagers: int, slots: int | None) -> None:
+@click.option(
+    "--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs)."
+)
+def plan(
+    job_file: Path, level: str, fmt: str, parallelism: int | None, taskmanagers: int, slots: int | None
+) -> None:
     """Print the plan of JOB_FILE at one graph level without running it."""
     from engine.graph import plan as render
     from engine.jobfile import load_job_file

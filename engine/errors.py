@@ -26,9 +26,7 @@ class IllegalStateTransition(ProtocolViolation):
         self.from_state = from_state
         self.event = event
         self.to_state = to_state
-        super().__init__(
-            f"{machine}: illegal transition {from_state} -> {to_state} on event '{event}'"
-        )
+        super().__init__(f"{machine}: illegal transition {from_state} -> {to_state} on event '{event}'")
 
 
 class JobExecutionError(WeirError):

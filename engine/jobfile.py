@@ -22,7 +22,9 @@ from engine.graph.stream_graph import StreamGraph
 def load_job_file(path: str | Path, configuration: Configuration | None = None) -> StreamGraph:
     job_path = Path(path)
     if not job_path.exists():
-        raise UsageError(f"job file '{path}' does not exist; give the path of a Python file that builds a job")
+        raise UsageError(
+            f"job file '{path}' does not exist; give the path of a Python file that builds a job"
+        )
     if not job_path.is_file() or job_path.suffix != ".py":
         raise UsageError(f"job file '{path}' is not a Python file (.py)")
     saved_argv = sys.argv
@@ -38,7 +40,9 @@ def load_job_file(path: str | Path, configuration: Configuration | None = None) 
                 raise
             except SystemExit as exit_:
                 if exit_.code not in (None, 0):
-                    raise UsageError(f"job file '{path}' exited with status {exit_.code} before building its job") from None
+                    raise UsageError(
+                        f"job file '{path}' exited with status {exit_.code} before building its job"
+                    ) from None
             except Exception as exc:
                 frame = _last_frame_in(job_path, exc)
                 where = f" at line {frame}" if frame else ""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.common.configuration import Configuration
 from engine.common.time import Duration, Time
-from engine.common.typeinfo import Types, TypeInformation
+from engine.common.typeinfo import TypeInformation, Types
 from engine.common.types import Row, RowKind
 from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 

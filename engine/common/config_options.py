@@ -47,9 +47,7 @@ def parse_duration_ms(key: str, value: Any) -> int:
     m = _NUMBER_UNIT.match(str(value))
     unit = m.group(2).lower() if m else ""
     if not m or (unit and unit not in _DURATION_UNITS):
-        raise UsageError(
-            f"{key}: expected a duration such as '100 ms', '10 s' or '1 min', got {value!r}"
-        )
+        raise UsageError(f"{key}: expected a duration such as '100 ms', '10 s' or '1 min', got {value!r}")
     return int(int(m.group(1)) * _DURATION_UNITS.get(unit, 1))
 
 
@@ -160,7 +158,9 @@ def _opt(*args: Any, **kwargs: Any) -> ConfigOption:
     return option
 
 
-PARALLELISM_DEFAULT = _opt("parallelism.default", "int", 1, "Default parallelism of operators.", check=_positive)
+PARALLELISM_DEFAULT = _opt(
+    "parallelism.default", "int", 1, "Default parallelism of operators.", check=_positive
+)
 MAX_PARALLELISM = _opt(
     "pipeline.max-parallelism", "int", -1,
     "Max parallelism (number of key groups); -1 derives it from the parallelism.", check=_max_parallelism,
@@ -202,7 +202,11 @@ CHECKPOINTING_TIMEOUT = _opt(
     "execution.checkpointing.timeout", "duration", 600_000, "Checkpoint timeout.", check=_positive
 )
 CHECKPOINTING_MIN_PAUSE = _opt(
-    "execution.checkpointing.min-pause", "duration", 0, "Minimal pause between checkpoints.", check=_non_negative
+    "execution.checkpointing.min-pause",
+    "duration",
+    0,
+    "Minimal pause between checkpoints.",
+    check=_non_negative,
 )
 CHECKPOINTING_MAX_CONCURRENT = _opt(
     "execution.checkpointing.max-concurrent-checkpoints", "int", 1, "Concurrent checkpoints.", check=_positive
@@ -248,7 +252,11 @@ FIXED_DELAY_DELAY = _opt(
     "restart-strategy.fixed-delay.delay", "duration", 1000, "Delay between restarts.", check=_non_negative
 )
 EXP_INITIAL_BACKOFF = _opt(
-    "restart-strategy.exponential-delay.initial-backoff", "duration", 1000, "First backoff.", check=_non_negative
+    "restart-strategy.exponential-delay.initial-backoff",
+    "duration",
+    1000,
+    "First backoff.",
+    check=_non_negative,
 )
 EXP_MAX_BACKOFF = _opt(
     "restart-strategy.exponential-delay.max-backoff", "duration", 60_000, "Backoff cap.", check=_non_negative
@@ -282,7 +290,9 @@ SLOTS_PER_TASKMANAGER = _opt(
     "taskmanager.numberOfTaskSlots", "int", None, "Slots per TaskManager (default: enough for the job).",
     check=_positive,
 )  # fmt: skip
-SEGMENT_SIZE = _opt("taskmanager.memory.segment-size", "memory", 32 * 1024, "Network buffer size.", check=_positive)
+SEGMENT_SIZE = _opt(
+    "taskmanager.memory.segment-size", "memory", 32 * 1024, "Network buffer size.", check=_positive
+)
 NETWORK_MEMORY = _opt(
     "taskmanager.memory.network.max", "memory", 64 << 20, "Network memory per TaskManager (weir: a fixed budget).",
     check=_positive,

@@ -7,6 +7,7 @@ as they are, as Flink keeps them.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,7 +63,7 @@ class Configuration:
     def remove_config(self, key: str) -> bool:
         return self._data.pop(key, None) is not None
 
-    def key_set(self) -> set[str]:
+    def key_set(self) -> builtins.set[str]:
         return set(self._data)
 
     def add_all(self, other: Configuration, prefix: str | None = None) -> Configuration:

@@ -20,7 +20,7 @@ class TypeInformation:
         raise NotImplementedError
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+        return type(self) is type(other) and self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._key()))
@@ -64,7 +64,9 @@ class PickledBytesTypeInfo(TypeInformation):
 
 class PrimitiveArrayTypeInfo(TypeInformation):
     def __init__(self, element_type: TypeInformation) -> None:
-        if not isinstance(element_type, BasicTypeInfo) or element_type.fixed_size is None and element_type.name != "Boolean":
+        if not isinstance(element_type, BasicTypeInfo) or (
+            element_type.fixed_size is None and element_type.name != "Boolean"
+        ):
             raise UsageError(
                 f"Types.PRIMITIVE_ARRAY needs a fixed-width basic element type "
                 f"(BYTE, SHORT, INT, LONG, FLOAT, DOUBLE, BOOLEAN, CHAR), got {element_type!r}"
@@ -132,7 +134,9 @@ class MapTypeInfo(TypeInformation):
 class RowTypeInfo(TypeInformation):
     """A row of named fields (``Types.ROW`` names them f0, f1, ...)."""
 
-    def __init__(self, field_types: Sequence[TypeInformation], field_names: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, field_types: Sequence[TypeInformation], field_names: Sequence[str] | None = None
+    ) -> None:
         field_types = list(field_types)
         for i, t in enumerate(field_types):
             _require_type_info(f"Types.ROW field {i}", t)

@@ -63,7 +63,9 @@ class WatermarkStrategy:
     def no_watermarks() -> WatermarkStrategy:
         return WatermarkStrategy(WatermarkStrategy.NONE)
 
-    def with_timestamp_assigner(self, timestamp_assigner: TimestampAssigner | Callable[..., int]) -> WatermarkStrategy:
+    def with_timestamp_assigner(
+        self, timestamp_assigner: TimestampAssigner | Callable[..., int]
+    ) -> WatermarkStrategy:
         if isinstance(timestamp_assigner, TimestampAssigner):
             assigner = timestamp_assigner
         elif callable(timestamp_assigner):

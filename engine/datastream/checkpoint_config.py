@@ -28,10 +28,12 @@ class CheckpointConfig:
         return -1 if value is None else int(value)
 
     def set_checkpoint_interval(self, checkpoint_interval: int) -> CheckpointConfig:
-        if isinstance(checkpoint_interval, bool) or not isinstance(checkpoint_interval, int) or checkpoint_interval < 10:
-            raise UsageError(
-                f"checkpoint interval must be at least 10 ms, got {checkpoint_interval!r}"
-            )
+        if (
+            isinstance(checkpoint_interval, bool)
+            or not isinstance(checkpoint_interval, int)
+            or checkpoint_interval < 10
+        ):
+            raise UsageError(f"checkpoint interval must be at least 10 ms, got {checkpoint_interval!r}")
         self._conf.set_string(opts.CHECKPOINTING_INTERVAL.key, f"{checkpoint_interval} ms")
         return self
 
@@ -48,7 +50,9 @@ class CheckpointConfig:
         return int(self._conf.get_option(opts.CHECKPOINTING_TIMEOUT))
 
     def set_checkpoint_timeout(self, checkpoint_timeout: int) -> CheckpointConfig:
-        self._conf.set_string(opts.CHECKPOINTING_TIMEOUT.key, f"{_ms('checkpoint timeout', checkpoint_timeout)} ms")
+        self._conf.set_string(
+            opts.CHECKPOINTING_TIMEOUT.key, f"{_ms('checkpoint timeout', checkpoint_timeout)} ms"
+        )
         return self
 
     def get_min_pause_between_checkpoints(self) -> int:
@@ -69,7 +73,9 @@ class CheckpointConfig:
     def get_tolerable_checkpoint_failure_number(self) -> int:
         return int(self._conf.get_option(opts.CHECKPOINTING_TOLERABLE_FAILURES))
 
-    def set_tolerable_checkpoint_failure_number(self, tolerable_checkpoint_failure_number: int) -> CheckpointConfig:
+    def set_tolerable_checkpoint_failure_number(
+        self, tolerable_checkpoint_failure_number: int
+    ) -> CheckpointConfig:
         self._conf.set_integer(opts.CHECKPOINTING_TOLERABLE_FAILURES.key, tolerable_checkpoint_failure_number)
         return self
 
@@ -106,7 +112,9 @@ class CheckpointConfig:
         value = self._conf.get_option(opts.CHECKPOINTS_DIRECTORY)
         return None if value is None else str(value)
 
-    def set_externalized_checkpoint_retention(self, retention: ExternalizedCheckpointRetention) -> CheckpointConfig:
+    def set_externalized_checkpoint_retention(
+        self, retention: ExternalizedCheckpointRetention
+    ) -> CheckpointConfig:
         if not isinstance(retention, ExternalizedCheckpointRetention):
             raise UsageError(f"retention must be an ExternalizedCheckpointRetention, got {retention!r}")
         self._retention = retention
@@ -122,7 +130,9 @@ class ExecutionConfig:
         self._global_job_parameters: dict[str, str] = {}
 
     def set_auto_watermark_interval(self, interval: int) -> ExecutionConfig:
-        self._conf.set_string(opts.AUTO_WATERMARK_INTERVAL.key, f"{_ms('auto watermark interval', interval)} ms")
+        self._conf.set_string(
+            opts.AUTO_WATERMARK_INTERVAL.key, f"{_ms('auto watermark interval', interval)} ms"
+        )
         return self
 
     def get_auto_watermark_interval(self) -> int:

@@ -171,7 +171,9 @@ class DataStream(_Configurable):
     def _state_key(self) -> Any:
         return None
 
-    def map(self, func: fn.MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None) -> DataStream:
+    def map(
+        self, func: fn.MapFunction | Callable[[Any], Any], output_type: TypeInformation | None = None
+    ) -> DataStream:
         output_type = check_type_info("map(output_type)", output_type)
         spec = OperatorSpec("map", fn.wrap_map(func), keyed=self._state_key() is not None)
         return self._one_input("Map", spec, output_type, self._state_key())
@@ -187,7 +189,9 @@ class DataStream(_Configurable):
         spec = OperatorSpec("filter", fn.wrap_filter(func), keyed=self._state_key() is not None)
         return self._one_input("Filter", spec, self.get_type(), self._state_key())
 
-    def process(self, func: fn.ProcessFunction | Callable[..., Any], output_type: TypeInformation | None = None) -> DataStream:
+    def process(
+        self, func: fn.ProcessFunction | Callable[..., Any], output_type: TypeInformation | None = None
+    ) -> DataStream:
         output_type = check_type_info("process(output_type)", output_type)
         return self._one_input("Process", OperatorSpec("process", fn.wrap_process(func)), output_type)
 
@@ -212,7 +216,9 @@ class DataStream(_Configurable):
         return DataStream(self._env, t)
 
     # -- keys, unions, partitioning ------------------------------------------------------------
-    def key_by(self, key_selector: fn.KeySelector | Callable[[Any], Any], key_type: TypeInformation | None = None) -> KeyedStream:
+    def key_by(
+        self, key_selector: fn.KeySelector | Callable[[Any], Any], key_type: TypeInformation | None = None
+    ) -> KeyedStream:
         selector = fn.wrap_key_selector(key_selector)
         key_type = check_type_info("key_by(key_type)", key_type)
         t = PartitionTransformation(
@@ -238,7 +244,9 @@ class DataStream(_Configurable):
                     f"union() needs streams of one type: cannot union {self.get_type()!r} with {s.get_type()!r}"
                 )
             inputs.append(s._transformation)
-        t = UnionTransformation(id=self._env._new_id(), name="Union", output_type=self.get_type(), inputs=inputs)
+        t = UnionTransformation(
+            id=self._env._new_id(), name="Union", output_type=self.get_type(), inputs=inputs
+        )
         return DataStream(self._env, t)
 
     def _partition(self, partitioner: parts.Partitioner) -> DataStream:
@@ -278,9 +286,7 @@ class DataStream(_Configurable):
         )
 
     def count_window(self, size: int, slide: int = 0) -> WindowedStream:
-        raise UsageError(
-            "count_window() needs a KeyedStream: call key_by(...) before count_window(...)"
-        )
+        raise UsageError("count_window() needs a KeyedStream: call key_by(...) before count_window(...)")
 
     def window_all(self, window_assigner: WindowAssigner) -> WindowedStream:
         """A window over the whole stream: Flink runs it keyed by a constant at parallelism 1."""
@@ -375,8 +381,14 @@ class KeyedStream(DataStream):
         if isinstance(position, bool) or not isinstance(position, (int, str)):
             raise UsageError(f"{agg}() needs a field position (int) or name (str), got {position!r}")
         t = self.get_type()
-        if isinstance(position, int) and isinstance(t, (RowTypeInfo, TupleTypeInfo)) and not 0 <= position < t.get_arity():
-            raise UsageError(f"{agg}({position}): field position out of range for {t!r} with {t.get_arity()} fields")
+        if (
+            isinstance(position, int)
+            and isinstance(t, (RowTypeInfo, TupleTypeInfo))
+            and not 0 <= position < t.get_arity()
+        ):
+            raise UsageError(
+                f"{agg}({position}): field position out of range for {t!r} with {t.get_arity()} fields"
+            )
         if isinstance(position, str) and isinstance(t, RowTypeInfo):
             t.get_field_index(position)  # raises a clear error when missing
         spec = OperatorSpec("aggregation", None, {"aggregation": agg, "field": position}, keyed=True)
@@ -397,14 +409,14 @@ class KeyedStream(DataStream):
     def max_by(self, position_to_max_by: int | str = 0) -> DataStream:
         return self._aggregate("max_by", position_to_max_by)
 
-    def window(self, window_assigner: WindowAssigner) -> WindowedStream:  # type: ignore[override]
+    def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         if not isinstance(window_assigner, WindowAssigner):
             raise UsageError(
                 f"window() needs a WindowAssigner such as TumblingEventTimeWindows.of(Time.seconds(10)), got {window_assigner!r}"
             )
         return WindowedStream(self, window_assigner)
 
-    def count_window(self, size: int, slide: int = 0) -> WindowedStream:  # type: ignore[override]
+    def count_window(self, size: int, slide: int = 0) -> WindowedStream:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise UsageError(f"count_window(size) must be a positive integer, got {size!r}")
         if isinstance(slide, bool) or not isinstance(slide, int) or slide < 0:
@@ -418,7 +430,9 @@ class KeyedStream(DataStream):
         return ws
 
     def _keyed_unsupported(self, what: str) -> UsageError:
-        return UsageError(f"{what} is not supported on a KeyedStream; call it on the operator after key_by(...)")
+        return UsageError(
+            f"{what} is not supported on a KeyedStream; call it on the operator after key_by(...)"
+        )
 
     def name(self, name: str) -> Any:
         raise self._keyed_unsupported("name()")
@@ -439,7 +453,9 @@ class KeyedStream(DataStream):
 class WindowedStream:
     """A keyed stream cut into windows; ``reduce``/``aggregate``/``process``/``apply`` finish it."""
 
-    def __init__(self, keyed_stream: KeyedStream, window_assigner: WindowAssigner, all_window: bool = False) -> None:
+    def __init__(
+        self, keyed_stream: KeyedStream, window_assigner: WindowAssigner, all_window: bool = False
+    ) -> None:
         self._keyed = keyed_stream
         self._assigner = window_assigner
         self._trigger: Trigger | None = None
@@ -458,7 +474,9 @@ class WindowedStream:
         if not isinstance(trigger, Trigger):
             raise UsageError(f"trigger() needs a Trigger such as CountTrigger.of(100), got {trigger!r}")
         if self._assigner.is_merging and isinstance(trigger, CountTrigger):
-            raise UsageError(f"a CountTrigger cannot be used with merging windows ({self._assigner.describe()})")
+            raise UsageError(
+                f"a CountTrigger cannot be used with merging windows ({self._assigner.describe()})"
+            )
         self._trigger = trigger
         return self
 
@@ -478,7 +496,9 @@ class WindowedStream:
         self._late_tag = output_tag
         return self
 
-    def _build(self, function_kind: str, options: dict[str, Any], output_type: TypeInformation | None, label: str) -> DataStream:
+    def _build(
+        self, function_kind: str, options: dict[str, Any], output_type: TypeInformation | None, label: str
+    ) -> DataStream:
         trigger = self._trigger or self._assigner.get_default_trigger()
         spec = OperatorSpec(
             "window",
@@ -510,11 +530,20 @@ class WindowedStream:
         output_type: TypeInformation | None = None,
     ) -> DataStream:
         reducer = fn.wrap_reduce("WindowedStream.reduce()", reduce_function)
-        wf = None if window_function is None else fn.wrap_window_function("reduce(window_function)", window_function)
+        wf = (
+            None
+            if window_function is None
+            else fn.wrap_window_function("reduce(window_function)", window_function)
+        )
         out = check_type_info("reduce(output_type)", output_type)
         if wf is None and out is None:
             out = self.get_input_type()
-        return self._build("reduce", {"function": reducer, "window_function": wf}, out, fn.function_name(reducer, "ReduceFunction"))
+        return self._build(
+            "reduce",
+            {"function": reducer, "window_function": wf},
+            out,
+            fn.function_name(reducer, "ReduceFunction"),
+        )
 
     def aggregate(
         self,
@@ -524,7 +553,11 @@ class WindowedStream:
         output_type: TypeInformation | None = None,
     ) -> DataStream:
         agg = fn.wrap_aggregate("WindowedStream.aggregate()", aggregate_function)
-        wf = None if window_function is None else fn.wrap_window_function("aggregate(window_function)", window_function)
+        wf = (
+            None
+            if window_function is None
+            else fn.wrap_window_function("aggregate(window_function)", window_function)
+        )
         opts = {
             "function": agg,
             "window_function": wf,

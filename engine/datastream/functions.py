@@ -202,7 +202,9 @@ class ProcessWindowFunction(Function):
         def output(self, output_tag: Any, value: Any) -> None:
             raise NotImplementedError
 
-    def process(self, key: Any, context: ProcessWindowFunction.Context, elements: Iterable[Any]) -> Iterable[Any] | None:
+    def process(
+        self, key: Any, context: ProcessWindowFunction.Context, elements: Iterable[Any]
+    ) -> Iterable[Any] | None:
         raise NotImplementedError
 
     def clear(self, context: ProcessWindowFunction.Context) -> None:
@@ -314,23 +316,23 @@ def _wrap(api: str, fn: object, base: type, wrapper: type, expected: str) -> Any
 
 
 def wrap_map(fn: object) -> MapFunction:
-    return _wrap("map()", fn, MapFunction, _MapCallable, "a MapFunction")  # type: ignore[no-any-return]
+    return _wrap("map()", fn, MapFunction, _MapCallable, "a MapFunction")
 
 
 def wrap_flat_map(fn: object) -> FlatMapFunction:
-    return _wrap("flat_map()", fn, FlatMapFunction, _FlatMapCallable, "a FlatMapFunction")  # type: ignore[no-any-return]
+    return _wrap("flat_map()", fn, FlatMapFunction, _FlatMapCallable, "a FlatMapFunction")
 
 
 def wrap_filter(fn: object) -> FilterFunction:
-    return _wrap("filter()", fn, FilterFunction, _FilterCallable, "a FilterFunction")  # type: ignore[no-any-return]
+    return _wrap("filter()", fn, FilterFunction, _FilterCallable, "a FilterFunction")
 
 
 def wrap_key_selector(fn: object) -> KeySelector:
-    return _wrap("key_by()", fn, KeySelector, _KeySelectorCallable, "a KeySelector")  # type: ignore[no-any-return]
+    return _wrap("key_by()", fn, KeySelector, _KeySelectorCallable, "a KeySelector")
 
 
 def wrap_reduce(api: str, fn: object) -> ReduceFunction:
-    return _wrap(api, fn, ReduceFunction, _ReduceCallable, "a ReduceFunction")  # type: ignore[no-any-return]
+    return _wrap(api, fn, ReduceFunction, _ReduceCallable, "a ReduceFunction")
 
 
 def wrap_process(fn: object) -> ProcessFunction:
@@ -339,14 +341,14 @@ def wrap_process(fn: object) -> ProcessFunction:
             "process() on a non-keyed DataStream needs a ProcessFunction; a KeyedProcessFunction "
             "needs a KeyedStream: call key_by(...) first"
         )
-    return _wrap("process()", fn, ProcessFunction, _ProcessCallable, "a ProcessFunction")  # type: ignore[no-any-return]
+    return _wrap("process()", fn, ProcessFunction, _ProcessCallable, "a ProcessFunction")
 
 
 def wrap_keyed_process(fn: object) -> KeyedProcessFunction:
     if isinstance(fn, ProcessFunction):
         # Flink accepts a ProcessFunction on a keyed stream (deprecated); we do too, as keyed.
         return _KeyedProcessCallable(fn.process_element)
-    return _wrap(  # type: ignore[no-any-return]
+    return _wrap(
         "KeyedStream.process()", fn, KeyedProcessFunction, _KeyedProcessCallable, "a KeyedProcessFunction"
     )
 
@@ -359,7 +361,7 @@ def wrap_window_function(api: str, fn: object) -> WindowFunction | ProcessWindow
 
 
 def wrap_process_window(api: str, fn: object) -> ProcessWindowFunction:
-    return _wrap(api, fn, ProcessWindowFunction, _ProcessWindowCallable, "a ProcessWindowFunction")  # type: ignore[no-any-return]
+    return _wrap(api, fn, ProcessWindowFunction, _ProcessWindowCallable, "a ProcessWindowFunction")
 
 
 def wrap_aggregate(api: str, fn: object) -> AggregateFunction:

@@ -106,7 +106,9 @@ class StreamExecutionEnvironment:
 
     def set_parallelism(self, parallelism: int) -> StreamExecutionEnvironment:
         if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-            raise UsageError(f"parallelism of the environment must be a positive integer, got {parallelism!r}")
+            raise UsageError(
+                f"parallelism of the environment must be a positive integer, got {parallelism!r}"
+            )
         max_p = self.get_max_parallelism()
         if max_p != -1 and parallelism > max_p:
             raise UsageError(f"parallelism {parallelism} exceeds max_parallelism {max_p} of the environment")
@@ -150,14 +152,18 @@ class StreamExecutionEnvironment:
 
     def set_runtime_mode(self, execution_mode: RuntimeExecutionMode) -> StreamExecutionEnvironment:
         if not isinstance(execution_mode, RuntimeExecutionMode):
-            raise UsageError(f"runtime mode must be a RuntimeExecutionMode (STREAMING, BATCH, AUTOMATIC), got {execution_mode!r}")
+            raise UsageError(
+                f"runtime mode must be a RuntimeExecutionMode (STREAMING, BATCH, AUTOMATIC), got {execution_mode!r}"
+            )
         self._configuration.set_string(opts.RUNTIME_MODE.key, execution_mode.name)
         return self
 
     def get_runtime_mode(self) -> RuntimeExecutionMode:
         return RuntimeExecutionMode[self._configuration.get_option(opts.RUNTIME_MODE)]
 
-    def enable_checkpointing(self, interval: int, mode: CheckpointingMode | None = None) -> StreamExecutionEnvironment:
+    def enable_checkpointing(
+        self, interval: int, mode: CheckpointingMode | None = None
+    ) -> StreamExecutionEnvironment:
         self._checkpoint_config.set_checkpoint_interval(interval)
         if mode is not None:
             self._checkpoint_config.set_checkpointing_mode(mode)
@@ -176,7 +182,11 @@ class StreamExecutionEnvironment:
         return nid
 
     def _add_source(
-        self, source: Source, name: str, type_info: TypeInformation | None, watermark_strategy: WatermarkStrategy | None
+        self,
+        source: Source,
+        name: str,
+        type_info: TypeInformation | None,
+        watermark_strategy: WatermarkStrategy | None,
     ) -> DataStream:
         from engine.datastream.data_stream import DataStream
 
@@ -246,7 +256,9 @@ class StreamExecutionEnvironment:
     def get_transformations(self) -> list[Transformation]:
         return list(self._transformations)
 
-    def get_stream_graph(self, job_name: str | None = None, clear_transformations: bool = False) -> StreamGraph:
+    def get_stream_graph(
+        self, job_name: str | None = None, clear_transformations: bool = False
+    ) -> StreamGraph:
         from engine.graph.stream_graph import generate_stream_graph
 
         graph = generate_stream_graph(self, job_name)

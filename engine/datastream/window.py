@@ -118,7 +118,9 @@ class _Tumbling(WindowAssigner):
         if size <= 0:
             raise UsageError(f"{type(self).__name__} needs a positive size, got {size} ms")
         if abs(offset) >= size:
-            raise UsageError(f"{type(self).__name__} needs |offset| < size, got offset {offset} ms, size {size} ms")
+            raise UsageError(
+                f"{type(self).__name__} needs |offset| < size, got offset {offset} ms, size {size} ms"
+            )
         self.size = size
         self.offset = offset
 

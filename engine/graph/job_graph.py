@@ -147,7 +147,9 @@ class JobGraph:
     def vertex_by_name(self, name: str) -> JobVertex:
         matches = [v for v in self.vertices if v.name == name]
         if len(matches) != 1:
-            raise KeyError(f"{len(matches)} vertices named {name!r}; names: {[v.name for v in self.vertices]}")
+            raise KeyError(
+                f"{len(matches)} vertices named {name!r}; names: {[v.name for v in self.vertices]}"
+            )
         return matches[0]
 
     def vertex_of_node(self, node_id: int) -> JobVertex:
@@ -206,7 +208,9 @@ def chaining_blockers(edge: StreamEdge, graph: StreamGraph) -> list[str]:
     if len(down.in_edges) != 1:
         reasons.append(f"'{down.name}' has {len(down.in_edges)} inputs")
     if up.slot_sharing_group != down.slot_sharing_group:
-        reasons.append(f"slot sharing groups differ ({up.slot_sharing_group!r} vs {down.slot_sharing_group!r})")
+        reasons.append(
+            f"slot sharing groups differ ({up.slot_sharing_group!r} vs {down.slot_sharing_group!r})"
+        )
     if up.chaining_strategy is ChainingStrategy.NEVER:
         reasons.append(f"'{up.name}' has chaining disabled")
     if down.chaining_strategy is ChainingStrategy.NEVER:
@@ -326,8 +330,8 @@ class _Builder:
         if current_id == start_id:
             self.built.add(start_id)
             self.chain_outputs[start_id] = transitive
-            for edge in non_chainable_targets(transitive):
-                self.create_chain(edge, edge)
+            for target_id in non_chainable_targets(transitive):
+                self.create_chain(target_id, target_id)
         return transitive
 
     def build(self) -> JobGraph:

@@ -39,7 +39,10 @@ class Partitioner:
         return self.name == "BROADCAST"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Partitioner) and (self.name, self.key_selector) == (other.name, other.key_selector)
+        return isinstance(other, Partitioner) and (self.name, self.key_selector) == (
+            other.name,
+            other.key_selector,
+        )
 
     def __hash__(self) -> int:
         return hash(self.name)

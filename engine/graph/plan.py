@@ -128,12 +128,14 @@ def job_graph_to_dot(job: JobGraph) -> str:
     lines = [f'digraph "{_dot_escape(job.job_name)}" {{', "  rankdir=LR;", "  node [shape=box];"]
     index = {v.id: i for i, v in enumerate(job.vertices)}
     for v in job.vertices:
-        label = f"{_dot_escape(v.name)}\\nparallelism {v.parallelism}, group {_dot_escape(v.slot_sharing_group)}"
+        label = (
+            f"{_dot_escape(v.name)}\\nparallelism {v.parallelism}, group {_dot_escape(v.slot_sharing_group)}"
+        )
         lines.append(f'  v{index[v.id]} [label="{label}"];')
     for e in job.edges:
         style = "dashed" if e.result_partition_type.is_blocking else "solid"
         lines.append(
-            f'  v{index[e.producer.id]} -> v{index[e.target.id]} '
+            f"  v{index[e.producer.id]} -> v{index[e.target.id]} "
             f'[label="{e.partitioner} {e.result_partition_type.value}", style={style}];'
         )
     lines.append("}")

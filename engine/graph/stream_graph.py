@@ -269,7 +269,11 @@ class _Generator:
     # -- finishing -----------------------------------------------------------------------------
     def resolve_runtime_mode(self) -> None:
         sources = [n for n in self.graph.nodes.values() if n.is_source]
-        unbounded = [n for n in sources if isinstance(n.transformation, SourceTransformation) and not n.transformation.bounded]
+        unbounded = [
+            n
+            for n in sources
+            if isinstance(n.transformation, SourceTransformation) and not n.transformation.bounded
+        ]
         if self.graph.runtime_mode == "AUTOMATIC":
             self.graph.runtime_mode = "STREAMING" if unbounded else "BATCH"
         elif self.graph.runtime_mode == "BATCH" and unbounded:

@@ -30,8 +30,15 @@ def test_job_level_json_schema() -> None:
     assert code == 0
     plan = json.loads(out)
     assert [v["parallelism"] for v in plan["vertices"]] == [2, 2, 1]
-    assert [[op["name"] for op in v["operators"]] for v in plan["vertices"]][0] == ["Source: Events", "Map"]
-    assert set(plan["vertices"][0]) == {"id", "name", "parallelism", "max_parallelism", "slot_sharing_group", "operators"}
+    assert [op["name"] for op in plan["vertices"][0]["operators"]] == ["Source: Events", "Map"]
+    assert set(plan["vertices"][0]) == {
+        "id",
+        "name",
+        "parallelism",
+        "max_parallelism",
+        "slot_sharing_group",
+        "operators",
+    }
     assert plan["edges"][0]["partitioner"] == "HASH"
     assert plan["edges"][0]["result_partition_type"] == "PIPELINED_BOUNDED"
     assert {e["source"] for e in plan["edges"]} <= {v["id"] for v in plan["vertices"]}
@@ -130,3 +137,43 @@ def test_bad_choice_names_the_valid_ones() -> None:
     code, _, err = run("plan", str(EXAMPLES / "my_job.py"), "--level", "physical")
     assert code == 2
     assert "'stream', 'job', 'execution'" in err
+
+
+def test_execution_level_json_places_every_subtask() -> None:
+    code, out, _ = run(
+        "plan",
+        str(EXAMPLES / "my_job.py"),
+        "--level",
+        "execution",
+        "--format",
+        "json",
+        "--taskmanagers",
+        "2",
+        "--slots",
+        "1",
+    )
+    assert code == 0
+    plan = json.loads(out)
+    assert (plan["slots_used"], plan["slots_offered"], plan["regions"]) == (2, 2, 1)
+    by_name = {(s["vertex"].split(" ")[0], s["subtask"]): s for s in plan["subtasks"]}
+    assert len(plan["subtasks"]) == 5
+    assert by_name[("Source:", 0)]["subpartitions"] == [2]
+    assert by_name[("Window(TumblingEventTimeWindows(10000,", 1)]["input_channels"] == [2]
+    assert by_name[("Sink:", 0)]["input_channels"] == [2]
+    assert {s["taskmanager"] for s in plan["subtasks"]} == {0, 1}
+    assert all(s["state"] == "CREATED" and s["attempt"] == 0 for s in plan["subtasks"])
+
+
+def test_execution_level_with_too_few_slots_names_the_need() -> None:
+    code, _, err = run(
+        "plan",
+        str(EXAMPLES / "window_word_count.py"),
+        "--level",
+        "execution",
+        "--taskmanagers",
+        "2",
+        "--slots",
+        "3",
+    )
+    assert code == 2
+    assert "needs 8 slots" in err and "offers 6 (2 TaskManagers × 3 slots)" in err

@@ -34,7 +34,7 @@ class FunctionSource(Source):
     def __init__(self, function: Any, bounded: bool, parallel: bool) -> None:
         self.function = function
         self.bounded = bounded
-        self.is_parallel = parallel  # type: ignore[misc]
+        self.is_parallel = parallel
 
     def is_bounded(self) -> bool:
         return self.bounded

@@ -24,11 +24,17 @@ class DataGeneratorSource(Source):
         type_info: TypeInformation | None = None,
     ) -> None:
         if not callable(generator_function):
-            raise UsageError(f"DataGeneratorSource needs a callable index -> record, got {generator_function!r}")
+            raise UsageError(
+                f"DataGeneratorSource needs a callable index -> record, got {generator_function!r}"
+            )
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
-            raise UsageError(f"DataGeneratorSource count must be a non-negative integer or None, got {count!r}")
+            raise UsageError(
+                f"DataGeneratorSource count must be a non-negative integer or None, got {count!r}"
+            )
         if rate_limit is not None and (not isinstance(rate_limit, (int, float)) or rate_limit <= 0):
-            raise UsageError(f"DataGeneratorSource rate_limit must be positive records/s or None, got {rate_limit!r}")
+            raise UsageError(
+                f"DataGeneratorSource rate_limit must be positive records/s or None, got {rate_limit!r}"
+            )
         self.generator_function = generator_function
         self.count = count
         self.rate_limit = rate_limit

@@ -45,7 +45,9 @@ class FileSource(Source):
 class FileSourceBuilder:
     def __init__(self, stream_format: StreamFormat, paths: list[str]) -> None:
         if not isinstance(stream_format, StreamFormat):
-            raise UsageError(f"FileSource needs a StreamFormat such as StreamFormat.text_line_format(), got {stream_format!r}")
+            raise UsageError(
+                f"FileSource needs a StreamFormat such as StreamFormat.text_line_format(), got {stream_format!r}"
+            )
         if not paths or not all(isinstance(p, str) and p for p in paths):
             raise UsageError(f"FileSource needs at least one path as a non-empty string, got {paths!r}")
         self._format = stream_format
@@ -118,7 +120,9 @@ class FileSinkBuilder:
         if not isinstance(base_path, str) or not base_path:
             raise UsageError(f"FileSink needs a base path as a non-empty string, got {base_path!r}")
         if not isinstance(encoder, Encoder):
-            raise UsageError(f"FileSink needs an Encoder such as Encoder.simple_string_encoder(), got {encoder!r}")
+            raise UsageError(
+                f"FileSink needs an Encoder such as Encoder.simple_string_encoder(), got {encoder!r}"
+            )
         self._base_path = base_path
         self._encoder = encoder
         self._config = OutputFileConfig()

@@ -44,7 +44,9 @@ def test_max_parallelism_outside_range_is_rejected(env: StreamExecutionEnvironme
 
 def test_parallelism_above_max_parallelism_names_both(env: StreamExecutionEnvironment) -> None:
     m = env.from_collection([1]).map(lambda x: x).name("window").set_max_parallelism(128)
-    with pytest.raises(UsageError, match=r"parallelism 300 exceeds max_parallelism 128 for operator 'window'"):
+    with pytest.raises(
+        UsageError, match=r"parallelism 300 exceeds max_parallelism 128 for operator 'window'"
+    ):
         m.set_parallelism(300)
     n = env.from_collection([1]).map(lambda x: x).name("w2").set_parallelism(10)
     with pytest.raises(UsageError, match=r"parallelism 10 exceeds max_parallelism 4 for operator 'w2'"):
@@ -202,7 +204,9 @@ def test_types_describe_rows_and_tuples() -> None:
 
 
 def test_keyed_aggregation_checks_field_positions(env: StreamExecutionEnvironment) -> None:
-    keyed = env.from_collection([(1, 2)], type_info=Types.TUPLE([Types.LONG(), Types.LONG()])).key_by(lambda t: t[0])
+    keyed = env.from_collection([(1, 2)], type_info=Types.TUPLE([Types.LONG(), Types.LONG()])).key_by(
+        lambda t: t[0]
+    )
     keyed.sum(1)
     with pytest.raises(UsageError, match="out of range"):
         keyed.sum(5)
@@ -210,7 +214,9 @@ def test_keyed_aggregation_checks_field_positions(env: StreamExecutionEnvironmen
 
 def test_duration_and_watermark_strategy() -> None:
     assert Duration.of_seconds(2).to_milliseconds() == 2000
-    ws = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(200)).with_idleness(Duration.of_seconds(1))
+    ws = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(200)).with_idleness(
+        Duration.of_seconds(1)
+    )
     assert ws.max_out_of_orderness_ms == 200 and ws.idle_timeout_ms == 1000
     assigned = ws.with_timestamp_assigner(lambda e, ts: e[1])
     assert assigned.timestamp_assigner is not None

@@ -14,7 +14,9 @@ def my_job(parallelism: int = 2) -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     (
-        env.from_source(NumberSequenceSource(1, 1000), WatermarkStrategy.for_monotonous_timestamps(), "source")
+        env.from_source(
+            NumberSequenceSource(1, 1000), WatermarkStrategy.for_monotonous_timestamps(), "source"
+        )
         .map(lambda n: (n % 10, n), output_type=Types.TUPLE([Types.LONG(), Types.LONG()]))
         .key_by(lambda t: t[0])
         .window(TumblingEventTimeWindows.of(Time.seconds(10)))

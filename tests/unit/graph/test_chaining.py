@@ -9,9 +9,9 @@ import pytest
 from engine.common import Configuration, WatermarkStrategy
 from engine.datastream import DataStream, StreamExecutionEnvironment
 from engine.datastream.connectors.number_seq import NumberSequenceSource
+from engine.graph import partitioners as parts
 from engine.graph.job_graph import JobGraph, chaining_blockers, generate_job_graph, is_chainable
 from engine.graph.transformations import ChainingStrategy, ExchangeMode, PartitionTransformation
-from engine.graph import partitioners as parts
 
 from .jobs import my_job, window_word_count
 
@@ -95,14 +95,21 @@ def test_downstream_start_new_chain_breaks_only_before_it(env: StreamExecutionEn
     env.set_parallelism(2)
     s = env.from_source(NumberSequenceSource(1, 9), WatermarkStrategy.no_watermarks(), "s")
     s.map(lambda x: x).name("m").filter(bool).name("f").start_new_chain().print()
-    assert chains(generate_job_graph(env.get_stream_graph())) == [["Source: s", "m"], ["f", "Sink: Print to Std. Out"]]
+    assert chains(generate_job_graph(env.get_stream_graph())) == [
+        ["Source: s", "m"],
+        ["f", "Sink: Print to Std. Out"],
+    ]
 
 
 def test_downstream_never_breaks_both_sides(env: StreamExecutionEnvironment) -> None:
     env.set_parallelism(2)
     s = env.from_source(NumberSequenceSource(1, 9), WatermarkStrategy.no_watermarks(), "s")
     s.map(lambda x: x).name("m").filter(bool).name("f").disable_chaining().print()
-    assert chains(generate_job_graph(env.get_stream_graph())) == [["Source: s", "m"], ["f"], ["Sink: Print to Std. Out"]]
+    assert chains(generate_job_graph(env.get_stream_graph())) == [
+        ["Source: s", "m"],
+        ["f"],
+        ["Sink: Print to Std. Out"],
+    ]
 
 
 def test_upstream_never_is_not_chained_to_its_successor(env: StreamExecutionEnvironment) -> None:
@@ -114,7 +121,10 @@ def test_upstream_never_is_not_chained_to_its_successor(env: StreamExecutionEnvi
 
 
 def test_non_forward_partitioner_breaks_the_chain(env: StreamExecutionEnvironment) -> None:
-    assert chains(_pipeline(env, lambda m: m.rebalance())) == [["Source: s", "m"], ["f", "Sink: Print to Std. Out"]]
+    assert chains(_pipeline(env, lambda m: m.rebalance())) == [
+        ["Source: s", "m"],
+        ["f", "Sink: Print to Std. Out"],
+    ]
 
 
 def test_batch_exchange_breaks_the_chain(env: StreamExecutionEnvironment) -> None:
@@ -137,7 +147,9 @@ def test_batch_exchange_breaks_the_chain(env: StreamExecutionEnvironment) -> Non
 def test_parallelism_difference_alone_breaks_the_chain(env: StreamExecutionEnvironment) -> None:
     # Through the API a parallelism change always brings a non-forward partitioner too, so the
     # condition is checked on the predicate with everything else equal.
-    graph = env.from_collection([1]).map(lambda x: x).name("m").filter(bool).name("f").get_execution_environment()
+    graph = (
+        env.from_collection([1]).map(lambda x: x).name("m").filter(bool).name("f").get_execution_environment()
+    )
     graph.from_collection([1]).print()
     stream_graph = graph.get_stream_graph()
     m_to_f = next(e for e in stream_graph.edges if stream_graph.target_of(e).name == "f")

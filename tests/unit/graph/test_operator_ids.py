@@ -70,7 +70,9 @@ def test_ids_are_32_hex_characters_and_unique() -> None:
 
 
 def test_uid_hash_is_used_as_given(env: StreamExecutionEnvironment) -> None:
-    env.from_collection([1]).map(lambda x: x).name("m").set_uid_hash("0123456789abcdef0123456789ABCDEF").print()
+    env.from_collection([1]).map(lambda x: x).name("m").set_uid_hash(
+        "0123456789abcdef0123456789ABCDEF"
+    ).print()
     job = generate_job_graph(env.get_stream_graph())
     ids = {op.name: op.id for v in job.vertices for op in v.operators}
     assert ids["m"] == "0123456789abcdef0123456789abcdef"

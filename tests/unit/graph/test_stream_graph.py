@@ -51,7 +51,9 @@ def test_forward_between_different_parallelisms_is_an_error(env: StreamExecution
     env.from_source(NumberSequenceSource(1, 9), WatermarkStrategy.no_watermarks(), "s").forward().map(
         lambda x: x
     ).set_parallelism(3).print()
-    with pytest.raises(UsageError, match=r"forward partitioning does not allow a change of parallelism.*2.*3"):
+    with pytest.raises(
+        UsageError, match=r"forward partitioning does not allow a change of parallelism.*2.*3"
+    ):
         env.get_stream_graph()
 
 
@@ -66,7 +68,9 @@ def test_partitioner_closest_to_the_consumer_wins(env: StreamExecutionEnvironmen
     [("rebalance", "REBALANCE"), ("rescale", "RESCALE"), ("shuffle", "SHUFFLE"), ("broadcast", "BROADCAST"),
      ("global_", "GLOBAL"), ("forward", "FORWARD")],
 )  # fmt: skip
-def test_every_partitioning_call_sets_the_edge(env: StreamExecutionEnvironment, call: str, expected: str) -> None:
+def test_every_partitioning_call_sets_the_edge(
+    env: StreamExecutionEnvironment, call: str, expected: str
+) -> None:
     s = env.from_source(NumberSequenceSource(1, 9), WatermarkStrategy.no_watermarks(), "s")
     getattr(s, call)().map(lambda x: x).print()
     graph = env.get_stream_graph()
@@ -114,7 +118,9 @@ def test_side_output_edge_carries_its_tag(env: StreamExecutionEnvironment) -> No
     assert graph.source_of(side.in_edges[0]).name == "Process"
 
 
-@pytest.mark.parametrize(("parallelism", "expected"), [(1, 128), (2, 128), (100, 256), (1000, 2048), (30000, 32768)])
+@pytest.mark.parametrize(
+    ("parallelism", "expected"), [(1, 128), (2, 128), (100, 256), (1000, 2048), (30000, 32768)]
+)
 def test_default_max_parallelism_follows_flink(parallelism: int, expected: int) -> None:
     assert default_max_parallelism(parallelism) == expected
 
@@ -133,7 +139,9 @@ def test_max_parallelism_resolution(env: StreamExecutionEnvironment) -> None:
     assert {n.name: n.max_parallelism for n in env2.get_stream_graph().nodes.values()}["env"] == 64
 
 
-def test_parallelism_above_environment_max_parallelism_names_the_operator(env: StreamExecutionEnvironment) -> None:
+def test_parallelism_above_environment_max_parallelism_names_the_operator(
+    env: StreamExecutionEnvironment,
+) -> None:
     env.set_max_parallelism(4)
     env.from_collection([1]).map(lambda x: x).name("window").set_parallelism(8).print()
     with pytest.raises(UsageError, match=r"parallelism 8 exceeds max_parallelism 4 for operator 'window'"):
@@ -160,7 +168,9 @@ def test_automatic_mode_picks_batch_only_for_bounded_sources() -> None:
     assert bounded.get_stream_graph().runtime_mode == "BATCH"
     unbounded = StreamExecutionEnvironment.get_execution_environment()
     unbounded.set_runtime_mode(RuntimeExecutionMode.AUTOMATIC)
-    unbounded.from_source(DataGeneratorSource(lambda i: i, None), WatermarkStrategy.no_watermarks(), "g").print()
+    unbounded.from_source(
+        DataGeneratorSource(lambda i: i, None), WatermarkStrategy.no_watermarks(), "g"
+    ).print()
     assert unbounded.get_stream_graph().runtime_mode == "STREAMING"
 
 

@@ -15,10 +15,21 @@ from engine.common.configuration import Configuration
 from engine.errors import WeirError
 
 
-def _conf(parallelism: int | None) -> Configuration:
+def _conf(
+    parallelism: int | None,
+    taskmanagers: int | None = None,
+    slots: int | None = None,
+    buffer_timeout_ms: int | None = None,
+) -> Configuration:
     conf = Configuration()
     if parallelism is not None:
         conf.set_integer(opts.PARALLELISM_DEFAULT.key, parallelism)
+    if taskmanagers is not None:
+        conf.set_integer(opts.NUMBER_OF_TASKMANAGERS.key, taskmanagers)
+    if slots is not None:
+        conf.set_integer(opts.SLOTS_PER_TASKMANAGER.key, slots)
+    if buffer_timeout_ms is not None:
+        conf.set_string(opts.BUFFER_TIMEOUT.key, f"{buffer_timeout_ms} ms")
     return conf
 
 
@@ -84,6 +95,37 @@ def plan(
 
         out = execution_plan.render(stream_graph, fmt, taskmanagers, slots)
     click.echo(out)
+
+
+@main.command()
+@click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--parallelism", "-p", type=click.IntRange(min=1), help="Default parallelism of the job.")
+@click.option("--taskmanagers", type=click.IntRange(min=1), help="TaskManagers of the embedded cluster (default 1).")
+@click.option("--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs).")
+@click.option(
+    "--buffer-timeout",
+    "buffer_timeout_ms",
+    type=click.IntRange(min=-1),
+    help="Output flusher interval in ms: 0 flushes every record, -1 only full buffers (default 100).",
+)
+@click.option("--live/--no-live", default=None, help="Live table of records/s per task (default: on a terminal).")
+def run(
+    job_file: Path,
+    parallelism: int | None,
+    taskmanagers: int | None,
+    slots: int | None,
+    buffer_timeout_ms: int | None,
+    live: bool | None,
+) -> None:
+    """Run JOB_FILE on an embedded cluster and print a summary. Ctrl-C cancels the job."""
+    from rich.console import Console
+
+    from engine.jobfile import run_job_file
+
+    console = Console(stderr=True)
+    show_live = console.is_terminal if live is None else live
+    summary = run_job_file(job_file, _conf(parallelism, taskmanagers, slots, buffer_timeout_ms), console, show_live)
+    console.print(summary)
 
 
 if __name__ == "__main__":  # pragma: no cover

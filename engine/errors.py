@@ -31,3 +31,17 @@ class IllegalStateTransition(ProtocolViolation):
 
 class JobExecutionError(WeirError):
     """A job failed; carries the user's exception and names the operator and subtask."""
+
+
+class OperatorFailure(WeirError):
+    """A user function (or an operator) raised inside a task; names the operator and subtask."""
+
+    def __init__(self, operator: str, subtask_index: int, parallelism: int, cause: BaseException) -> None:
+        self.operator = operator
+        self.subtask_index = subtask_index
+        self.parallelism = parallelism
+        self.cause = cause
+        super().__init__(
+            f"operator '{operator}' (subtask {subtask_index + 1}/{parallelism}) failed: "
+            f"{type(cause).__name__}: {cause}"
+        )

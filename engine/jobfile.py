@@ -8,10 +8,13 @@ records the StreamGraph and stops the script instead of running the job.
 
 from __future__ import annotations
 
+import contextlib
 import runpy
 import sys
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from engine.common.configuration import Configuration
 from engine.datastream.stream_execution_environment import ProgramCaptured, capture_programs
@@ -67,3 +70,63 @@ def _last_frame_in(job_path: Path, exc: BaseException) -> int | None:
         if Path(frame.filename).resolve() == job_path.resolve():
             line = frame.lineno
     return line
+
+
+def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> str:
+    """Run a job file for real (``weir run``); returns a short summary of every job it ran."""
+    from engine.datastream.stream_execution_environment import default_configuration
+    from engine.runtime import client
+
+    job_path = Path(path)
+    if not job_path.exists():
+        raise UsageError(f"job file '{path}' does not exist; give the path of a Python file that builds a job")
+    results: list[Any] = []
+    original = client.execute_stream_graph
+
+    def recording(env: Any, graph: StreamGraph) -> Any:
+        result = original(env, graph)
+        results.append((graph, result))
+        return result
+
+    saved_argv = sys.argv
+    sys.argv = [str(job_path)]
+    sys.path.insert(0, str(job_path.parent.resolve()))
+    observer = None
+    if live:
+        from engine.runtime.live_view import make_live_observer
+
+        observer = make_live_observer(console)
+    try:
+        client.execute_stream_graph = recording  # type: ignore[assignment]
+        with default_configuration(configuration), (client.observe_jobs(observer) if observer else _null()):
+            try:
+                runpy.run_path(str(job_path), run_name="__main__")
+            except KeyboardInterrupt:
+                return "job cancelled (Ctrl-C)"
+            except WeirError:
+                raise
+            except SystemExit as exit_:
+                if exit_.code not in (None, 0):
+                    raise UsageError(f"job file '{path}' exited with status {exit_.code}") from None
+    finally:
+        client.execute_stream_graph = original  # type: ignore[assignment]
+        sys.argv = saved_argv
+        sys.path.remove(str(job_path.parent.resolve()))
+    if not results:
+        return f"job file '{path}' ran no job (it never called env.execute())"
+    lines = []
+    for graph, result in results:
+        seconds = max(result.get_net_runtime(), 1) / 1000
+        lines.append(f"job '{graph.job_name}' {result.get_job_status().name} in {seconds:.2f} s (id {result.get_job_id()})")
+        for stats in result.statistics:
+            for name, (records_in, records_out) in stats.operators.items():
+                lines.append(
+                    f"  {stats.name:<50.50} {name:<40.40} in {records_in:>12,}  out {records_out:>12,}  "
+                    f"{max(records_in, records_out) / seconds:>14,.0f} rec/s"
+                )
+    return "\n".join(lines)
+
+
+@contextlib.contextmanager
+def _null() -> Iterator[None]:
+    yield

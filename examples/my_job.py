@@ -11,6 +11,8 @@ JobVertices. Events are generated deterministically with up to 2 s of disorder.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from engine.common import Duration, Time, Types, WatermarkStrategy
 from engine.datastream import StreamExecutionEnvironment
 from engine.datastream.connectors.datagen import DataGeneratorSource
@@ -32,7 +34,7 @@ def make_event(index: int) -> tuple[str, int, int]:
     return key, index % 10, index * EVENT_SPACING_MS + jitter - MAX_DISORDER_MS // 2
 
 
-def build(env: StreamExecutionEnvironment) -> None:
+def build(env: StreamExecutionEnvironment, sink: object = None) -> None:
     env.set_parallelism(2)
     watermarks = WatermarkStrategy.for_bounded_out_of_orderness(
         Duration.of_millis(MAX_DISORDER_MS)
@@ -40,21 +42,38 @@ def build(env: StreamExecutionEnvironment) -> None:
     events = env.from_source(
         DataGeneratorSource(make_event, EVENTS, type_info=EVENT_TYPE), watermarks, "Events"
     )
-    (
+    counts = (
         events.map(lambda e: (e[0], e[1]), output_type=COUNT_TYPE)
         .key_by(lambda e: e[0], key_type=Types.STRING())
         .window(TumblingEventTimeWindows.of(Time.seconds(10)))
         .reduce(lambda a, b: (a[0], a[1] + b[1]))
         .uid("window")
-        .print()
-        .set_parallelism(1)
     )
+    out = counts.print() if sink is None else counts.add_sink(sink)
+    out.set_parallelism(1)
+
+
+def oracle() -> Counter[tuple[str, int]]:
+    """The answer computed by a plain Python loop: value sums per (key, 10 s window)."""
+    sums: Counter[tuple[str, int]] = Counter()
+    for i in range(EVENTS):
+        key, value, ts = make_event(i)
+        sums[(key, ts - ts % 10_000)] += value
+    return sums
 
 
 def main() -> None:
+    results: list[tuple[str, int]] = []
     env = StreamExecutionEnvironment.get_execution_environment()
-    build(env)
-    env.execute("MyJob")
+    build(env, results.append)
+    outcome = env.execute("MyJob")
+    expected = oracle()
+    got = Counter(results)
+    want = Counter((key, total) for (key, _), total in expected.items())
+    verdict = "matches" if got == want else "DOES NOT match"
+    print(f"MyJob: {len(results)} window results from {EVENTS} events; {verdict} the Python oracle ({outcome})")
+    if got != want:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,20 @@ class _Capture:
 
 
 _capture: _Capture | None = None
+_defaults: Configuration | None = None
+
+
+@contextlib.contextmanager
+def default_configuration(configuration: Configuration) -> Iterator[None]:
+    """Within this block new environments start from ``configuration`` (``weir run``'s flags);
+    settings the job makes itself still win."""
+    global _defaults
+    previous = _defaults
+    _defaults = configuration
+    try:
+        yield
+    finally:
+        _defaults = previous
 
 
 @contextlib.contextmanager
@@ -86,6 +100,11 @@ class StreamExecutionEnvironment:
             env._capturing = True
             _capture.environments.append(env)
             return env
+        if _defaults is not None:
+            conf = Configuration(_defaults)
+            if configuration is not None:
+                conf.add_all(configuration)
+            return StreamExecutionEnvironment(conf)
         return StreamExecutionEnvironment(configuration)
 
     # -- configuration -------------------------------------------------------------------------

@@ -69,3 +69,10 @@ class CollectSink(Sink):
 
     def default_name(self) -> str:
         return "Collect Stream Sink"
+
+
+class DiscardingSink(Sink):
+    """Drops every record (Flink's DiscardingSink); for benchmarks and tests."""
+
+    def default_name(self) -> str:
+        return "Discarding Sink"

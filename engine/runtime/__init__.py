@@ -1,0 +1,1 @@
+"""The runtime: cluster, JobMaster, ResourceManager, TaskExecutors, tasks and operators (Trio)."""

@@ -1,0 +1,92 @@
+"""Channel selection for a whole batch: which subpartition each record goes to.
+
+One vectorized call per batch: key groups for HASH come from the numba kernels in
+``engine.keys`` (Flink's murmur hash of a stable, Java-compatible key hash, then
+``key_group * parallelism // max_parallelism``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.codec.batch import Batch
+from engine.datastream import functions as fn
+from engine.graph.partitioners import Partitioner
+from engine.keys import channels_for_hashes, java_hash_array
+
+
+class ChannelSelector:
+    broadcast = False
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        raise NotImplementedError
+
+
+class FirstChannelSelector(ChannelSelector):
+    """FORWARD (one subpartition) and GLOBAL (everything to subtask 0)."""
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        return np.zeros(len(batch), dtype=np.int32)
+
+
+class RoundRobinSelector(ChannelSelector):
+    """REBALANCE and RESCALE: records dealt in turn, starting where the last batch stopped."""
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        n = len(batch)
+        channels = ((np.arange(n, dtype=np.int64) + self.next) % num_channels).astype(np.int32)
+        self.next = (self.next + n) % num_channels
+        return channels
+
+
+class ShuffleSelector(ChannelSelector):
+    """SHUFFLE: uniformly random, seeded per subtask so runs repeat."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        return self.rng.integers(0, num_channels, size=len(batch), dtype=np.int32)
+
+
+class BroadcastSelector(ChannelSelector):
+    broadcast = True
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:  # pragma: no cover - not used
+        raise AssertionError("broadcast writes every record to every channel")
+
+
+class KeyGroupSelector(ChannelSelector):
+    """HASH (key_by): key → key group → consumer subtask, for the whole batch at once."""
+
+    def __init__(self, key_selector: Any, max_parallelism: int) -> None:
+        self.key_of = key_selector.fn if type(key_selector) is fn._KeySelectorCallable else key_selector.get_key
+        self.max_parallelism = max_parallelism
+
+    def keys(self, batch: Batch) -> list[Any]:
+        key_of = self.key_of
+        return [key_of(v) for v in batch.as_list()]
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        hashes = java_hash_array(self.keys(batch))
+        return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
+
+
+def selector_for(partitioner: Partitioner, subtask_index: int, consumer_max_parallelism: int, seed: int) -> ChannelSelector:
+    name = partitioner.name
+    if name in ("FORWARD", "GLOBAL"):
+        return FirstChannelSelector()
+    if name in ("REBALANCE", "RESCALE"):
+        return RoundRobinSelector(subtask_index)
+    if name == "SHUFFLE":
+        return ShuffleSelector(seed * 7919 + subtask_index)
+    if name == "BROADCAST":
+        return BroadcastSelector()
+    if name == "HASH":
+        return KeyGroupSelector(partitioner.key_selector, consumer_max_parallelism)
+    raise ValueError(f"unknown partitioner {name}")  # pragma: no cover

@@ -1,0 +1,314 @@
+"""The client side of ``env.execute()``: compile, start an embedded cluster, run, report.
+
+``execute`` is synchronous, like PyFlink's: it runs Trio (``trio.run``) until the job
+ends. Inside an already running Trio program, use ``await run_stream_graph(env, graph)``.
+``execute_and_collect`` runs the job in a background thread and streams its records back
+through a bounded queue, so a slow reader backpressures the job; closing the iterator
+cancels the job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import trio
+import trio.testing
+
+from engine.common import config_options as opts
+from engine.errors import JobExecutionError, UsageError
+from engine.graph.execution_graph import build_execution_graph
+from engine.graph.job_graph import JobGraph, generate_job_graph
+from engine.graph.slots import required_slots
+from engine.graph.status import JobStatus
+from engine.graph.stream_graph import StreamGraph
+from engine.runtime.job_master import JobResult, JobSettings
+from engine.runtime.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
+
+Observer = Callable[[MiniCluster, JobHandle], Awaitable[None]]
+_observer: Observer | None = None
+
+
+@contextlib.contextmanager
+def observe_jobs(observer: Observer) -> Iterator[None]:
+    """Within this block every job run by ``execute`` also runs ``observer`` (e.g. a live view)."""
+    global _observer
+    previous, _observer = _observer, observer
+    try:
+        yield
+    finally:
+        _observer = previous
+
+
+class JobExecutionResult:
+    """What ``execute()`` returns (PyFlink's JobExecutionResult)."""
+
+    def __init__(self, result: JobResult, statistics: list[Any] | None = None) -> None:
+        self._result = result
+        self.statistics = statistics or []
+
+    def get_job_id(self) -> str:
+        return self._result.job_id
+
+    def get_job_status(self) -> JobStatus:
+        return self._result.status
+
+    def get_net_runtime(self) -> int:
+        """Milliseconds from the job's start to its end."""
+        return self._result.net_runtime_ms
+
+    def get_all_accumulator_results(self) -> dict[str, Any]:
+        return dict(self._result.accumulators)
+
+    def get_accumulator_result(self, name: str) -> Any:
+        return self._result.accumulators.get(name)
+
+    def __repr__(self) -> str:
+        return f"JobExecutionResult(job {self.get_job_id()}, {self.get_job_status().name}, {self.get_net_runtime()} ms)"
+
+
+def processing_time_source() -> Callable[[], int]:
+    """Processing time in epoch milliseconds on the Trio clock (MockClock: starts at 0)."""
+    offset = 0.0 if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock) else time.time() - trio.current_time()
+
+    def now_ms() -> int:
+        return int((trio.current_time() + offset) * 1000)
+
+    return now_ms
+
+
+def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
+    conf = env.get_configuration()
+    taskmanagers = int(conf.get_option(opts.NUMBER_OF_TASKMANAGERS))
+    slots = conf.get_option(opts.SLOTS_PER_TASKMANAGER)
+    if slots is None:
+        needed = sum(required_slots(build_execution_graph(job_graph)).values())
+        slots = max(1, -(-needed // taskmanagers))
+    return ClusterConfig(
+        taskmanagers=taskmanagers,
+        slots_per_taskmanager=int(slots),
+        network_memory_bytes=int(conf.get_option(opts.NETWORK_MEMORY)),
+        segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
+        buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
+        floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+    )
+
+
+def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
+    return JobSettings(
+        buffer_timeout_ms=env.get_buffer_timeout(),
+        auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
+        processing_time_ms=processing_time_source(),
+        collect_channels=collect_channels or {},
+        job_parameters=env.get_config().get_global_job_parameters(),
+    )
+
+
+async def run_job_graph(
+    env: Any, job_graph: JobGraph, collect_channels: dict[int, Any] | None = None, cluster: MiniCluster | None = None
+) -> JobExecutionResult:
+    """Run a compiled job on ``cluster`` (or a new embedded one) and wait for its end.
+    Cancellation: the job is cancelled with the surrounding scope."""
+    if cluster is None:
+        cluster = getattr(env, "cluster", None)
+    if cluster is not None:
+        return await _run_on(cluster, env, job_graph, collect_channels)
+    async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
+        return await _run_on(embedded, env, job_graph, collect_channels)
+
+
+async def _run_on(cluster: MiniCluster, env: Any, job_graph: JobGraph, collect_channels: dict[int, Any] | None) -> JobExecutionResult:
+    handle = cluster.submit(job_graph, job_settings_for(env, collect_channels))
+    async with trio.open_nursery() as nursery:
+        if _observer is not None:
+            nursery.start_soon(_observer, cluster, handle)
+        try:
+            result = await handle.wait()
+        except BaseException:
+            handle.cancel()
+            raise
+        stats = handle.job_master.statistics()
+        nursery.cancel_scope.cancel()
+    if result.status is JobStatus.FAILED:
+        cause = result.failure
+        raise JobExecutionError(f"job '{result.job_name}' failed: {cause}") from cause
+    return JobExecutionResult(result, stats)
+
+
+async def run_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
+    """``execute`` for code already running inside Trio."""
+    return await run_job_graph(env, generate_job_graph(graph))
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
+    if _in_trio():
+        raise UsageError(
+            "env.execute() was called inside a running Trio event loop; "
+            "use `await engine.runtime.client.run_stream_graph(env, env.get_stream_graph())` there"
+        )
+    job_graph = generate_job_graph(graph)
+    return trio.run(run_job_graph, env, job_graph)
+
+
+class JobClient:
+    """``execute_async``: the job runs in a background thread; this handle waits for or cancels it."""
+
+    def __init__(self, env: Any, job_graph: JobGraph) -> None:
+        self._result: JobExecutionResult | None = None
+        self._error: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, args=(env, job_graph), daemon=True, name="weir-job")
+        self._thread.start()
+        self._ready.wait()
+
+    def _main(self, env: Any, job_graph: JobGraph) -> None:
+        async def body() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                self._ready.set()
+                self._result = await run_job_graph(env, job_graph)
+
+        try:
+            trio.run(body)
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def cancel(self) -> None:
+        if self._token is not None and self._scope is not None and self._thread.is_alive():
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+
+    def get_job_execution_result(self, timeout_s: float | None = None) -> JobExecutionResult:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise TimeoutError(f"job still running after {timeout_s} s")
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise JobExecutionError("job was cancelled")
+        return self._result
+
+
+def submit_stream_graph(env: Any, graph: StreamGraph) -> JobClient:
+    return JobClient(env, generate_job_graph(graph))
+
+
+_END = object()
+
+
+class CloseableIterator:
+    """Records of ``execute_and_collect``; close it (or use ``with``) to stop the job early."""
+
+    def __init__(self, env: Any, job_graph: JobGraph, sink_node_id: int, capacity: int = 16) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=capacity)
+        self._buffer: list[Any] = []
+        self._closed = False
+        self._error: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._thread = threading.Thread(
+            target=self._main, args=(env, job_graph, sink_node_id), daemon=True, name="weir-collect"
+        )
+        self._thread.start()
+
+    def _main(self, env: Any, job_graph: JobGraph, sink_node_id: int) -> None:
+        async def forward(receive: trio.MemoryReceiveChannel[list[Any]]) -> None:
+            async with receive:
+                async for records in receive:
+                    await trio.to_thread.run_sync(self._queue.put, records, abandon_on_cancel=True)
+
+        async def body() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            send, receive = trio.open_memory_channel[list[Any]](0)
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(forward, receive)
+                    async with send:
+                        await run_job_graph(env, job_graph, {sink_node_id: send})
+
+        try:
+            trio.run(body)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the reading thread
+            from engine.runtime.task_executor import first_cause
+
+            self._error = first_cause(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        finally:
+            while True:
+                try:
+                    self._queue.put(_END, timeout=0.1)
+                    break
+                except queue.Full:
+                    if self._closed:
+                        with contextlib.suppress(queue.Empty):
+                            self._queue.get_nowait()
+
+    def __iter__(self) -> CloseableIterator:
+        return self
+
+    def __next__(self) -> Any:
+        while not self._buffer:
+            if self._closed:
+                raise StopIteration
+            item = self._queue.get()
+            if item is _END:
+                self._closed = True
+                self._thread.join()
+                if self._error is not None:
+                    raise self._error
+                raise StopIteration
+            self._buffer = list(reversed(item))
+        return self._buffer.pop()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._token is not None and self._scope is not None:
+            with contextlib.suppress(trio.RunFinishedError, RuntimeError):
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+        self._thread.join()
+
+    def __enter__(self) -> CloseableIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def execute_and_collect(env: Any, sink: Any, job_name: str | None, limit: int | None) -> Any:
+    if _in_trio():
+        raise UsageError("execute_and_collect() was called inside a running Trio event loop")
+    graph = env.get_stream_graph(env._job_name(job_name), clear_transformations=True)
+    sink_node = next(n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink)
+    iterator = CloseableIterator(env, generate_job_graph(graph), sink_node.id)
+    if limit is None:
+        return iterator
+    with iterator:
+        out = []
+        for record in iterator:
+            if len(out) >= limit:
+                break
+            out.append(record)
+        return out
+

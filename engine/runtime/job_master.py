@@ -1,0 +1,262 @@
+"""JobMaster: one per job. Builds the ExecutionGraph, gets slots, deploys tasks, tracks states.
+
+Theory of operation
+-------------------
+The job status machine starts INITIALIZING → CREATED once the ExecutionGraph exists. The
+JobMaster computes the slot plan (slot sharing, Flink's placement), asks the
+ResourceManager for exactly those slots and, once it has them, moves the job to RUNNING
+and deploys pipelined regions: a streaming job is one region, deployed at once; in BATCH
+mode a region is deployed only when every blocking result it consumes is complete.
+
+Each execution attempt follows its own state machine (CREATED → SCHEDULED → DEPLOYING →
+INITIALIZING → RUNNING → FINISHED). Tasks report through ``on_task_event``. The first
+failure moves the job to FAILING: every other task is cancelled, and when all are terminal
+the job is FAILED (restarts arrive with checkpointing). ``cancel()`` moves it to
+CANCELLING and then CANCELED. When every execution has FINISHED the job is FINISHED.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from engine.errors import JobExecutionError
+from engine.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, build_execution_graph
+from engine.graph.job_graph import JobGraph
+from engine.graph.slots import SlotPlan, plan_slots
+from engine.graph.status import JobStatus, JobStatusMachine
+from engine.network.environment import ChannelSpec
+from engine.runtime.slot_manager import SlotId
+from engine.runtime.task import ProducedPartition, TaskDeployment
+from engine.runtime.task_executor import TaskExecutor, TaskHandle
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    job_name: str
+    status: JobStatus
+    net_runtime_ms: int
+    failure: BaseException | None = None
+    accumulators: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JobSettings:
+    buffer_timeout_ms: int
+    auto_watermark_interval_ms: int
+    processing_time_ms: Callable[[], int]
+    collect_channels: dict[int, Any] = field(default_factory=dict)
+    job_parameters: dict[str, str] = field(default_factory=dict)
+    slot_request_timeout_ms: int = 300_000
+
+
+class JobMaster:
+    def __init__(
+        self,
+        job_graph: JobGraph,
+        job_id: str,
+        resource_manager: Any,
+        task_executors: list[TaskExecutor],
+        slots_per_taskmanager: int,
+        settings: JobSettings,
+    ) -> None:
+        self.job_graph = job_graph
+        self.job_id = job_id
+        self.rm = resource_manager
+        self.task_executors = task_executors
+        self.slots_per_taskmanager = slots_per_taskmanager
+        self.settings = settings
+        self.status = JobStatusMachine()
+        self.execution_graph: ExecutionGraph | None = None
+        self.plan: SlotPlan | None = None
+        self.handles: dict[str, TaskHandle] = {}
+        self.executions: dict[str, Execution] = {}
+        self.failure: BaseException | None = None
+        self._changed = trio.Event()
+        self._cancel_requested = False
+        self._deployed_regions: set[int] = set()
+        self.deploy_order: list[str] = []  # task names in deployment order (for tests and the UI)
+        self.finished_before_deploy: dict[str, set[str]] = {}
+
+    # -- control -------------------------------------------------------------------------------
+    def cancel(self) -> None:
+        self._cancel_requested = True
+        self._changed.set()
+
+    @property
+    def job_status(self) -> JobStatus:
+        return self.status.state
+
+    # -- the job -------------------------------------------------------------------------------
+    async def run(self) -> JobResult:
+        """Run the job to a terminal status. Cancellation: tasks are cancelled with the cluster."""
+        started = trio.current_time()
+        eg = build_execution_graph(self.job_graph, self.job_id)
+        self.execution_graph = eg
+        self.status.on_event("initialized")
+        self.plan = plan_slots(eg, len(self.task_executors), self.slots_per_taskmanager)
+        preferred = [SlotId(self.task_executors[s.taskmanager].taskmanager_id, s.index) for s in self.plan.slots]
+        await self.rm.request_slots(
+            self.job_id, len(preferred), preferred=preferred, timeout_ms=self.settings.slot_request_timeout_ms
+        )
+        try:
+            self.status.on_event("schedule")
+            eg.status.on_event("schedule")
+            await self._supervise(eg)
+        finally:
+            self.rm.release_slots(self.job_id)
+            for ev in eg.all_execution_vertices():
+                for partition in ev.produced_partitions:
+                    for te in self.task_executors:
+                        te.network.release_partition(partition.id)
+        runtime_ms = int((trio.current_time() - started) * 1000)
+        return JobResult(self.job_id, self.job_graph.job_name, self.status.state, runtime_ms, self.failure)
+
+    async def _supervise(self, eg: ExecutionGraph) -> None:
+        while True:
+            self._changed = trio.Event()
+            state = self.status.state
+            if state is JobStatus.RUNNING:
+                if self._cancel_requested:
+                    self.status.on_event("cancel")
+                    self._cancel_all()
+                    continue
+                if self.failure is not None:
+                    self.status.on_event("fail")
+                    self._cancel_all()
+                    continue
+                if all(ev.current_execution.state.name == "FINISHED" for ev in eg.all_execution_vertices()):
+                    self.status.on_event("all_finished")
+                    return
+                self._deploy_ready_regions(eg)
+            elif state in (JobStatus.FAILING, JobStatus.CANCELLING):
+                if all(ev.current_execution.is_terminal for ev in eg.all_execution_vertices()):
+                    self.status.on_event("all_terminal")
+                    return
+            await self._changed.wait()
+
+    def _deploy_ready_regions(self, eg: ExecutionGraph) -> None:
+        for region in eg.regions:
+            if region.id in self._deployed_regions:
+                continue
+            ready = all(
+                p.producer.current_execution.state.name == "FINISHED"
+                for p in region.blocking_inputs()
+            )
+            if ready:
+                self._deployed_regions.add(region.id)
+                for ev in region.vertices:
+                    self._deploy(eg, ev)
+
+    def _cancel_all(self) -> None:
+        assert self.execution_graph is not None
+        for ev in self.execution_graph.all_execution_vertices():
+            execution = ev.current_execution
+            if execution.is_terminal:
+                continue
+            if execution.state.name in ("CREATED", "SCHEDULED"):
+                execution.on_event("cancel_unscheduled")
+            else:
+                if execution.state.name != "CANCELING":
+                    execution.on_event("cancel")
+                handle = self.handles.get(execution.attempt_id)
+                if handle is not None:
+                    handle.cancel()
+        self._changed.set()
+
+    # -- deployment ----------------------------------------------------------------------------
+    def _taskmanager_of(self, ev: ExecutionVertex) -> TaskExecutor:
+        assert self.plan is not None
+        return self.task_executors[self.plan.taskmanager_of(ev)]
+
+    def _deploy(self, eg: ExecutionGraph, ev: ExecutionVertex) -> None:
+        execution = ev.current_execution
+        execution.on_event("schedule")
+        execution.on_event("deploy")
+        ejv = ev.job_vertex
+        produced = [
+            ProducedPartition(p.id, p.num_subpartitions, p.result.job_edge, p.result.result_type.is_blocking)
+            for p in ev.produced_partitions
+        ]
+        inputs = []
+        for gate, partitions in enumerate(ev.consumed_partitions):
+            edge = ejv.input_edges[gate]
+            for p in partitions:
+                inputs.append(
+                    (edge, ChannelSpec(p.id, p.subpartition_of(ev), self._taskmanager_of(p.producer).taskmanager_id))
+                )
+        s = self.settings
+        deployment = TaskDeployment(
+            job_id=self.job_id,
+            job_name=self.job_graph.job_name,
+            execution_id=execution.attempt_id,
+            job_vertex=ejv.job_vertex,
+            stream_graph=self.job_graph.stream_graph,
+            subtask_index=ev.subtask_index,
+            attempt_number=execution.attempt_number,
+            produced=produced,
+            input_channels=inputs,
+            buffer_timeout_ms=-1 if self.job_graph.is_batch else s.buffer_timeout_ms,
+            auto_watermark_interval_ms=s.auto_watermark_interval_ms,
+            batch_mode=self.job_graph.is_batch,
+            processing_time_ms=s.processing_time_ms,
+            collect_channels=s.collect_channels,
+            job_parameters=s.job_parameters,
+        )
+        self.executions[execution.attempt_id] = execution
+        self.deploy_order.append(ev.task_name_with_subtask)
+        self.finished_before_deploy[ev.task_name_with_subtask] = {
+            other.task_name_with_subtask
+            for other in eg.all_execution_vertices()
+            if other.current_execution.state.name == "FINISHED"
+        }
+        te = self._taskmanager_of(ev)
+        self.handles[execution.attempt_id] = te.submit_task(deployment, self.on_task_event)
+
+    def on_task_event(self, execution_id: str, event: str, exc: BaseException | None) -> None:
+        execution = self.executions[execution_id]
+        state = execution.state.name
+        if event == "initialize" and state == "DEPLOYING":
+            execution.on_event("initialize")
+        elif event == "run" and state == "INITIALIZING":
+            execution.on_event("run")
+        elif event == "finish":
+            if state == "INITIALIZING":
+                execution.on_event("run")
+            if execution.state.name == "RUNNING":
+                execution.on_event("finish")
+            elif execution.state.name == "CANCELING":
+                execution.on_event("canceled")
+        elif event == "canceled":
+            if state != "CANCELING" and not execution.is_terminal:
+                execution.on_event("cancel")
+            if not execution.is_terminal:
+                execution.on_event("canceled")
+        elif event == "fail":
+            if not execution.is_terminal:
+                if state == "CANCELING":
+                    execution.on_event("canceled")
+                else:
+                    execution.on_event("fail")
+                    if self.failure is None and exc is not None:
+                        self.failure = exc
+        self._changed.set()
+
+    def statistics(self) -> list[Any]:
+        return [h.task.statistics() for h in self.handles.values() if h.task is not None]
+
+
+def raise_for_result(result: JobResult) -> None:
+    if result.status is JobStatus.FAILED:
+        cause = result.failure
+        raise JobExecutionError(f"job '{result.job_name}' ({result.job_id}) failed: {cause}") from cause
+
+
+def job_seed(job_graph: JobGraph) -> int:
+    digest = hashlib.blake2b("/".join(v.id for v in job_graph.vertices).encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "little")

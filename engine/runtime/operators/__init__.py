@@ -1,0 +1,1 @@
+"""Operators: what runs inside a task's operator chain, batch by batch."""

@@ -1,0 +1,154 @@
+"""The operator contract and the outputs that connect operators in a chain.
+
+An operator receives whole batches (``process_batch``) and emits batches to its
+``Output``. Everything here is synchronous: operators never await. Outputs that end in
+the network or at a client (RecordWriter, collect sink) only *queue* batches; the task
+awaits their ``drain`` after each input batch, so an operator chain costs one await per
+batch, never one per record.
+
+Lifecycle, as in Flink's StreamTask: ``setup`` → ``initialize_state`` → ``open`` →
+``process_batch``/``process_watermark``* → ``finish`` (end of input) → ``close``.
+``close`` also runs after a failure or cancellation, so it must tolerate a half-opened
+operator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.codec.batch import Batch
+from engine.datastream.functions import RuntimeContext
+
+
+@dataclass
+class OperatorMetrics:
+    records_in: int = 0
+    records_out: int = 0
+    late_records_dropped: int = 0
+
+
+@dataclass
+class OperatorContext:
+    """What an operator knows about where it runs."""
+
+    task_name: str
+    operator_name: str
+    operator_id: str
+    subtask_index: int
+    parallelism: int
+    max_parallelism: int
+    attempt_number: int
+    batch_mode: bool
+    processing_time_ms: Callable[[], int]
+    job_parameters: dict[str, str] = field(default_factory=dict)
+
+    def runtime_context(self, state_provider: Any = None) -> RuntimeContext:
+        return RuntimeContext(
+            task_name=self.operator_name,
+            index_of_this_subtask=self.subtask_index,
+            number_of_parallel_subtasks=self.parallelism,
+            max_number_of_parallel_subtasks=self.max_parallelism,
+            attempt_number=self.attempt_number,
+            job_parameters=self.job_parameters,
+            state_provider=state_provider,
+        )
+
+
+class Output:
+    """Receives an operator's results."""
+
+    def emit(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def emit_side(self, tag: Any, batch: Batch) -> None:
+        pass
+
+    def emit_watermark(self, timestamp: int) -> None:
+        pass
+
+
+class StreamOperator:
+    """Base of every operator. Subclasses override ``process_batch`` at least."""
+
+    chain_output: Output
+    context: OperatorContext
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.metrics = OperatorMetrics()
+        self.current_watermark = -(1 << 63)
+
+    def setup(self, context: OperatorContext, output: Output) -> None:
+        self.context = context
+        self.chain_output = output
+
+    def initialize_state(self) -> None:
+        pass
+
+    def open(self) -> None:
+        pass
+
+    def process_batch(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.current_watermark = timestamp
+        self.chain_output.emit_watermark(timestamp)
+
+    def on_processing_time(self, now_ms: int) -> None:
+        """The task's clock advanced; processing-time timers and triggers fire here."""
+
+    def next_processing_time_deadline(self) -> int | None:
+        return None
+
+    def finish(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    # helpers for subclasses
+    def _emit(self, batch: Batch) -> None:
+        if len(batch):
+            self.metrics.records_out += len(batch)
+            self.chain_output.emit(batch)
+
+
+class ChainingOutput(Output):
+    """Hands batches straight to the next operator(s) of the chain; side outputs by tag."""
+
+    def __init__(self) -> None:
+        self.main: list[Callable[[Batch], None]] = []
+        self.watermark_targets: list[Callable[[int], None]] = []
+        self.side: dict[Any, list[Callable[[Batch], None]]] = {}
+
+    def add_main(self, process: Callable[[Batch], None], on_watermark: Callable[[int], None]) -> None:
+        self.main.append(process)
+        self.watermark_targets.append(on_watermark)
+
+    def add_side(self, tag: Any, process: Callable[[Batch], None], on_watermark: Callable[[int], None]) -> None:
+        self.side.setdefault(tag, []).append(process)
+        self.watermark_targets.append(on_watermark)
+
+    def emit(self, batch: Batch) -> None:
+        for process in self.main:
+            process(batch)
+
+    def emit_side(self, tag: Any, batch: Batch) -> None:
+        for process in self.side.get(tag, ()):
+            process(batch)
+
+    def emit_watermark(self, timestamp: int) -> None:
+        for target in self.watermark_targets:
+            target(timestamp)
+
+
+def results_of(value: Any) -> list[Any]:
+    """A user function's return: None → nothing; an iterable or generator → its items."""
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return value
+    return list(value)

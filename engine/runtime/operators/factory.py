@@ -1,0 +1,155 @@
+"""Turn a StreamNode into the operator that runs it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engine.codec.batch import Batch
+from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream.connectors.builtin import (
+    CollectionSource,
+    CollectSink,
+    DiscardingSink,
+    FunctionSink,
+    FunctionSource,
+    PrintSink,
+)
+from engine.datastream.connectors.datagen import DataGeneratorSource
+from engine.datastream.connectors.file_system import FileSink, FileSource
+from engine.datastream.connectors.number_seq import NumberSequenceSource
+from engine.errors import UsageError
+from engine.graph.stream_graph import StreamNode
+from engine.graph.transformations import SinkTransformation, SourceTransformation
+from engine.runtime.operators import keyed, sinks, sources, stateless
+from engine.runtime.operators.base import StreamOperator
+
+MAX_WATERMARK = (1 << 63) - 1
+
+
+class SourceOperator(StreamOperator):
+    """The head of a source task: pulls batches from its reader, stamps them, emits watermarks."""
+
+    def __init__(self, name: str, reader: sources.SourceReader, strategy: WatermarkStrategy | None, interval_ms: int) -> None:
+        super().__init__(name)
+        self.reader = reader
+        self.generator = None if strategy is None else stateless.WatermarkGenerator(strategy)
+        self.interval_ms = interval_ms
+        self._next_emit_ms: int | None = None
+
+    def open(self) -> None:
+        if self.generator is not None and self.interval_ms > 0:
+            self._next_emit_ms = self.context.processing_time_ms() + self.interval_ms
+
+    def process_batch(self, batch: Batch) -> None:  # pragma: no cover - sources have no input
+        raise AssertionError("a source has no input")
+
+    async def emit_next(self) -> bool:
+        """Emit the next batch; False at the end of input. Cancellation: stops reading."""
+        batch = await self.reader.next_batch()
+        if batch is None:
+            return False
+        if self.generator is not None:
+            batch = self.generator.stamp(batch)
+        self.metrics.records_in += len(batch)
+        self._emit(batch)
+        if self.generator is not None and self.interval_ms == 0:
+            self._emit_watermark()
+        return True
+
+    def _emit_watermark(self) -> None:
+        assert self.generator is not None
+        wm = self.generator.current_watermark()
+        if wm is not None and wm > self.current_watermark:
+            self.current_watermark = wm
+            self.chain_output.emit_watermark(wm)
+
+    def next_processing_time_deadline(self) -> int | None:
+        return self._next_emit_ms
+
+    def on_processing_time(self, now_ms: int) -> None:
+        if self._next_emit_ms is not None and now_ms >= self._next_emit_ms:
+            self._emit_watermark()
+            self._next_emit_ms = now_ms + self.interval_ms
+
+    def finish(self) -> None:
+        # End of a bounded input: event time is over (Flink emits Long.MAX here).
+        self.current_watermark = MAX_WATERMARK
+        self.chain_output.emit_watermark(MAX_WATERMARK)
+
+    def close(self) -> None:
+        self.reader.close()
+
+
+def create_source(node: StreamNode, subtask: int, parallelism: int, nursery: Any, interval_ms: int) -> SourceOperator:
+    t = node.transformation
+    assert isinstance(t, SourceTransformation)
+    src = t.source
+    reader: sources.SourceReader
+    if isinstance(src, CollectionSource):
+        reader = sources.CollectionReader(src.elements, subtask, parallelism)
+    elif isinstance(src, NumberSequenceSource):
+        reader = sources.NumberSequenceReader(src.start, src.end, subtask, parallelism)
+    elif isinstance(src, DataGeneratorSource):
+        reader = sources.DataGeneratorReader(src.generator_function, src.count, src.rate_limit, subtask, parallelism)
+    elif isinstance(src, FileSource):
+        reader = sources.FileLinesReader(src.paths, src.stream_format.charset, subtask, parallelism)
+    elif isinstance(src, FunctionSource):
+        reader = sources.FunctionSourceReader(src.function, nursery)
+    elif hasattr(src, "create_reader"):
+        reader = src.create_reader(subtask, parallelism)
+    else:
+        raise UsageError(f"source '{node.name}': weir cannot run sources of type {type(src).__name__}")
+    strategy = t.watermark_strategy
+    if strategy is not None and strategy.kind == WatermarkStrategy.NONE:
+        strategy = None
+    return SourceOperator(node.name, reader, strategy, interval_ms)
+
+
+def create_operator(node: StreamNode, collect_channels: dict[int, Any], auto_watermark_interval_ms: int) -> StreamOperator:
+    t = node.transformation
+    if isinstance(t, SinkTransformation):
+        sink = t.sink
+        if isinstance(sink, PrintSink):
+            return sinks.PrintSinkOperator(node.name, sink.sink_identifier, sink.to_stderr)
+        if isinstance(sink, FunctionSink):
+            return sinks.FunctionSinkOperator(node.name, sink.function)
+        if isinstance(sink, DiscardingSink):
+            return sinks.DiscardingSinkOperator(node.name)
+        if isinstance(sink, CollectSink):
+            if node.id not in collect_channels:
+                raise UsageError(f"sink '{node.name}': collect sinks only run under execute_and_collect()")
+            return sinks.CollectSinkOperator(node.name, collect_channels[node.id])
+        if isinstance(sink, FileSink):
+            cfg = sink.output_file_config
+            return sinks.RowFileSinkOperator(node.name, sink.base_path, cfg.part_prefix, cfg.part_suffix, sink.encoder.charset)
+        if hasattr(sink, "create_operator"):
+            return sink.create_operator(node.name)  # type: ignore[no-any-return]
+        raise UsageError(f"sink '{node.name}': weir cannot run sinks of type {type(sink).__name__}")
+    spec = node.operator
+    assert spec is not None
+    kind = spec.kind
+    if kind == "map":
+        return stateless.MapOperator(node.name, spec.function)
+    if kind == "flat_map":
+        return stateless.FlatMapOperator(node.name, spec.function)
+    if kind == "filter":
+        return stateless.FilterOperator(node.name, spec.function)
+    if kind == "process":
+        return stateless.ProcessOperator(node.name, spec.function)
+    if kind == "timestamps_watermarks":
+        return stateless.TimestampsAndWatermarksOperator(
+            node.name, spec.options["watermark_strategy"], auto_watermark_interval_ms
+        )
+    if kind == "reduce":
+        return keyed.ReduceOperator(node.name, node.state_key_selector, spec.function)
+    if kind == "aggregation":
+        return keyed.AggregationOperator(
+            node.name, node.state_key_selector, spec.options["aggregation"], spec.options["field"]
+        )
+    if kind == "keyed_process":
+        return keyed.KeyedProcessOperator(node.name, node.state_key_selector, spec.function)
+    if kind == "window":
+        from engine.runtime.operators.window import create_window_operator
+
+        return create_window_operator(node)
+    raise UsageError(f"operator '{node.name}': unknown operator kind {kind!r}")

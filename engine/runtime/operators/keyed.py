@@ -1,0 +1,316 @@
+"""Keyed operators: rolling reduce, field aggregations and KeyedProcessFunction with timers.
+
+State here is a plain per-operator dict (key → value), the simple heap state the state
+backends will replace; timers live in a heap ordered by time, one per (key, timestamp).
+In BATCH mode rolling operators emit only each key's final value at end of input, as
+Flink's batch execution does.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.common.types import Row
+from engine.datastream import functions as fn
+from engine.errors import UsageError
+from engine.runtime.operators.base import StreamOperator, results_of
+
+
+def _key_function(selector: Any) -> Any:
+    return selector.fn if type(selector) is fn._KeySelectorCallable else selector.get_key
+
+
+def _check_key(operator: StreamOperator, key: Any) -> None:
+    try:
+        hash(key)
+    except TypeError:
+        raise UsageError(
+            f"operator '{operator.name}': key {key!r} ({type(key).__name__}) is not hashable; "
+            f"a key selector must return a value such as int, str, float, bytes, tuple or Row"
+        ) from None
+
+
+class _KeyedOperator(StreamOperator):
+    def __init__(self, name: str, key_selector: Any) -> None:
+        super().__init__(name)
+        self.key_selector = key_selector
+        self.state: dict[Any, Any] = {}
+
+    def open(self) -> None:
+        self._key_of = _key_function(self.key_selector)
+
+    def _emit_final_state(self) -> None:
+        if self.context.batch_mode and self.state:
+            self._emit(Batch(list(self.state.values())))
+
+
+class ReduceOperator(_KeyedOperator):
+    def __init__(self, name: str, key_selector: Any, function: Any) -> None:
+        super().__init__(name, key_selector)
+        self.function = function
+
+    def open(self) -> None:
+        super().open()
+        self.function.open(self.context.runtime_context())
+        self._reduce = self.function.fn if type(self.function) is fn._ReduceCallable else self.function.reduce
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        state = self.state
+        key_of = self._key_of
+        reduce = self._reduce
+        out = []
+        missing = object()
+        for v in batch.as_list():
+            key = key_of(v)
+            current = state.get(key, missing)
+            if current is missing:
+                _check_key(self, key)
+                new = v
+            else:
+                new = reduce(current, v)
+            state[key] = new
+            out.append(new)
+        if not self.context.batch_mode:
+            self._emit(Batch(out, batch.timestamps))
+
+    def finish(self) -> None:
+        self._emit_final_state()
+
+    def close(self) -> None:
+        self.function.close()
+
+
+class AggregationOperator(_KeyedOperator):
+    """sum/min/max/min_by/max_by on a field (position or name) or on the value itself."""
+
+    def __init__(self, name: str, key_selector: Any, aggregation: str, field: int | str) -> None:
+        super().__init__(name, key_selector)
+        self.aggregation = aggregation
+        self.field = field
+
+    def _get(self, value: Any) -> Any:
+        if isinstance(value, (tuple, list, Row)):
+            try:
+                return value[self.field]
+            except (IndexError, KeyError, TypeError):
+                raise UsageError(
+                    f"operator '{self.name}': {self.aggregation}({self.field!r}) cannot read that field of {value!r}"
+                ) from None
+        if self.field not in (0, "f0"):
+            raise UsageError(
+                f"operator '{self.name}': {self.aggregation}({self.field!r}) needs tuple or Row records, got {value!r}"
+            )
+        return value
+
+    def _set(self, value: Any, new: Any) -> Any:
+        if isinstance(value, tuple):
+            index = self.field if isinstance(self.field, int) else int(str(self.field).lstrip("f"))
+            return value[:index] + (new,) + value[index + 1 :]
+        if isinstance(value, list):
+            copy = list(value)
+            copy[self.field if isinstance(self.field, int) else int(str(self.field).lstrip("f"))] = new
+            return copy
+        if isinstance(value, Row):
+            values = list(value)
+            index = self.field if isinstance(self.field, int) else value.get_field_names().index(self.field)  # type: ignore[union-attr]
+            values[index] = new
+            row = Row(*values)
+            names = value.get_field_names()
+            if names is not None:
+                row.set_field_names(names)
+            return row
+        return new
+
+    def _combine(self, current: Any, value: Any) -> Any:
+        a, b = self._get(current), self._get(value)
+        kind = self.aggregation
+        if kind == "sum":
+            return self._set(current, a + b)
+        if kind == "min":
+            return self._set(current, b) if b < a else current
+        if kind == "max":
+            return self._set(current, b) if b > a else current
+        if kind == "min_by":
+            return value if b < a else current
+        if kind == "max_by":
+            return value if b > a else current
+        raise UsageError(f"unknown aggregation {kind!r}")  # pragma: no cover
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        state = self.state
+        key_of = self._key_of
+        out = []
+        missing = object()
+        for v in batch.as_list():
+            key = key_of(v)
+            current = state.get(key, missing)
+            if current is missing:
+                _check_key(self, key)
+                self._get(v)
+                new = v
+            else:
+                new = self._combine(current, v)
+            state[key] = new
+            out.append(new)
+        if not self.context.batch_mode:
+            self._emit(Batch(out, batch.timestamps))
+
+    def finish(self) -> None:
+        self._emit_final_state()
+
+
+class TimerService:
+    """Event- and processing-time timers of one keyed operator; one timer per (key, timestamp)."""
+
+    def __init__(self, operator: KeyedProcessOperator) -> None:
+        self._operator = operator
+        self.event_timers: list[tuple[int, int, Any]] = []
+        self.processing_timers: list[tuple[int, int, Any]] = []
+        self._event_set: set[tuple[Any, int]] = set()
+        self._processing_set: set[tuple[Any, int]] = set()
+        self._seq = 0
+
+    def current_processing_time(self) -> int:
+        return self._operator.context.processing_time_ms()
+
+    def current_watermark(self) -> int:
+        return self._operator.current_watermark
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        key = self._operator.current_key
+        if (key, timestamp) not in self._event_set:
+            self._event_set.add((key, timestamp))
+            self._seq += 1
+            heapq.heappush(self.event_timers, (timestamp, self._seq, key))
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        key = self._operator.current_key
+        if (key, timestamp) not in self._processing_set:
+            self._processing_set.add((key, timestamp))
+            self._seq += 1
+            heapq.heappush(self.processing_timers, (timestamp, self._seq, key))
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        self._event_set.discard((self._operator.current_key, timestamp))
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        self._processing_set.discard((self._operator.current_key, timestamp))
+
+    def pop_due(self, event_time: bool, until: int) -> list[tuple[int, Any]]:
+        heap = self.event_timers if event_time else self.processing_timers
+        live = self._event_set if event_time else self._processing_set
+        due = []
+        while heap and heap[0][0] <= until:
+            ts, _, key = heapq.heappop(heap)
+            if (key, ts) in live:
+                live.discard((key, ts))
+                due.append((ts, key))
+        return due
+
+    def next_processing_deadline(self) -> int | None:
+        while self.processing_timers and (self.processing_timers[0][2], self.processing_timers[0][0]) not in self._processing_set:
+            heapq.heappop(self.processing_timers)
+        return self.processing_timers[0][0] if self.processing_timers else None
+
+
+class _KeyedContext(fn.KeyedProcessFunction.OnTimerContext):
+    def __init__(self, operator: KeyedProcessOperator) -> None:
+        self._operator = operator
+        self._timestamp: int | None = None
+        self._time_domain: str | None = None
+        self.side: dict[Any, tuple[list[Any], list[int]]] = {}
+
+    def timestamp(self) -> int | None:
+        return self._timestamp
+
+    def timer_service(self) -> TimerService:
+        return self._operator.timers
+
+    def get_current_key(self) -> Any:
+        return self._operator.current_key
+
+    def time_domain(self) -> Any:
+        return self._time_domain
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        values, stamps = self.side.setdefault(output_tag, ([], []))
+        values.append(value)
+        stamps.append(NO_TIMESTAMP if self._timestamp is None else self._timestamp)
+
+
+class KeyedProcessOperator(_KeyedOperator):
+    def __init__(self, name: str, key_selector: Any, function: Any) -> None:
+        super().__init__(name, key_selector)
+        self.function = function
+        self.current_key: Any = None
+        self.timers = TimerService(self)
+
+    def open(self) -> None:
+        super().open()
+        self.function.open(self.context.runtime_context())
+        self._process = (
+            self.function.fn if type(self.function) is fn._KeyedProcessCallable else self.function.process_element
+        )
+        self._ctx = _KeyedContext(self)
+
+    def _flush_side(self) -> None:
+        ctx = self._ctx
+        if ctx.side:
+            for tag, (values, stamps) in ctx.side.items():
+                self.chain_output.emit_side(tag, Batch(values, np.array(stamps, dtype=np.int64)))
+            ctx.side = {}
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        ctx = self._ctx
+        ctx._time_domain = None
+        key_of = self._key_of
+        f = self._process
+        out: list[Any] = []
+        counts = []
+        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
+            key = key_of(v)
+            self.current_key = key
+            ctx._timestamp = ts
+            produced = results_of(f(v, ctx))
+            out.extend(produced)
+            counts.append(len(produced))
+        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+        self._emit(Batch(out, stamps))
+        self._flush_side()
+
+    def _fire(self, due: list[tuple[int, Any]], domain: str) -> None:
+        if not due:
+            return
+        ctx = self._ctx
+        ctx._time_domain = domain
+        out: list[Any] = []
+        stamps: list[int] = []
+        for ts, key in due:
+            self.current_key = key
+            ctx._timestamp = ts
+            produced = results_of(self.function.on_timer(ts, ctx))
+            out.extend(produced)
+            stamps.extend([ts] * len(produced))
+        self._emit(Batch(out, np.array(stamps, dtype=np.int64)))
+        self._flush_side()
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.current_watermark = timestamp
+        self._fire(self.timers.pop_due(True, timestamp), "EVENT_TIME")
+        self.chain_output.emit_watermark(timestamp)
+
+    def next_processing_time_deadline(self) -> int | None:
+        return self.timers.next_processing_deadline()
+
+    def on_processing_time(self, now_ms: int) -> None:
+        self._fire(self.timers.pop_due(False, now_ms), "PROCESSING_TIME")
+
+    def close(self) -> None:
+        self.function.close()

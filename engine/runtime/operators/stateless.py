@@ -1,0 +1,222 @@
+"""Map, flat_map, filter, process and timestamp assignment: per-record user code, batch in, batch out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.common.watermark_strategy import WatermarkStrategy
+from engine.datastream import functions as fn
+from engine.errors import UsageError
+from engine.runtime.operators.base import StreamOperator, results_of
+
+MAX_WATERMARK = (1 << 63) - 1
+
+
+def _callable(function: Any, method: str, wrapper: type) -> Any:
+    """The fastest callable for a user function: the plain callable inside weir's wrapper."""
+    if type(function) is wrapper:
+        return function.fn
+    return getattr(function, method)
+
+
+class _UserFunctionOperator(StreamOperator):
+    def __init__(self, name: str, function: Any) -> None:
+        super().__init__(name)
+        self.function = function
+
+    def open(self) -> None:
+        self.function.open(self.context.runtime_context())
+
+    def close(self) -> None:
+        self.function.close()
+
+
+class MapOperator(_UserFunctionOperator):
+    def open(self) -> None:
+        super().open()
+        self._map = _callable(self.function, "map", fn._MapCallable)
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        f = self._map
+        self._emit(Batch([f(v) for v in batch.as_list()], batch.timestamps))
+
+
+class FlatMapOperator(_UserFunctionOperator):
+    def open(self) -> None:
+        super().open()
+        self._flat_map = _callable(self.function, "flat_map", fn._FlatMapCallable)
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        f = self._flat_map
+        out: list[Any] = []
+        counts = []
+        for v in batch.as_list():
+            produced = results_of(f(v))
+            out.extend(produced)
+            counts.append(len(produced))
+        ts = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+        self._emit(Batch(out, ts))
+
+
+class FilterOperator(_UserFunctionOperator):
+    def open(self) -> None:
+        super().open()
+        self._filter = _callable(self.function, "filter", fn._FilterCallable)
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        f = self._filter
+        values = batch.as_list()
+        keep = np.fromiter((bool(f(v)) for v in values), dtype=bool, count=len(values))
+        if keep.all():
+            self._emit(batch)
+        elif keep.any():
+            self._emit(batch.take(np.flatnonzero(keep)))
+
+
+class _ProcessContext(fn.ProcessFunction.Context):
+    """The context handed to ProcessFunction.process_element (one object, updated per record)."""
+
+    def __init__(self, operator: ProcessOperator) -> None:
+        self._operator = operator
+        self._timestamp: int | None = None
+        self.side: dict[Any, tuple[list[Any], list[int]]] = {}
+
+    def timestamp(self) -> int | None:
+        return self._timestamp
+
+    def timer_service(self) -> Any:
+        return _NonKeyedTimerService(self._operator)
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        values, stamps = self.side.setdefault(output_tag, ([], []))
+        values.append(value)
+        stamps.append(NO_TIMESTAMP if self._timestamp is None else self._timestamp)
+
+
+class _NonKeyedTimerService:
+    def __init__(self, operator: StreamOperator) -> None:
+        self._operator = operator
+
+    def current_processing_time(self) -> int:
+        return self._operator.context.processing_time_ms()
+
+    def current_watermark(self) -> int:
+        return self._operator.current_watermark
+
+    def _no_timers(self, *args: Any) -> None:
+        raise UsageError(
+            f"operator '{self._operator.name}': timers can only be registered on a keyed stream; "
+            f"use key_by(...).process(KeyedProcessFunction)"
+        )
+
+    register_event_time_timer = _no_timers
+    register_processing_time_timer = _no_timers
+    delete_event_time_timer = _no_timers
+    delete_processing_time_timer = _no_timers
+
+
+class ProcessOperator(_UserFunctionOperator):
+    def open(self) -> None:
+        super().open()
+        self._process = _callable(self.function, "process_element", fn._ProcessCallable)
+        self._ctx = _ProcessContext(self)
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        ctx = self._ctx
+        f = self._process
+        out: list[Any] = []
+        counts = []
+        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
+            ctx._timestamp = ts
+            produced = results_of(f(v, ctx))
+            out.extend(produced)
+            counts.append(len(produced))
+        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+        self._emit(Batch(out, stamps))
+        if ctx.side:
+            for tag, (values, side_ts) in ctx.side.items():
+                self.chain_output.emit_side(tag, Batch(values, np.array(side_ts, dtype=np.int64)))
+            ctx.side = {}
+
+
+class TimestampsAndWatermarksOperator(StreamOperator):
+    """``assign_timestamps_and_watermarks``: stamps records and emits watermarks periodically."""
+
+    def __init__(self, name: str, strategy: WatermarkStrategy, auto_watermark_interval_ms: int) -> None:
+        super().__init__(name)
+        self.generator = WatermarkGenerator(strategy)
+        self.interval_ms = auto_watermark_interval_ms
+        self._next_emit_ms: int | None = None
+
+    def open(self) -> None:
+        if self.interval_ms > 0:
+            self._next_emit_ms = self.context.processing_time_ms() + self.interval_ms
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        stamped = self.generator.stamp(batch)
+        self._emit(stamped)
+        if self.interval_ms == 0:
+            self._emit_watermark()
+
+    def process_watermark(self, timestamp: int) -> None:
+        # Upstream watermarks are swallowed, as in Flink, except the final one at end of input.
+        if timestamp == MAX_WATERMARK:
+            self.current_watermark = timestamp
+            self.chain_output.emit_watermark(timestamp)
+
+    def next_processing_time_deadline(self) -> int | None:
+        return self._next_emit_ms
+
+    def on_processing_time(self, now_ms: int) -> None:
+        if self._next_emit_ms is not None and now_ms >= self._next_emit_ms:
+            self._emit_watermark()
+            self._next_emit_ms = now_ms + self.interval_ms
+
+    def _emit_watermark(self) -> None:
+        wm = self.generator.current_watermark()
+        if wm is not None and wm > self.current_watermark:
+            self.current_watermark = wm
+            self.chain_output.emit_watermark(wm)
+
+
+class WatermarkGenerator:
+    """Timestamps from the strategy's assigner; the watermark from the largest one seen."""
+
+    def __init__(self, strategy: WatermarkStrategy) -> None:
+        self.strategy = strategy
+        self.max_timestamp: int | None = None
+
+    def stamp(self, batch: Batch) -> Batch:
+        assigner = self.strategy.timestamp_assigner
+        if assigner is not None:
+            previous = batch.timestamp_list()
+            extract = assigner.extract_timestamp
+            stamps = np.fromiter(
+                (int(extract(v, NO_TIMESTAMP if p is None else p)) for v, p in zip(batch.as_list(), previous)),
+                dtype=np.int64,
+                count=len(batch),
+            )
+            batch = Batch(batch.values, stamps)
+        if batch.timestamps is not None and len(batch):
+            valid = batch.timestamps[batch.timestamps != NO_TIMESTAMP]
+            if len(valid):
+                top = int(valid.max())
+                if self.max_timestamp is None or top > self.max_timestamp:
+                    self.max_timestamp = top
+        return batch
+
+    def current_watermark(self) -> int | None:
+        kind = self.strategy.kind
+        if kind == WatermarkStrategy.NONE or self.max_timestamp is None:
+            return None
+        if kind == WatermarkStrategy.MONOTONOUS:
+            return self.max_timestamp - 1
+        return self.max_timestamp - self.strategy.max_out_of_orderness_ms - 1

@@ -1,0 +1,378 @@
+"""The window operator: assigns records to windows, keeps their contents, fires on triggers.
+
+Follows Flink's WindowOperator record by record:
+
+- each record goes to the windows its assigner names; a window whose cleanup time
+  (``max_timestamp + allowed_lateness`` in event time) is at or behind the watermark is
+  late and skipped; a record that landed in no window because all were late goes to the
+  late-data side output if there is one, else it is dropped and counted;
+- contents are kept per (key, window): the running reduce/aggregate accumulator for
+  ``reduce``/``aggregate`` (incremental), all records for ``process``/``apply`` or with an
+  evictor;
+- the trigger decides on every record and timer: EventTimeTrigger fires when the
+  watermark passes ``max_timestamp`` (and at once for a late record within the allowed
+  lateness), ProcessingTimeTrigger when the clock does, CountTrigger every N records,
+  PurgingTrigger clears after firing;
+- a cleanup timer at ``max_timestamp + allowed_lateness`` clears the window;
+- session windows merge: a new window overlapping existing ones of its key becomes their
+  cover, and their contents are merged;
+- results carry the window's ``max_timestamp`` as their timestamp.
+
+Window state here lives in per-operator dicts (the heap state the state backends will
+replace).
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+import numpy as np
+
+from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.datastream import functions as fn
+from engine.datastream.window import (
+    CountTrigger,
+    EventTimeTrigger,
+    GlobalWindow,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    TimeWindow,
+    Trigger,
+    WindowAssigner,
+)
+from engine.errors import UsageError
+from engine.graph.stream_graph import StreamNode
+from engine.runtime.operators.base import StreamOperator, results_of
+from engine.runtime.operators.keyed import _check_key, _key_function
+
+CONTINUE, FIRE, PURGE, FIRE_AND_PURGE = 0, 1, 2, 3
+
+
+class _WindowContext(fn.ProcessWindowFunction.Context):
+    def __init__(self, operator: WindowOperator) -> None:
+        self._operator = operator
+        self._window: Any = None
+
+    def window(self) -> Any:
+        return self._window
+
+    def current_processing_time(self) -> int:
+        return self._operator.context.processing_time_ms()
+
+    def current_watermark(self) -> int:
+        return self._operator.current_watermark
+
+    def window_state(self) -> Any:
+        raise UsageError("per-window state in ProcessWindowFunction needs the state backends")
+
+    def global_state(self) -> Any:
+        raise UsageError("global state in ProcessWindowFunction needs the state backends")
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        self._operator._side.setdefault(output_tag, []).append((value, self._window.max_timestamp()))
+
+
+class WindowOperator(StreamOperator):
+    def __init__(
+        self,
+        name: str,
+        key_selector: Any,
+        assigner: WindowAssigner,
+        trigger: Trigger,
+        allowed_lateness_ms: int,
+        late_data_tag: Any,
+        function_kind: str,
+        function: Any,
+        window_function: Any,
+        evictor_count: int | None,
+    ) -> None:
+        super().__init__(name)
+        self.key_selector = key_selector
+        self.assigner = assigner
+        self.trigger = trigger
+        self.allowed_lateness_ms = allowed_lateness_ms if assigner.is_event_time else 0
+        self.late_data_tag = late_data_tag
+        self.function_kind = function_kind
+        self.function = function
+        self.window_function = window_function
+        self.evictor_count = evictor_count
+        self.incremental = function_kind in ("reduce", "aggregate") and evictor_count is None
+        self.contents: dict[tuple[Any, Any], Any] = {}
+        self.counts: dict[tuple[Any, Any], int] = {}
+        self.sessions: dict[Any, set[TimeWindow]] = {}
+        self._timers: dict[bool, list[tuple[int, int, Any, Any]]] = {True: [], False: []}  # event_time -> heap
+        self._live: set[tuple[bool, Any, Any, int]] = set()
+        self._seq = 0
+        self._out: list[Any] = []
+        self._out_ts: list[int] = []
+        self._side: dict[Any, list[tuple[Any, int]]] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    def open(self) -> None:
+        self._key_of = _key_function(self.key_selector)
+        for f in (self.function, self.window_function):
+            if isinstance(f, fn.Function):
+                f.open(self.context.runtime_context())
+        self._ctx = _WindowContext(self)
+
+    def close(self) -> None:
+        for f in (self.function, self.window_function):
+            if isinstance(f, fn.Function):
+                f.close()
+
+    # -- contents ------------------------------------------------------------------------------
+    def _add(self, key: Any, window: Any, value: Any) -> None:
+        slot = (key, window)
+        if not self.incremental:
+            self.contents.setdefault(slot, []).append(value)
+            if self.evictor_count is not None and len(self.contents[slot]) > self.evictor_count:
+                del self.contents[slot][0]
+            return
+        missing = slot not in self.contents
+        if self.function_kind == "reduce":
+            self.contents[slot] = value if missing else self.function.reduce(self.contents[slot], value)
+        else:
+            acc = self.function.create_accumulator() if missing else self.contents[slot]
+            self.contents[slot] = self.function.add(value, acc)
+
+    def _merge_contents(self, a: Any, b: Any) -> Any:
+        if not self.incremental:
+            return a + b
+        if self.function_kind == "reduce":
+            return self.function.reduce(a, b)
+        return self.function.merge(a, b)
+
+    def _emit_window(self, key: Any, window: Any) -> None:
+        slot = (key, window)
+        if slot not in self.contents:
+            return
+        state = self.contents[slot]
+        if self.incremental:
+            value = state if self.function_kind == "reduce" else self.function.get_result(state)
+            elements: list[Any] = [value]
+            wf = self.window_function
+        elif self.function_kind == "reduce":  # with an evictor: reduce what is left at firing time
+            value = state[0]
+            for element in state[1:]:
+                value = self.function.reduce(value, element)
+            elements, wf = [value], self.window_function
+        elif self.function_kind == "aggregate":
+            acc = self.function.create_accumulator()
+            for element in state:
+                acc = self.function.add(element, acc)
+            elements, wf = [self.function.get_result(acc)], self.window_function
+        else:
+            elements = list(state)
+            wf = self.function
+        if wf is None:
+            produced = elements
+        elif isinstance(wf, fn.ProcessWindowFunction):
+            self._ctx._window = window
+            produced = results_of(wf.process(key, self._ctx, elements))
+        else:
+            produced = results_of(wf.apply(key, window, elements))
+        ts = window.max_timestamp()
+        self._out.extend(produced)
+        self._out_ts.extend([ts] * len(produced))
+
+    def _clear(self, key: Any, window: Any) -> None:
+        self.contents.pop((key, window), None)
+        self.counts.pop((key, window), None)
+
+    # -- timers --------------------------------------------------------------------------------
+    def _register(self, event_time: bool, key: Any, window: Any, time: int) -> None:
+        marker = (event_time, key, window, time)
+        if marker in self._live:
+            return
+        self._live.add(marker)
+        self._seq += 1
+        heapq.heappush(self._timers[event_time], (time, self._seq, key, window))
+
+    def _delete(self, event_time: bool, key: Any, window: Any, time: int) -> None:
+        self._live.discard((event_time, key, window, time))
+
+    def _cleanup_time(self, window: Any) -> int:
+        if isinstance(window, GlobalWindow):
+            return window.max_timestamp()
+        if self.assigner.is_event_time:
+            cleanup = window.max_timestamp() + self.allowed_lateness_ms
+            return cleanup if cleanup >= window.max_timestamp() else window.max_timestamp()
+        return window.max_timestamp()
+
+    def _is_window_late(self, window: Any) -> bool:
+        return self.assigner.is_event_time and self._cleanup_time(window) <= self.current_watermark
+
+    # -- triggers ------------------------------------------------------------------------------
+    def _on_element(self, trigger: Trigger, key: Any, window: Any, timestamp: int) -> int:
+        if isinstance(trigger, PurgingTrigger):
+            result = self._on_element(trigger.nested, key, window, timestamp)
+            return FIRE_AND_PURGE if result in (FIRE, FIRE_AND_PURGE) else result
+        if isinstance(trigger, EventTimeTrigger):
+            if window.max_timestamp() <= self.current_watermark:
+                return FIRE
+            self._register(True, key, window, window.max_timestamp())
+            return CONTINUE
+        if isinstance(trigger, ProcessingTimeTrigger):
+            self._register(False, key, window, window.max_timestamp())
+            return CONTINUE
+        if isinstance(trigger, CountTrigger):
+            slot = (key, window)
+            count = self.counts.get(slot, 0) + 1
+            if count >= trigger.count:
+                self.counts.pop(slot, None)
+                return FIRE
+            self.counts[slot] = count
+            return CONTINUE
+        return CONTINUE  # NeverTrigger
+
+    def _on_time(self, trigger: Trigger, event_time: bool, window: Any, time: int) -> int:
+        if isinstance(trigger, PurgingTrigger):
+            result = self._on_time(trigger.nested, event_time, window, time)
+            return FIRE_AND_PURGE if result in (FIRE, FIRE_AND_PURGE) else result
+        if isinstance(trigger, EventTimeTrigger):
+            return FIRE if event_time and time == window.max_timestamp() else CONTINUE
+        if isinstance(trigger, ProcessingTimeTrigger):
+            return FIRE if not event_time else CONTINUE
+        return CONTINUE
+
+    def _apply(self, result: int, key: Any, window: Any) -> None:
+        if result in (FIRE, FIRE_AND_PURGE):
+            self._emit_window(key, window)
+        if result in (PURGE, FIRE_AND_PURGE):
+            self.contents.pop((key, window), None)
+
+    # -- records -------------------------------------------------------------------------------
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        key_of = self._key_of
+        event_time = self.assigner.is_event_time
+        now = None if event_time else self.context.processing_time_ms()
+        late_values: list[Any] = []
+        late_ts: list[int] = []
+        for value, ts in zip(batch.as_list(), batch.timestamp_list()):
+            if event_time and ts is None:
+                raise UsageError(
+                    f"operator '{self.name}': an event-time window got a record without a timestamp ({value!r}); "
+                    f"assign timestamps with a WatermarkStrategy (with_timestamp_assigner) on the source "
+                    f"or assign_timestamps_and_watermarks(...)"
+                )
+            element_time = ts if event_time else now
+            assert element_time is not None
+            key = key_of(value)
+            _check_key(self, key)
+            windows = self.assigner.assign_windows(value, element_time)
+            if self.assigner.is_merging:
+                windows = [self._merge_session(key, w) for w in windows]
+            skipped = True
+            for window in windows:
+                if self._is_window_late(window):
+                    if self.assigner.is_merging:
+                        self.sessions.get(key, set()).discard(window)
+                    continue
+                skipped = False
+                self._add(key, window, value)
+                self._apply(self._on_element(self.trigger, key, window, element_time), key, window)
+                if not isinstance(window, GlobalWindow):
+                    self._register(event_time, key, window, self._cleanup_time(window))
+            if skipped and event_time and element_time + self.allowed_lateness_ms <= self.current_watermark:
+                if self.late_data_tag is not None:
+                    late_values.append(value)
+                    late_ts.append(element_time)
+                else:
+                    self.metrics.late_records_dropped += 1
+        self._flush()
+        if late_values:
+            self.chain_output.emit_side(self.late_data_tag, Batch(late_values, np.array(late_ts, dtype=np.int64)))
+
+    def _merge_session(self, key: Any, window: TimeWindow) -> TimeWindow:
+        existing = self.sessions.setdefault(key, set())
+        overlapping = [w for w in existing if w.intersects(window)]
+        if not overlapping:
+            existing.add(window)
+            return window
+        merged = window
+        for w in overlapping:
+            merged = merged.cover(w)
+        state = None
+        for w in sorted(overlapping):
+            existing.discard(w)
+            slot = (key, w)
+            if slot in self.contents:
+                part = self.contents.pop(slot)
+                state = part if state is None else self._merge_contents(state, part)
+            self.counts.pop(slot, None)
+            event_time = self.assigner.is_event_time
+            self._delete(event_time, key, w, w.max_timestamp())
+            self._delete(event_time, key, w, self._cleanup_time(w))
+        existing.add(merged)
+        if state is not None:
+            target = (key, merged)
+            self.contents[target] = state if target not in self.contents else self._merge_contents(self.contents[target], state)
+        return merged
+
+    # -- time ----------------------------------------------------------------------------------
+    def _fire_timers(self, event_time: bool, until: int) -> None:
+        heap = self._timers[event_time]
+        while heap and heap[0][0] <= until:
+            time, _, key, window = heapq.heappop(heap)
+            marker = (event_time, key, window, time)
+            if marker not in self._live:
+                continue
+            self._live.discard(marker)
+            self._apply(self._on_time(self.trigger, event_time, window, time), key, window)
+            if time == self._cleanup_time(window) and event_time == self.assigner.is_event_time:
+                self._clear(key, window)
+                if self.assigner.is_merging:
+                    self.sessions.get(key, set()).discard(window)
+        self._flush()
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.current_watermark = timestamp
+        self._fire_timers(True, timestamp)
+        self.chain_output.emit_watermark(timestamp)
+
+    def next_processing_time_deadline(self) -> int | None:
+        heap = self._timers[False]
+        while heap and (False, heap[0][2], heap[0][3], heap[0][0]) not in self._live:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def on_processing_time(self, now_ms: int) -> None:
+        self._fire_timers(False, now_ms)
+
+    def finish(self) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        if self._out:
+            out, stamps = self._out, self._out_ts
+            self._out, self._out_ts = [], []
+            self._emit(Batch(out, np.array(stamps, dtype=np.int64)))
+        if self._side:
+            side, self._side = self._side, {}
+            for tag, items in side.items():
+                self.chain_output.emit_side(
+                    tag, Batch([v for v, _ in items], np.array([t for _, t in items], dtype=np.int64))
+                )
+
+
+def create_window_operator(node: StreamNode) -> WindowOperator:
+    spec = node.operator
+    assert spec is not None
+    o = spec.options
+    return WindowOperator(
+        node.name,
+        node.state_key_selector,
+        o["assigner"],
+        o["trigger"],
+        o.get("allowed_lateness_ms", 0),
+        o.get("late_data_tag"),
+        o["function_kind"],
+        o.get("function"),
+        o.get("window_function"),
+        o.get("evictor_count"),
+    )
+
+
+__all__ = ["NO_TIMESTAMP", "WindowOperator", "create_window_operator"]

@@ -1,0 +1,375 @@
+"""Task: one subtask of one JobVertex, running ``InputGate → OperatorChain → ResultPartitions``.
+
+Theory of operation
+-------------------
+A task is one Trio task. It builds its operator chain from the StreamNodes chained into
+its JobVertex (a tree: an operator may feed several chained successors and several
+network outputs, and side outputs go only to the edges that asked for their tag), opens
+the operators tail first, then loops:
+
+- a source task pulls a batch from its reader and pushes it through the chain;
+- any other task takes one buffer from its input gate, decodes the frames it completes
+  into batches (one compiled call per frame), and pushes each batch through the chain;
+  watermarks pass the valve (minimum over channels) before reaching the head operator.
+
+After each step the task awaits the RecordWriters' and async sinks' ``drain`` — one await
+per batch, never per record. A sibling Trio task fires processing-time callbacks (timers,
+periodic watermarks) under the same drain lock, so operators never run concurrently.
+At end of input the operators ``finish`` head first, the writers drain, the partitions
+send EndOfPartition, and the operators ``close``. ``close`` also runs on failure and
+cancellation. A user exception is re-raised as OperatorFailure naming the operator and
+subtask; the TaskExecutor reports it to the JobMaster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from engine.codec.batch import Batch
+from engine.codec.reader import FrameReader
+from engine.codec.serializers import serializer_for
+from engine.errors import OperatorFailure, WeirError
+from engine.graph.job_graph import JobEdge, JobVertex
+from engine.graph.stream_graph import StreamEdge, StreamGraph
+from engine.network.environment import ChannelSpec
+from engine.network.events import Watermark, WatermarkStatus
+from engine.network.flusher import run_output_flusher
+from engine.runtime.channel_selectors import selector_for
+from engine.runtime.operators.base import ChainingOutput, OperatorContext, StreamOperator
+from engine.runtime.operators.factory import SourceOperator, create_operator, create_source
+from engine.runtime.operators.sinks import SinkOperator
+from engine.runtime.record_writer import RecordWriter
+from engine.time.valve import WatermarkValve
+
+
+@dataclass
+class ProducedPartition:
+    partition_id: str
+    num_subpartitions: int
+    job_edge: JobEdge
+    blocking: bool
+
+
+@dataclass
+class TaskDeployment:
+    """Everything a TaskExecutor needs to run one execution attempt (Flink's TDD)."""
+
+    job_id: str
+    job_name: str
+    execution_id: str
+    job_vertex: JobVertex
+    stream_graph: StreamGraph
+    subtask_index: int
+    attempt_number: int
+    produced: list[ProducedPartition]
+    input_channels: list[tuple[JobEdge, ChannelSpec]]
+    buffer_timeout_ms: int
+    auto_watermark_interval_ms: int
+    batch_mode: bool
+    processing_time_ms: Callable[[], int]
+    collect_channels: dict[int, Any] = field(default_factory=dict)
+    job_parameters: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name_with_subtask(self) -> str:
+        return f"{self.job_vertex.name} ({self.subtask_index + 1}/{self.job_vertex.parallelism})"
+
+
+class _WriterTarget:
+    """Adapts a RecordWriter to the operator-side callbacks (queue only)."""
+
+    def __init__(self, writer: RecordWriter) -> None:
+        self.writer = writer
+
+    def process(self, batch: Batch) -> None:
+        self.writer.add(batch)
+
+    def watermark(self, timestamp: int) -> None:
+        self.writer.add_watermark(timestamp)
+
+
+class _Guard:
+    """Wraps an operator's entry points so a failure names the operator and subtask."""
+
+    def __init__(self, operator: StreamOperator, subtask: int, parallelism: int) -> None:
+        self.operator = operator
+        self.subtask = subtask
+        self.parallelism = parallelism
+
+    def fail(self, exc: BaseException) -> OperatorFailure:
+        if isinstance(exc, OperatorFailure):
+            return exc
+        return OperatorFailure(self.operator.name, self.subtask, self.parallelism, exc)
+
+    def process(self, batch: Batch) -> None:
+        try:
+            self.operator.process_batch(batch)
+        except OperatorFailure:
+            raise
+        except Exception as exc:
+            raise self.fail(exc) from exc
+
+    def watermark(self, timestamp: int) -> None:
+        try:
+            self.operator.process_watermark(timestamp)
+        except OperatorFailure:
+            raise
+        except Exception as exc:
+            raise self.fail(exc) from exc
+
+    def call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self.operator, method)(*args)
+        except OperatorFailure:
+            raise
+        except Exception as exc:
+            raise self.fail(exc) from exc
+
+
+@dataclass
+class TaskStatistics:
+    name: str
+    records_in: int
+    records_out: int
+    buffers_in: int
+    backpressured_seconds: float
+    operators: dict[str, tuple[int, int]]
+
+
+class Task:
+    def __init__(self, deployment: TaskDeployment, network: Any) -> None:
+        self.d = deployment
+        self.network = network
+        self.operators: list[StreamOperator] = []  # chain order, head first
+        self.guards: dict[int, _Guard] = {}
+        self.writers: list[RecordWriter] = []
+        self.partitions: list[Any] = []
+        self.async_sinks: list[SinkOperator] = []
+        self.buffers_in = 0
+        self.records_in = 0
+        self.backpressured_seconds = 0.0
+        self._drain_lock = trio.Lock()
+        self._timer_changed = trio.Event()
+        self._started = trio.current_time()
+
+    # -- building ------------------------------------------------------------------------------
+    def _build(self, nursery: trio.Nursery) -> None:
+        d = self.d
+        graph = d.stream_graph
+        vertex = d.job_vertex
+        chain_ids = set(vertex.chained_node_ids)
+        by_node: dict[int, StreamOperator] = {}
+        for node_id in vertex.chained_node_ids:
+            node = graph.node(node_id)
+            if node.is_source:
+                op: StreamOperator = create_source(
+                    node, d.subtask_index, vertex.parallelism, nursery, d.auto_watermark_interval_ms
+                )
+            else:
+                op = create_operator(node, d.collect_channels, d.auto_watermark_interval_ms)
+            by_node[node_id] = op
+            self.operators.append(op)
+            self.guards[node_id] = _Guard(op, d.subtask_index, vertex.parallelism)
+            if isinstance(op, SinkOperator) and type(op).drain is not SinkOperator.drain:
+                self.async_sinks.append(op)
+        writers_by_edge: dict[int, _WriterTarget] = {}
+        for produced in d.produced:
+            partition = self.network.create_result_partition(
+                produced.partition_id, produced.num_subpartitions, blocking=produced.blocking
+            )
+            self.partitions.append(partition)
+            stream_edge = produced.job_edge.stream_edge
+            consumer = graph.node(stream_edge.target_id)
+            writer = RecordWriter(
+                partition,
+                selector_for(produced.job_edge.partitioner, d.subtask_index, consumer.max_parallelism, _seed(d.job_id)),
+                serializer_for(_edge_type(graph, stream_edge)),
+                flush_after_emit=d.buffer_timeout_ms == 0,
+            )
+            self.writers.append(writer)
+            writers_by_edge[id(stream_edge)] = _WriterTarget(writer)
+        for node_id in vertex.chained_node_ids:
+            node = graph.node(node_id)
+            output = ChainingOutput()
+            for edge in node.out_edges:
+                if edge.target_id in chain_ids:
+                    guard = self.guards[edge.target_id]
+                    process, on_wm = guard.process, guard.watermark
+                else:
+                    target = writers_by_edge[id(edge)]
+                    process, on_wm = target.process, target.watermark
+                if edge.side_output_tag is None:
+                    output.add_main(process, on_wm)
+                else:
+                    output.add_side(edge.side_output_tag, process, on_wm)
+            by_node[node_id].setup(
+                OperatorContext(
+                    task_name=vertex.name,
+                    operator_name=node.name,
+                    operator_id=next(op.id for op in vertex.operators if op.node_id == node_id),
+                    subtask_index=d.subtask_index,
+                    parallelism=vertex.parallelism,
+                    max_parallelism=node.max_parallelism,
+                    attempt_number=d.attempt_number,
+                    batch_mode=d.batch_mode,
+                    processing_time_ms=d.processing_time_ms,
+                    job_parameters=d.job_parameters,
+                ),
+                output,
+            )
+
+    # -- running -------------------------------------------------------------------------------
+    async def run(self, on_running: Callable[[], None] | None = None) -> None:
+        """Run the attempt to its end. Cancellation: operators are closed, partitions dropped;
+        the cancellation propagates to the caller (the TaskExecutor reports CANCELED)."""
+        async with trio.open_nursery() as nursery:
+            try:
+                self._build(nursery)
+                for node_id in reversed(self.d.job_vertex.chained_node_ids):
+                    self.guards[node_id].call("initialize_state")
+                    self.guards[node_id].call("open")
+                if on_running is not None:
+                    on_running()
+                if self.d.buffer_timeout_ms > 0:
+                    for partition in self.partitions:
+                        nursery.start_soon(run_output_flusher, partition, self.d.buffer_timeout_ms)
+                nursery.start_soon(self._run_timers)
+                head = self.operators[0]
+                if isinstance(head, SourceOperator):
+                    await self._run_source(head)
+                else:
+                    await self._run_input()
+                await self._finish()
+            finally:
+                self._close_all()
+            nursery.cancel_scope.cancel()
+
+    async def _drain(self) -> None:
+        for writer in self.writers:
+            if writer.pending:
+                started = trio.current_time()
+                await writer.drain()
+                self.backpressured_seconds += trio.current_time() - started
+        for sink in self.async_sinks:
+            await sink.drain()
+
+    async def _run_source(self, head: SourceOperator) -> None:
+        guard = self.guards[self.d.job_vertex.chained_node_ids[0]]
+        while True:
+            async with self._drain_lock:
+                try:
+                    more = await head.emit_next()
+                except OperatorFailure:
+                    raise
+                except (WeirError, Exception) as exc:
+                    raise guard.fail(exc) from exc
+                await self._drain()
+            self._poke_timers()
+            if not more:
+                return
+            await trio.lowlevel.checkpoint()
+
+    async def _run_input(self) -> None:
+        d = self.d
+        specs = [spec for _, spec in d.input_channels]
+        gate = self.network.create_input_gate(0, specs)
+        readers = [FrameReader(serializer_for(_edge_type(d.stream_graph, edge.stream_edge))) for edge, _ in d.input_channels]
+        valve = WatermarkValve(len(specs))
+        head_guard = self.guards[d.job_vertex.chained_node_ids[0]]
+        while True:
+            item = await gate.get_next()
+            if item is None:
+                return
+            async with self._drain_lock:
+                channel = item.channel_index
+                if item.is_buffer:
+                    self.buffers_in += 1
+                    batches = readers[channel].feed(item.data)
+                    item.recycle()
+                    for batch in batches:
+                        self.records_in += len(batch)
+                        head_guard.process(batch)
+                        await self._drain()
+                else:
+                    event = item.event
+                    item.recycle()
+                    advanced = None
+                    if isinstance(event, Watermark):
+                        advanced = valve.on_watermark(channel, event.timestamp)
+                    elif isinstance(event, WatermarkStatus):
+                        advanced = valve.on_idle(channel, event.idle)
+                    if advanced is not None:
+                        head_guard.watermark(advanced)
+                        await self._drain()
+            self._poke_timers()
+
+    async def _finish(self) -> None:
+        async with self._drain_lock:
+            for node_id in self.d.job_vertex.chained_node_ids:
+                self.guards[node_id].call("finish")
+                await self._drain()
+            await self._drain()
+        for partition in self.partitions:
+            await partition.finish()
+
+    def _close_all(self) -> None:
+        for op in reversed(self.operators):
+            try:
+                op.close()
+            except Exception:  # noqa: S110 - closing after a failure must not mask the failure
+                pass
+
+    # -- processing time -----------------------------------------------------------------------
+    def _next_deadline_ms(self) -> int | None:
+        deadlines = [t for op in self.operators if (t := op.next_processing_time_deadline()) is not None]
+        return min(deadlines) if deadlines else None
+
+    def _poke_timers(self) -> None:
+        self._timer_changed.set()
+
+    async def _run_timers(self) -> None:
+        """Fire processing-time callbacks when their time comes. Cancellation: stops firing."""
+        d = self.d
+        while True:
+            self._timer_changed = trio.Event()
+            deadline = self._next_deadline_ms()
+            if deadline is None:
+                await self._timer_changed.wait()
+                continue
+            now = d.processing_time_ms()
+            if now < deadline:
+                wake = trio.current_time() + (deadline - now) / 1000.0
+                with trio.move_on_at(wake):
+                    await self._timer_changed.wait()
+                if d.processing_time_ms() < deadline:
+                    continue
+            async with self._drain_lock:
+                now = d.processing_time_ms()
+                for node_id in d.job_vertex.chained_node_ids:
+                    self.guards[node_id].call("on_processing_time", now)
+                await self._drain()
+
+    def statistics(self) -> TaskStatistics:
+        return TaskStatistics(
+            name=self.d.name_with_subtask,
+            records_in=self.records_in if not isinstance(self.operators[0], SourceOperator) else 0,
+            records_out=sum(w.records_out for w in self.writers),
+            buffers_in=self.buffers_in,
+            backpressured_seconds=self.backpressured_seconds,
+            operators={op.name: (op.metrics.records_in, op.metrics.records_out) for op in self.operators},
+        )
+
+
+def _edge_type(graph: StreamGraph, edge: StreamEdge) -> Any:
+    if edge.side_output_tag is not None:
+        return edge.side_output_tag.type_info
+    return graph.node(edge.source_id).output_type
+
+
+def _seed(job_id: str) -> int:
+    return int(job_id[:8], 16) if job_id[:8].isalnum() else 0
+

@@ -1,0 +1,100 @@
+"""TaskExecutor: a TaskManager's slots, its network environment, and the tasks running in it.
+
+Each TaskExecutor is a nursery inside the cluster's nursery; each task runs in its own
+cancel scope inside it. A task that fails is reported to its JobMaster through the
+``report`` callback and never tears down the TaskExecutor or other tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from engine.errors import WeirError
+from engine.runtime.task import Task, TaskDeployment
+
+# report(execution_id, event, exception) with event in: initialize, run, finish, fail, canceled
+Report = Callable[[str, str, BaseException | None], None]
+
+
+@dataclass
+class TaskHandle:
+    deployment: TaskDeployment
+    cancel_scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    task: Task | None = None
+    done: trio.Event = field(default_factory=trio.Event)
+
+    def cancel(self) -> None:
+        self.cancel_scope.cancel()
+
+
+def first_cause(exc: BaseException) -> BaseException:
+    """The most telling exception inside (possibly nested) exception groups."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [first_cause(e) for e in exc.exceptions]
+        for e in inner:
+            if isinstance(e, WeirError):
+                return e
+        for e in inner:
+            if not isinstance(e, trio.Cancelled):
+                return e
+        return inner[0]
+    return exc
+
+
+class TaskExecutor:
+    def __init__(self, taskmanager_id: str, num_slots: int, network: Any) -> None:
+        self.taskmanager_id = taskmanager_id
+        self.num_slots = num_slots
+        self.network = network
+        self.tasks: dict[str, TaskHandle] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve tasks until cancelled. Cancellation: every running task is cancelled with it."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(self.network.run)
+            task_status.started()
+            await trio.sleep_forever()
+
+    def submit_task(self, deployment: TaskDeployment, report: Report) -> TaskHandle:
+        if self._nursery is None:
+            raise WeirError(f"TaskExecutor {self.taskmanager_id} is not running")
+        handle = TaskHandle(deployment)
+        self.tasks[deployment.execution_id] = handle
+        self._nursery.start_soon(self._run_task, handle, report, name=deployment.name_with_subtask)
+        return handle
+
+    async def _run_task(self, handle: TaskHandle, report: Report) -> None:
+        d = handle.deployment
+        try:
+            report(d.execution_id, "initialize", None)
+            task = Task(d, self.network)
+            handle.task = task
+            with handle.cancel_scope:
+                await task.run(on_running=lambda: report(d.execution_id, "run", None))
+            if handle.cancel_scope.cancelled_caught:
+                report(d.execution_id, "canceled", None)
+            else:
+                report(d.execution_id, "finish", None)
+        except Exception as exc:  # a failing task is reported, never propagated
+            report(d.execution_id, "fail", first_cause(exc))
+        except BaseExceptionGroup as group:
+            cause = first_cause(group)
+            if isinstance(cause, trio.Cancelled):
+                raise
+            report(d.execution_id, "fail", cause)
+        finally:
+            handle.done.set()
+            self.tasks.pop(d.execution_id, None)
+
+    def statistics(self) -> dict[str, Any]:
+        return {
+            "taskmanager": self.taskmanager_id,
+            "slots": self.num_slots,
+            "tasks": [h.task.statistics() for h in self.tasks.values() if h.task is not None],
+        }

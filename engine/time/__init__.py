@@ -1,0 +1,1 @@
+"""Event time: watermark valves, timers, window assigners and triggers (pure)."""

@@ -283,6 +283,14 @@ FAILURE_RATE_INTERVAL = _opt(
 FAILURE_RATE_DELAY = _opt(
     "restart-strategy.failure-rate.delay", "duration", 1000, "Delay between restarts.", check=_non_negative
 )
+HEARTBEAT_INTERVAL = _opt(
+    "heartbeat.interval", "duration", 10_000, "Heartbeat interval between TaskManagers and the ResourceManager.",
+    check=_positive,
+)  # fmt: skip
+HEARTBEAT_TIMEOUT = _opt(
+    "heartbeat.timeout", "duration", 50_000, "A TaskManager silent this long is declared dead.", check=_positive
+)
+WORKING_DIR = _opt("process.working-dir", "str", None, "Working directory of the embedded cluster (default: a temp dir).")
 NUMBER_OF_TASKMANAGERS = _opt(
     "local.number-taskmanager", "int", 1, "TaskManagers of the embedded cluster.", check=_positive
 )

@@ -100,15 +100,21 @@ def plan(
 @main.command()
 @click.argument("job_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--parallelism", "-p", type=click.IntRange(min=1), help="Default parallelism of the job.")
-@click.option("--taskmanagers", type=click.IntRange(min=1), help="TaskManagers of the embedded cluster (default 1).")
-@click.option("--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs).")
+@click.option(
+    "--taskmanagers", type=click.IntRange(min=1), help="TaskManagers of the embedded cluster (default 1)."
+)
+@click.option(
+    "--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs)."
+)
 @click.option(
     "--buffer-timeout",
     "buffer_timeout_ms",
     type=click.IntRange(min=-1),
     help="Output flusher interval in ms: 0 flushes every record, -1 only full buffers (default 100).",
 )
-@click.option("--live/--no-live", default=None, help="Live table of records/s per task (default: on a terminal).")
+@click.option(
+    "--live/--no-live", default=None, help="Live table of records/s per task (default: on a terminal)."
+)
 def run(
     job_file: Path,
     parallelism: int | None,
@@ -124,7 +130,9 @@ def run(
 
     console = Console(stderr=True)
     show_live = console.is_terminal if live is None else live
-    summary = run_job_file(job_file, _conf(parallelism, taskmanagers, slots, buffer_timeout_ms), console, show_live)
+    summary = run_job_file(
+        job_file, _conf(parallelism, taskmanagers, slots, buffer_timeout_ms), console, show_live
+    )
     console.print(summary)
 
 

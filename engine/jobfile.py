@@ -79,7 +79,9 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
 
     job_path = Path(path)
     if not job_path.exists():
-        raise UsageError(f"job file '{path}' does not exist; give the path of a Python file that builds a job")
+        raise UsageError(
+            f"job file '{path}' does not exist; give the path of a Python file that builds a job"
+        )
     results: list[Any] = []
     original = client.execute_stream_graph
 
@@ -97,8 +99,8 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
 
         observer = make_live_observer(console)
     try:
-        client.execute_stream_graph = recording  # type: ignore[assignment]
-        with default_configuration(configuration), (client.observe_jobs(observer) if observer else _null()):
+        client.execute_stream_graph = recording
+        with default_configuration(configuration), client.observe_jobs(observer) if observer else _null():
             try:
                 runpy.run_path(str(job_path), run_name="__main__")
             except KeyboardInterrupt:
@@ -109,7 +111,7 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
                 if exit_.code not in (None, 0):
                     raise UsageError(f"job file '{path}' exited with status {exit_.code}") from None
     finally:
-        client.execute_stream_graph = original  # type: ignore[assignment]
+        client.execute_stream_graph = original
         sys.argv = saved_argv
         sys.path.remove(str(job_path.parent.resolve()))
     if not results:
@@ -117,7 +119,9 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
     lines = []
     for graph, result in results:
         seconds = max(result.get_net_runtime(), 1) / 1000
-        lines.append(f"job '{graph.job_name}' {result.get_job_status().name} in {seconds:.2f} s (id {result.get_job_id()})")
+        lines.append(
+            f"job '{graph.job_name}' {result.get_job_status().name} in {seconds:.2f} s (id {result.get_job_id()})"
+        )
         for stats in result.statistics:
             for name, (records_in, records_out) in stats.operators.items():
                 lines.append(

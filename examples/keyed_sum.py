@@ -8,10 +8,9 @@ running sum per sensor and emits it on every record.
 
 from __future__ import annotations
 
-from engine.common import Types
+from engine.common import Types, WatermarkStrategy
 from engine.datastream import StreamExecutionEnvironment
 from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.common import WatermarkStrategy
 
 SENSORS = 10
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])

@@ -71,7 +71,9 @@ def main() -> None:
     got = Counter(results)
     want = Counter((key, total) for (key, _), total in expected.items())
     verdict = "matches" if got == want else "DOES NOT match"
-    print(f"MyJob: {len(results)} window results from {EVENTS} events; {verdict} the Python oracle ({outcome})")
+    print(
+        f"MyJob: {len(results)} window results from {EVENTS} events; {verdict} the Python oracle ({outcome})"
+    )
     if got != want:
         raise SystemExit(1)
 

@@ -288,9 +288,15 @@ HEARTBEAT_INTERVAL = _opt(
     check=_positive,
 )  # fmt: skip
 HEARTBEAT_TIMEOUT = _opt(
-    "heartbeat.timeout", "duration", 50_000, "A TaskManager silent this long is declared dead.", check=_positive
+    "heartbeat.timeout",
+    "duration",
+    50_000,
+    "A TaskManager silent this long is declared dead.",
+    check=_positive,
 )
-WORKING_DIR = _opt("process.working-dir", "str", None, "Working directory of the embedded cluster (default: a temp dir).")
+WORKING_DIR = _opt(
+    "process.working-dir", "str", None, "Working directory of the embedded cluster (default: a temp dir)."
+)
 NUMBER_OF_TASKMANAGERS = _opt(
     "local.number-taskmanager", "int", 1, "TaskManagers of the embedded cluster.", check=_positive
 )

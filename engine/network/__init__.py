@@ -1,1 +1,105 @@
 """The network stack: buffers, pools and credit (pure); partitions, gates, flusher, transport (Trio)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from engine.network.buffer import Buffer, BufferOrEvent
+    from engine.network.buffer_pool import LocalBufferPool, NetworkBufferPool, WouldBlock
+    from engine.network.credit import AnnounceCredit, CreditLedger, InputChannelCredit
+    from engine.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
+    from engine.network.errors import ConnectionClosed, NetworkError, PartitionReleased
+    from engine.network.events import (
+        MAX_WATERMARK,
+        CheckpointBarrier,
+        EndOfData,
+        EndOfPartition,
+        Event,
+        Watermark,
+        WatermarkStatus,
+    )
+    from engine.network.flusher import FlushPolicy, run_output_flusher
+    from engine.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
+    from engine.network.partition import ResultPartition, SubpartitionView
+    from engine.network.transport import Connection
+
+# Exports are imported on first use, so that importing a pure module (buffer_pool, credit,
+# buffer, events) does not pull in Trio through this package.
+_EXPORTS = {
+    "Buffer": "buffer",
+    "BufferOrEvent": "buffer",
+    "LocalBufferPool": "buffer_pool",
+    "NetworkBufferPool": "buffer_pool",
+    "WouldBlock": "buffer_pool",
+    "AnnounceCredit": "credit",
+    "CreditLedger": "credit",
+    "InputChannelCredit": "credit",
+    "ChannelSpec": "environment",
+    "NetworkEnvironment": "environment",
+    "NetworkRegistry": "environment",
+    "ConnectionClosed": "errors",
+    "NetworkError": "errors",
+    "PartitionReleased": "errors",
+    "MAX_WATERMARK": "events",
+    "CheckpointBarrier": "events",
+    "EndOfData": "events",
+    "EndOfPartition": "events",
+    "Event": "events",
+    "Watermark": "events",
+    "WatermarkStatus": "events",
+    "FlushPolicy": "flusher",
+    "run_output_flusher": "flusher",
+    "InputGate": "gate",
+    "LocalInputChannel": "gate",
+    "RemoteInputChannel": "gate",
+    "ResultPartition": "partition",
+    "SubpartitionView": "partition",
+    "Connection": "transport",
+}
+
+__all__ = [
+    "MAX_WATERMARK",
+    "AnnounceCredit",
+    "Buffer",
+    "BufferOrEvent",
+    "ChannelSpec",
+    "CheckpointBarrier",
+    "Connection",
+    "ConnectionClosed",
+    "CreditLedger",
+    "EndOfData",
+    "EndOfPartition",
+    "Event",
+    "FlushPolicy",
+    "InputChannelCredit",
+    "InputGate",
+    "LocalBufferPool",
+    "LocalInputChannel",
+    "NetworkBufferPool",
+    "NetworkEnvironment",
+    "NetworkError",
+    "NetworkRegistry",
+    "PartitionReleased",
+    "RemoteInputChannel",
+    "ResultPartition",
+    "SubpartitionView",
+    "Watermark",
+    "WatermarkStatus",
+    "WouldBlock",
+    "run_output_flusher",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'engine.network' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"engine.network.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

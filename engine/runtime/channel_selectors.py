@@ -65,7 +65,9 @@ class KeyGroupSelector(ChannelSelector):
     """HASH (key_by): key → key group → consumer subtask, for the whole batch at once."""
 
     def __init__(self, key_selector: Any, max_parallelism: int) -> None:
-        self.key_of = key_selector.fn if type(key_selector) is fn._KeySelectorCallable else key_selector.get_key
+        self.key_of = (
+            key_selector.fn if type(key_selector) is fn._KeySelectorCallable else key_selector.get_key
+        )
         self.max_parallelism = max_parallelism
 
     def keys(self, batch: Batch) -> list[Any]:
@@ -77,7 +79,9 @@ class KeyGroupSelector(ChannelSelector):
         return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
 
 
-def selector_for(partitioner: Partitioner, subtask_index: int, consumer_max_parallelism: int, seed: int) -> ChannelSelector:
+def selector_for(
+    partitioner: Partitioner, subtask_index: int, consumer_max_parallelism: int, seed: int
+) -> ChannelSelector:
     name = partitioner.name
     if name in ("FORWARD", "GLOBAL"):
         return FirstChannelSelector()

@@ -73,7 +73,11 @@ class JobExecutionResult:
 
 def processing_time_source() -> Callable[[], int]:
     """Processing time in epoch milliseconds on the Trio clock (MockClock: starts at 0)."""
-    offset = 0.0 if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock) else time.time() - trio.current_time()
+    offset = (
+        0.0
+        if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
+        else time.time() - trio.current_time()
+    )
 
     def now_ms() -> int:
         return int((trio.current_time() + offset) * 1000)
@@ -109,19 +113,30 @@ def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -
 
 
 async def run_job_graph(
-    env: Any, job_graph: JobGraph, collect_channels: dict[int, Any] | None = None, cluster: MiniCluster | None = None
+    env: Any,
+    job_graph: JobGraph,
+    collect_channels: dict[int, Any] | None = None,
+    cluster: MiniCluster | None = None,
 ) -> JobExecutionResult:
     """Run a compiled job on ``cluster`` (or a new embedded one) and wait for its end.
     Cancellation: the job is cancelled with the surrounding scope."""
     if cluster is None:
         cluster = getattr(env, "cluster", None)
     if cluster is not None:
-        return await _run_on(cluster, env, job_graph, collect_channels)
-    async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
-        return await _run_on(embedded, env, job_graph, collect_channels)
+        result = await _run_on(cluster, env, job_graph, collect_channels)
+    else:
+        async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
+            result = await _run_on(embedded, env, job_graph, collect_channels)
+    outcome = result._result
+    if outcome.status is JobStatus.FAILED:
+        cause = outcome.failure
+        raise JobExecutionError(f"job '{outcome.job_name}' failed: {cause}") from cause
+    return result
 
 
-async def _run_on(cluster: MiniCluster, env: Any, job_graph: JobGraph, collect_channels: dict[int, Any] | None) -> JobExecutionResult:
+async def _run_on(
+    cluster: MiniCluster, env: Any, job_graph: JobGraph, collect_channels: dict[int, Any] | None
+) -> JobExecutionResult:
     handle = cluster.submit(job_graph, job_settings_for(env, collect_channels))
     async with trio.open_nursery() as nursery:
         if _observer is not None:
@@ -133,9 +148,6 @@ async def _run_on(cluster: MiniCluster, env: Any, job_graph: JobGraph, collect_c
             raise
         stats = handle.job_master.statistics()
         nursery.cancel_scope.cancel()
-    if result.status is JobStatus.FAILED:
-        cause = result.failure
-        raise JobExecutionError(f"job '{result.job_name}' failed: {cause}") from cause
     return JobExecutionResult(result, stats)
 
 
@@ -159,7 +171,12 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
             "use `await engine.runtime.client.run_stream_graph(env, env.get_stream_graph())` there"
         )
     job_graph = generate_job_graph(graph)
-    return trio.run(run_job_graph, env, job_graph)
+    try:
+        return trio.run(run_job_graph, env, job_graph)
+    except BaseExceptionGroup as group:
+        from engine.runtime.task_executor import first_cause
+
+        raise first_cause(group) from None
 
 
 class JobClient:
@@ -171,7 +188,9 @@ class JobClient:
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
         self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, args=(env, job_graph), daemon=True, name="weir-job")
+        self._thread = threading.Thread(
+            target=self._main, args=(env, job_graph), daemon=True, name="weir-job"
+        )
         self._thread.start()
         self._ready.wait()
 
@@ -185,7 +204,7 @@ class JobClient:
 
         try:
             trio.run(body)
-        except BaseException as exc:  # noqa: BLE001 - handed to the waiting caller
+        except BaseException as exc:
             self._error = exc
         finally:
             self._ready.set()
@@ -246,7 +265,7 @@ class CloseableIterator:
 
         try:
             trio.run(body)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the reading thread
+        except BaseException as exc:
             from engine.runtime.task_executor import first_cause
 
             self._error = first_cause(exc) if isinstance(exc, BaseExceptionGroup) else exc
@@ -300,15 +319,16 @@ def execute_and_collect(env: Any, sink: Any, job_name: str | None, limit: int | 
     if _in_trio():
         raise UsageError("execute_and_collect() was called inside a running Trio event loop")
     graph = env.get_stream_graph(env._job_name(job_name), clear_transformations=True)
-    sink_node = next(n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink)
+    sink_node = next(
+        n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink
+    )
     iterator = CloseableIterator(env, generate_job_graph(graph), sink_node.id)
     if limit is None:
         return iterator
     with iterator:
-        out = []
+        out: list[Any] = []
         for record in iterator:
             if len(out) >= limit:
                 break
             out.append(record)
         return out
-

@@ -100,7 +100,9 @@ class JobMaster:
         self.execution_graph = eg
         self.status.on_event("initialized")
         self.plan = plan_slots(eg, len(self.task_executors), self.slots_per_taskmanager)
-        preferred = [SlotId(self.task_executors[s.taskmanager].taskmanager_id, s.index) for s in self.plan.slots]
+        preferred = [
+            SlotId(self.task_executors[s.taskmanager].taskmanager_id, s.index) for s in self.plan.slots
+        ]
         await self.rm.request_slots(
             self.job_id, len(preferred), preferred=preferred, timeout_ms=self.settings.slot_request_timeout_ms
         )
@@ -134,10 +136,11 @@ class JobMaster:
                     self.status.on_event("all_finished")
                     return
                 self._deploy_ready_regions(eg)
-            elif state in (JobStatus.FAILING, JobStatus.CANCELLING):
-                if all(ev.current_execution.is_terminal for ev in eg.all_execution_vertices()):
-                    self.status.on_event("all_terminal")
-                    return
+            elif state in (JobStatus.FAILING, JobStatus.CANCELLING) and all(
+                ev.current_execution.is_terminal for ev in eg.all_execution_vertices()
+            ):
+                self.status.on_event("all_terminal")
+                return
             await self._changed.wait()
 
     def _deploy_ready_regions(self, eg: ExecutionGraph) -> None:
@@ -145,8 +148,7 @@ class JobMaster:
             if region.id in self._deployed_regions:
                 continue
             ready = all(
-                p.producer.current_execution.state.name == "FINISHED"
-                for p in region.blocking_inputs()
+                p.producer.current_execution.state.name == "FINISHED" for p in region.blocking_inputs()
             )
             if ready:
                 self._deployed_regions.add(region.id)
@@ -188,7 +190,12 @@ class JobMaster:
             edge = ejv.input_edges[gate]
             for p in partitions:
                 inputs.append(
-                    (edge, ChannelSpec(p.id, p.subpartition_of(ev), self._taskmanager_of(p.producer).taskmanager_id))
+                    (
+                        edge,
+                        ChannelSpec(
+                            p.id, p.subpartition_of(ev), self._taskmanager_of(p.producer).taskmanager_id
+                        ),
+                    )
                 )
         s = self.settings
         deployment = TaskDeployment(
@@ -237,14 +244,13 @@ class JobMaster:
                 execution.on_event("cancel")
             if not execution.is_terminal:
                 execution.on_event("canceled")
-        elif event == "fail":
-            if not execution.is_terminal:
-                if state == "CANCELING":
-                    execution.on_event("canceled")
-                else:
-                    execution.on_event("fail")
-                    if self.failure is None and exc is not None:
-                        self.failure = exc
+        elif event == "fail" and not execution.is_terminal:
+            if state == "CANCELING":
+                execution.on_event("canceled")
+            else:
+                execution.on_event("fail")
+                if self.failure is None and exc is not None:
+                    self.failure = exc
         self._changed.set()
 
     def statistics(self) -> list[Any]:

@@ -36,6 +36,8 @@ def make_live_observer(console: Console, interval_s: float = 0.5) -> Any:
             while not handle.done.is_set():
                 with trio.move_on_after(interval_s):
                     await handle.done.wait()
-                live.update(task_table(handle, previous, interval_s, trio.current_time() - started), refresh=True)
+                live.update(
+                    task_table(handle, previous, interval_s, trio.current_time() - started), refresh=True
+                )
 
     return observe

@@ -72,7 +72,9 @@ class MiniCluster:
         self.task_executors: list[TaskExecutor] = []
         self.jobs: dict[str, JobHandle] = {}
         self._nursery: trio.Nursery | None = None
-        self.working_dir = Path(config.working_dir) if config.working_dir else Path(tempfile.mkdtemp(prefix="weir-"))
+        self.working_dir = (
+            Path(config.working_dir) if config.working_dir else Path(tempfile.mkdtemp(prefix="weir-"))
+        )
         self._own_working_dir = config.working_dir is None
 
     async def _start(self, nursery: trio.Nursery) -> None:
@@ -106,7 +108,12 @@ class MiniCluster:
         tmp.write_text(json.dumps(plan, indent=2))
         tmp.replace(job_dir / "jobgraph.json")
         master = JobMaster(
-            job_graph, job_id, self.resource_manager, self.task_executors, self.config.slots_per_taskmanager, settings
+            job_graph,
+            job_id,
+            self.resource_manager,
+            self.task_executors,
+            self.config.slots_per_taskmanager,
+            settings,
         )
         handle = JobHandle(job_id, master)
         self.jobs[job_id] = handle
@@ -116,10 +123,12 @@ class MiniCluster:
     async def _run_job(self, handle: JobHandle) -> None:
         try:
             handle.result = await handle.job_master.run()
-        except Exception as exc:  # noqa: BLE001 - a job that cannot start fails alone, not the cluster
+        except Exception as exc:
             from engine.graph.status import JobStatus
 
-            handle.result = JobResult(handle.job_id, handle.job_master.job_graph.job_name, JobStatus.FAILED, 0, exc)
+            handle.result = JobResult(
+                handle.job_id, handle.job_master.job_graph.job_name, JobStatus.FAILED, 0, exc
+            )
         finally:
             handle.done.set()
 

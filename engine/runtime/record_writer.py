@@ -16,7 +16,9 @@ from engine.runtime.channel_selectors import ChannelSelector
 
 
 class RecordWriter:
-    def __init__(self, partition: Any, selector: ChannelSelector, serializer: Any, flush_after_emit: bool) -> None:
+    def __init__(
+        self, partition: Any, selector: ChannelSelector, serializer: Any, flush_after_emit: bool
+    ) -> None:
         self.partition = partition
         self.selector = selector
         self.serializer = serializer

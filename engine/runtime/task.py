@@ -23,6 +23,7 @@ subtask; the TaskExecutor reports it to the JobMaster.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -186,7 +187,9 @@ class Task:
             consumer = graph.node(stream_edge.target_id)
             writer = RecordWriter(
                 partition,
-                selector_for(produced.job_edge.partitioner, d.subtask_index, consumer.max_parallelism, _seed(d.job_id)),
+                selector_for(
+                    produced.job_edge.partitioner, d.subtask_index, consumer.max_parallelism, _seed(d.job_id)
+                ),
                 serializer_for(_edge_type(graph, stream_edge)),
                 flush_after_emit=d.buffer_timeout_ms == 0,
             )
@@ -277,7 +280,10 @@ class Task:
         d = self.d
         specs = [spec for _, spec in d.input_channels]
         gate = self.network.create_input_gate(0, specs)
-        readers = [FrameReader(serializer_for(_edge_type(d.stream_graph, edge.stream_edge))) for edge, _ in d.input_channels]
+        readers = [
+            FrameReader(serializer_for(_edge_type(d.stream_graph, edge.stream_edge)))
+            for edge, _ in d.input_channels
+        ]
         valve = WatermarkValve(len(specs))
         head_guard = self.guards[d.job_vertex.chained_node_ids[0]]
         while True:
@@ -318,10 +324,8 @@ class Task:
 
     def _close_all(self) -> None:
         for op in reversed(self.operators):
-            try:
+            with contextlib.suppress(Exception):
                 op.close()
-            except Exception:  # noqa: S110 - closing after a failure must not mask the failure
-                pass
 
     # -- processing time -----------------------------------------------------------------------
     def _next_deadline_ms(self) -> int | None:
@@ -372,4 +376,3 @@ def _edge_type(graph: StreamGraph, edge: StreamEdge) -> Any:
 
 def _seed(job_id: str) -> int:
     return int(job_id[:8], 16) if job_id[:8].isalnum() else 0
-

@@ -51,7 +51,7 @@ def test_stream_level_json_equals_get_execution_plan() -> None:
     assert code == 0
     module = runpy.run_path(str(EXAMPLES / "my_job.py"))
     env = StreamExecutionEnvironment.get_execution_environment()
-    module["build"](env)
+    module["build"](env, [].append)
     from_api = json.loads(env.get_execution_plan())
     from_cli = json.loads(out)
     assert from_cli["nodes"] == from_api["nodes"]

@@ -128,7 +128,9 @@ class ChainingOutput(Output):
         self.main.append(process)
         self.watermark_targets.append(on_watermark)
 
-    def add_side(self, tag: Any, process: Callable[[Batch], None], on_watermark: Callable[[int], None]) -> None:
+    def add_side(
+        self, tag: Any, process: Callable[[Batch], None], on_watermark: Callable[[int], None]
+    ) -> None:
         self.side.setdefault(tag, []).append(process)
         self.watermark_targets.append(on_watermark)
 

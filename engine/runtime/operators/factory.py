@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 from engine.codec.batch import Batch
@@ -29,7 +31,9 @@ MAX_WATERMARK = (1 << 63) - 1
 class SourceOperator(StreamOperator):
     """The head of a source task: pulls batches from its reader, stamps them, emits watermarks."""
 
-    def __init__(self, name: str, reader: sources.SourceReader, strategy: WatermarkStrategy | None, interval_ms: int) -> None:
+    def __init__(
+        self, name: str, reader: sources.SourceReader, strategy: WatermarkStrategy | None, interval_ms: int
+    ) -> None:
         super().__init__(name)
         self.reader = reader
         self.generator = None if strategy is None else stateless.WatermarkGenerator(strategy)
@@ -80,7 +84,9 @@ class SourceOperator(StreamOperator):
         self.reader.close()
 
 
-def create_source(node: StreamNode, subtask: int, parallelism: int, nursery: Any, interval_ms: int) -> SourceOperator:
+def create_source(
+    node: StreamNode, subtask: int, parallelism: int, nursery: Any, interval_ms: int
+) -> SourceOperator:
     t = node.transformation
     assert isinstance(t, SourceTransformation)
     src = t.source
@@ -90,7 +96,9 @@ def create_source(node: StreamNode, subtask: int, parallelism: int, nursery: Any
     elif isinstance(src, NumberSequenceSource):
         reader = sources.NumberSequenceReader(src.start, src.end, subtask, parallelism)
     elif isinstance(src, DataGeneratorSource):
-        reader = sources.DataGeneratorReader(src.generator_function, src.count, src.rate_limit, subtask, parallelism)
+        reader = sources.DataGeneratorReader(
+            src.generator_function, src.count, src.rate_limit, subtask, parallelism
+        )
     elif isinstance(src, FileSource):
         reader = sources.FileLinesReader(src.paths, src.stream_format.charset, subtask, parallelism)
     elif isinstance(src, FunctionSource):
@@ -105,14 +113,29 @@ def create_source(node: StreamNode, subtask: int, parallelism: int, nursery: Any
     return SourceOperator(node.name, reader, strategy, interval_ms)
 
 
-def create_operator(node: StreamNode, collect_channels: dict[int, Any], auto_watermark_interval_ms: int) -> StreamOperator:
+def own_copy(node: StreamNode, function: Any) -> Any:
+    """Each subtask gets its own copy of a user function, as Flink deserializes one per subtask."""
+    if function is None:
+        return None
+    try:
+        return copy.deepcopy(function)
+    except Exception as exc:
+        raise UsageError(
+            f"operator '{node.name}': its function {function!r} cannot be copied for each subtask "
+            f"({type(exc).__name__}: {exc}); functions must be copyable (picklable), as in Flink"
+        ) from exc
+
+
+def create_operator(
+    node: StreamNode, collect_channels: dict[int, Any], auto_watermark_interval_ms: int
+) -> StreamOperator:
     t = node.transformation
     if isinstance(t, SinkTransformation):
         sink = t.sink
         if isinstance(sink, PrintSink):
             return sinks.PrintSinkOperator(node.name, sink.sink_identifier, sink.to_stderr)
         if isinstance(sink, FunctionSink):
-            return sinks.FunctionSinkOperator(node.name, sink.function)
+            return sinks.FunctionSinkOperator(node.name, own_copy(node, sink.function))
         if isinstance(sink, DiscardingSink):
             return sinks.DiscardingSinkOperator(node.name)
         if isinstance(sink, CollectSink):
@@ -121,13 +144,17 @@ def create_operator(node: StreamNode, collect_channels: dict[int, Any], auto_wat
             return sinks.CollectSinkOperator(node.name, collect_channels[node.id])
         if isinstance(sink, FileSink):
             cfg = sink.output_file_config
-            return sinks.RowFileSinkOperator(node.name, sink.base_path, cfg.part_prefix, cfg.part_suffix, sink.encoder.charset)
+            return sinks.RowFileSinkOperator(
+                node.name, sink.base_path, cfg.part_prefix, cfg.part_suffix, sink.encoder.charset
+            )
         if hasattr(sink, "create_operator"):
-            return sink.create_operator(node.name)  # type: ignore[no-any-return]
+            return sink.create_operator(node.name)
         raise UsageError(f"sink '{node.name}': weir cannot run sinks of type {type(sink).__name__}")
     spec = node.operator
     assert spec is not None
     kind = spec.kind
+    if spec.function is not None:
+        spec = dataclasses.replace(spec, function=own_copy(node, spec.function))
     if kind == "map":
         return stateless.MapOperator(node.name, spec.function)
     if kind == "flat_map":

@@ -96,7 +96,7 @@ class AggregationOperator(_KeyedOperator):
     def _get(self, value: Any) -> Any:
         if isinstance(value, (tuple, list, Row)):
             try:
-                return value[self.field]
+                return value[self.field]  # type: ignore[index]
             except (IndexError, KeyError, TypeError):
                 raise UsageError(
                     f"operator '{self.name}': {self.aggregation}({self.field!r}) cannot read that field of {value!r}"
@@ -110,7 +110,7 @@ class AggregationOperator(_KeyedOperator):
     def _set(self, value: Any, new: Any) -> Any:
         if isinstance(value, tuple):
             index = self.field if isinstance(self.field, int) else int(str(self.field).lstrip("f"))
-            return value[:index] + (new,) + value[index + 1 :]
+            return (*value[:index], new, *value[index + 1 :])
         if isinstance(value, list):
             copy = list(value)
             copy[self.field if isinstance(self.field, int) else int(str(self.field).lstrip("f"))] = new
@@ -214,7 +214,10 @@ class TimerService:
         return due
 
     def next_processing_deadline(self) -> int | None:
-        while self.processing_timers and (self.processing_timers[0][2], self.processing_timers[0][0]) not in self._processing_set:
+        while (
+            self.processing_timers
+            and (self.processing_timers[0][2], self.processing_timers[0][0]) not in self._processing_set
+        ):
             heapq.heappop(self.processing_timers)
         return self.processing_timers[0][0] if self.processing_timers else None
 
@@ -255,7 +258,9 @@ class KeyedProcessOperator(_KeyedOperator):
         super().open()
         self.function.open(self.context.runtime_context())
         self._process = (
-            self.function.fn if type(self.function) is fn._KeyedProcessCallable else self.function.process_element
+            self.function.fn
+            if type(self.function) is fn._KeyedProcessCallable
+            else self.function.process_element
         )
         self._ctx = _KeyedContext(self)
 

@@ -37,7 +37,9 @@ class SourceReader:
 
 
 class CollectionReader(SourceReader):
-    def __init__(self, elements: list[Any], subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(
+        self, elements: list[Any], subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> None:
         lo, hi = split_range(0, len(elements), subtask, parallelism)
         self.elements = elements[lo:hi]
         self.position = 0
@@ -53,7 +55,9 @@ class CollectionReader(SourceReader):
 
 
 class NumberSequenceReader(SourceReader):
-    def __init__(self, start: int, end: int, subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(
+        self, start: int, end: int, subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE
+    ) -> None:
         self.next, self.stop = split_range(start, end - start + 1, subtask, parallelism)
         self.batch_size = batch_size
 
@@ -86,7 +90,9 @@ class DataGeneratorReader(SourceReader):
             self.next, self.stop = split_range(0, count, subtask, parallelism)
             self.stride = 1
         self.rate = None if rate_limit is None else rate_limit / parallelism
-        self.batch_size = batch_size if self.rate is None else max(1, min(batch_size, int(self.rate / 100) or 1))
+        self.batch_size = (
+            batch_size if self.rate is None else max(1, min(batch_size, int(self.rate / 100) or 1))
+        )
         self.emitted = 0
         self.started_at: float | None = None
 
@@ -114,12 +120,21 @@ class DataGeneratorReader(SourceReader):
 class FileLinesReader(SourceReader):
     """Text lines of the files under the given paths; files are dealt to subtasks round robin."""
 
-    def __init__(self, paths: list[str], charset: str, subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(
+        self,
+        paths: list[str],
+        charset: str,
+        subtask: int,
+        parallelism: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
         files: list[Path] = []
         for p in paths:
             path = Path(p)
             if path.is_dir():
-                files.extend(sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith((".", "_"))))
+                files.extend(
+                    sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith((".", "_")))
+                )
             elif path.is_file():
                 files.append(path)
             else:

@@ -18,7 +18,7 @@ MAX_WATERMARK = (1 << 63) - 1
 def _callable(function: Any, method: str, wrapper: type) -> Any:
     """The fastest callable for a user function: the plain callable inside weir's wrapper."""
     if type(function) is wrapper:
-        return function.fn
+        return function.fn  # type: ignore[attr-defined]
     return getattr(function, method)
 
 
@@ -200,7 +200,10 @@ class WatermarkGenerator:
             previous = batch.timestamp_list()
             extract = assigner.extract_timestamp
             stamps = np.fromiter(
-                (int(extract(v, NO_TIMESTAMP if p is None else p)) for v, p in zip(batch.as_list(), previous)),
+                (
+                    int(extract(v, NO_TIMESTAMP if p is None else p))
+                    for v, p in zip(batch.as_list(), previous)
+                ),
                 dtype=np.int64,
                 count=len(batch),
             )

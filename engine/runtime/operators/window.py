@@ -101,7 +101,10 @@ class WindowOperator(StreamOperator):
         self.contents: dict[tuple[Any, Any], Any] = {}
         self.counts: dict[tuple[Any, Any], int] = {}
         self.sessions: dict[Any, set[TimeWindow]] = {}
-        self._timers: dict[bool, list[tuple[int, int, Any, Any]]] = {True: [], False: []}  # event_time -> heap
+        self._timers: dict[bool, list[tuple[int, int, Any, Any]]] = {
+            True: [],
+            False: [],
+        }  # event_time -> heap
         self._live: set[tuple[bool, Any, Any, int]] = set()
         self._seq = 0
         self._out: list[Any] = []
@@ -283,7 +286,9 @@ class WindowOperator(StreamOperator):
                     self.metrics.late_records_dropped += 1
         self._flush()
         if late_values:
-            self.chain_output.emit_side(self.late_data_tag, Batch(late_values, np.array(late_ts, dtype=np.int64)))
+            self.chain_output.emit_side(
+                self.late_data_tag, Batch(late_values, np.array(late_ts, dtype=np.int64))
+            )
 
     def _merge_session(self, key: Any, window: TimeWindow) -> TimeWindow:
         existing = self.sessions.setdefault(key, set())
@@ -308,7 +313,9 @@ class WindowOperator(StreamOperator):
         existing.add(merged)
         if state is not None:
             target = (key, merged)
-            self.contents[target] = state if target not in self.contents else self._merge_contents(self.contents[target], state)
+            self.contents[target] = (
+                state if target not in self.contents else self._merge_contents(self.contents[target], state)
+            )
         return merged
 
     # -- time ----------------------------------------------------------------------------------
@@ -358,6 +365,8 @@ class WindowOperator(StreamOperator):
 
 
 def create_window_operator(node: StreamNode) -> WindowOperator:
+    from engine.runtime.operators.factory import own_copy
+
     spec = node.operator
     assert spec is not None
     o = spec.options
@@ -369,8 +378,8 @@ def create_window_operator(node: StreamNode) -> WindowOperator:
         o.get("allowed_lateness_ms", 0),
         o.get("late_data_tag"),
         o["function_kind"],
-        o.get("function"),
-        o.get("window_function"),
+        spec.function,
+        own_copy(node, o.get("window_function")),
         o.get("evictor_count"),
     )
 

@@ -24,7 +24,16 @@ from engine.runtime.operators.window import WindowOperator
 from .operator_harness import Harness
 
 
-def window_op(assigner, kind="reduce", function=None, window_function=None, trigger=None, lateness=0, late_tag=None, evictor=None):  # type: ignore[no-untyped-def]
+def window_op(
+    assigner,
+    kind="reduce",
+    function=None,
+    window_function=None,
+    trigger=None,
+    lateness=0,
+    late_tag=None,
+    evictor=None,
+):  # type: ignore[no-untyped-def]
     if function is None:
         function = wrap_reduce("reduce", lambda a, b: (a[0], a[1] + b[1]))
     return WindowOperator(
@@ -132,7 +141,9 @@ class Describe(ProcessWindowFunction):
 
 def test_aggregate_with_a_process_window_function() -> None:
     h = Harness(
-        window_op(TumblingEventTimeWindows.of(Time.seconds(10)), "aggregate", Average(), window_function=Describe())
+        window_op(
+            TumblingEventTimeWindows.of(Time.seconds(10)), "aggregate", Average(), window_function=Describe()
+        )
     )
     h.elements((("a", 2), 1_000), (("a", 4), 2_000), (("a", 9), 12_000))
     h.watermark((1 << 63) - 1)

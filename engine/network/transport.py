@@ -1,0 +1,526 @@
+"""In-process transport: one multiplexed ``Connection`` per ordered pair of TaskManagers.
+
+Theory of operation
+-------------------
+Seed 002, "Physical Transport": all remote channels from the subtasks of one TaskManager
+(the *client*, where the consumers run) to another (the *server*, where the producers
+run) share one connection. Flink runs it over TCP with Netty; weir's in-process
+``Connection`` is two message queues, one per direction, and the messages are the whole
+interface, so a TCP transport can replace it by framing the same messages:
+
+    client → server   PartitionRequest(receiver_id, partition_id, subpartition_index, initial_credit)
+                      AddCredit(receiver_id, credit)
+                      CancelPartitionRequest(receiver_id)
+                      CloseRequest()
+    server → client   BufferResponse(receiver_id, data, backlog)
+                      EventResponse(receiver_id, event, backlog)
+                      ErrorResponse(receiver_id, error)
+
+Server side (``PartitionRequestServer``, run by the producer's ``NetworkEnvironment``):
+each partition request gets a *reader* (Flink's CreditBasedSequenceNumberingViewReader)
+with a ``CreditLedger`` and, once the partition exists, a subpartition view. A reader is
+in the FIFO of available readers when its next item is an event, or when it has data and
+credit. The server takes one reader at a time, sends one item, and puts the reader back
+at the tail if it can still send: round robin over channels, and a channel without credit
+is simply not in the FIFO. So backpressure on one channel (credit 0) never stalls the
+others on the same connection, and the bytes it cannot send stay in its subpartition
+(its backlog). A ``BufferResponse`` carries the sender's slice and the reference that
+keeps it alive, and the client copies the bytes into the receiver's exclusive or
+floating buffer and then recycles the sender's reference (as Netty would after writing).
+
+Client side (``PartitionRequestClient``, run by the consumer's ``NetworkEnvironment``):
+assigns receiver ids, sends requests and credit for its ``RemoteInputChannel``\\ s, and
+dispatches responses to them; dispatching never waits (a buffer only arrives if its
+channel announced a free buffer for it).
+
+When either side stops, the connection closes: buffers in flight are recycled, the
+server releases its readers' views, and the client fails the channels that had not yet
+finished with ``ConnectionClosed``.
+
+What it does not do: no serialization, no sockets, no retries; partition lookup (and
+waiting for a producer that is not registered yet) is the ``SubpartitionViewProvider``'s.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+import trio
+
+from engine.errors import ProtocolViolation
+from engine.network.buffer import BufferOrEvent
+from engine.network.credit import CreditLedger
+from engine.network.errors import ConnectionClosed
+from engine.network.events import EndOfPartition, Event
+from engine.network.wakeup import Wakeup
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from engine.network.gate import RemoteInputChannel, SubpartitionViewProvider
+    from engine.network.partition import SubpartitionView
+
+__all__ = [
+    "AddCredit",
+    "BufferResponse",
+    "CancelPartitionRequest",
+    "ClientMessage",
+    "CloseRequest",
+    "Connection",
+    "ConnectionStatistics",
+    "ErrorResponse",
+    "EventResponse",
+    "PartitionRequest",
+    "PartitionRequestClient",
+    "PartitionRequestServer",
+    "ServerMessage",
+]
+
+
+# --- messages ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRequest:
+    receiver_id: int
+    partition_id: str
+    subpartition_index: int
+    initial_credit: int
+
+
+@dataclass(frozen=True, slots=True)
+class AddCredit:
+    receiver_id: int
+    credit: int
+
+
+@dataclass(frozen=True, slots=True)
+class CancelPartitionRequest:
+    receiver_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class CloseRequest:
+    """The client goes away: release every reader of this connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class BufferResponse:
+    receiver_id: int
+    data: memoryview
+    backlog: int
+    source: BufferOrEvent | None = None  # in-process: the sender's reference, recycled after the copy
+
+    def release(self) -> None:
+        if self.source is not None and not self.source.is_recycled:
+            self.source.recycle()
+
+
+@dataclass(frozen=True, slots=True)
+class EventResponse:
+    receiver_id: int
+    event: Event
+    backlog: int
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorResponse:
+    receiver_id: int
+    error: Exception
+
+
+ClientMessage = PartitionRequest | AddCredit | CancelPartitionRequest | CloseRequest
+ServerMessage = BufferResponse | EventResponse | ErrorResponse
+
+
+# --- the wire ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConnectionStatistics:
+    client_taskmanager: str
+    server_taskmanager: str
+    closed: bool
+    partition_requests: int
+    credit_announcements: int
+    credit_announced: int
+    buffers_sent: int
+    bytes_sent: int
+    events_sent: int
+    readers: int  # partition requests the server is serving now
+    readers_with_credit: int
+    channels: int  # remote channels the client has registered
+
+
+class Connection:
+    """Two message queues between a client TaskManager (consumers) and a server TaskManager (producers)."""
+
+    def __init__(self, client_taskmanager: str, server_taskmanager: str) -> None:
+        self.client_taskmanager = client_taskmanager
+        self.server_taskmanager = server_taskmanager
+        self._to_server: deque[ClientMessage] = deque()
+        self._to_client: deque[ServerMessage] = deque()
+        self.server_wakeup = Wakeup()
+        self.client_wakeup = Wakeup()
+        self.closed = False
+        self.partition_requests = 0
+        self.credit_announcements = 0
+        self.credit_announced = 0
+        self.buffers_sent = 0
+        self.bytes_sent = 0
+        self.events_sent = 0
+        self.client: PartitionRequestClient | None = None
+        self.server: PartitionRequestServer | None = None
+
+    def send_to_server(self, message: ClientMessage) -> None:
+        if self.closed:
+            return
+        if type(message) is AddCredit:
+            self.credit_announcements += 1
+            self.credit_announced += message.credit
+        elif type(message) is PartitionRequest:
+            self.partition_requests += 1
+        self._to_server.append(message)
+        self.server_wakeup.set()
+
+    def send_to_client(self, message: ServerMessage) -> None:
+        if self.closed:
+            if type(message) is BufferResponse:
+                message.release()
+            return
+        if type(message) is BufferResponse:
+            self.buffers_sent += 1
+            self.bytes_sent += len(message.data)
+        elif type(message) is EventResponse:
+            self.events_sent += 1
+        self._to_client.append(message)
+        self.client_wakeup.set()
+
+    def take_server_messages(self) -> list[ClientMessage]:
+        messages = list(self._to_server)
+        self._to_server.clear()
+        return messages
+
+    def take_client_messages(self) -> list[ServerMessage]:
+        messages = list(self._to_client)
+        self._to_client.clear()
+        return messages
+
+    def close(self) -> None:
+        """Close both directions; buffers in flight are recycled. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        while self._to_client:
+            message = self._to_client.popleft()
+            if type(message) is BufferResponse:
+                message.release()
+        self._to_server.clear()
+        self.server_wakeup.set()
+        self.client_wakeup.set()
+
+    def statistics(self) -> ConnectionStatistics:
+        server = self.server
+        client = self.client
+        return ConnectionStatistics(
+            client_taskmanager=self.client_taskmanager,
+            server_taskmanager=self.server_taskmanager,
+            closed=self.closed,
+            partition_requests=self.partition_requests,
+            credit_announcements=self.credit_announcements,
+            credit_announced=self.credit_announced,
+            buffers_sent=self.buffers_sent,
+            bytes_sent=self.bytes_sent,
+            events_sent=self.events_sent,
+            readers=len(server._readers) if server is not None else 0,
+            readers_with_credit=(
+                sum(1 for r in server._readers.values() if r.ledger.available > 0)
+                if server is not None
+                else 0
+            ),
+            channels=len(client._channels) if client is not None else 0,
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"Connection({self.client_taskmanager!r} <- {self.server_taskmanager!r}, {state})"
+
+
+# --- client side (consumers) ------------------------------------------------------------
+
+
+class PartitionRequestClient:
+    """The consumer TaskManager's end of a connection: requests, credit, dispatch."""
+
+    def __init__(self, connection: Connection) -> None:
+        self.connection = connection
+        connection.client = self
+        self._channels: dict[int, RemoteInputChannel] = {}
+        self._next_receiver_id = 0
+
+    def request_subpartition(
+        self, channel: RemoteInputChannel, partition_id: str, subpartition_index: int, initial_credit: int
+    ) -> int:
+        """Register ``channel`` and ask the server for the subpartition; returns the receiver id."""
+        receiver_id = self._next_receiver_id
+        self._next_receiver_id += 1
+        self._channels[receiver_id] = channel
+        if self.connection.closed:
+            channel.on_error(self._closed_error())
+        else:
+            self.connection.send_to_server(
+                PartitionRequest(receiver_id, partition_id, subpartition_index, initial_credit)
+            )
+        return receiver_id
+
+    def announce_credit(self, receiver_id: int, credit: int) -> None:
+        if receiver_id in self._channels:
+            self.connection.send_to_server(AddCredit(receiver_id, credit))
+
+    def cancel(self, receiver_id: int) -> None:
+        if self._channels.pop(receiver_id, None) is not None:
+            self.connection.send_to_server(CancelPartitionRequest(receiver_id))
+
+    def on_message(self, message: ServerMessage) -> None:
+        """Dispatch one response to its channel (never waits)."""
+        channel = self._channels.get(message.receiver_id)
+        if type(message) is BufferResponse:
+            try:
+                if channel is not None:
+                    channel.on_buffer(message.data, message.backlog)
+            finally:
+                message.release()
+        elif channel is None:
+            return
+        elif type(message) is EventResponse:
+            channel.on_event(BufferOrEvent(event=message.event, backlog=message.backlog))
+            if isinstance(message.event, EndOfPartition):
+                del self._channels[message.receiver_id]  # the server released its reader
+        elif type(message) is ErrorResponse:
+            del self._channels[message.receiver_id]
+            channel.on_error(message.error)
+
+    def _closed_error(self) -> ConnectionClosed:
+        c = self.connection
+        return ConnectionClosed(
+            f"connection from taskmanager {c.client_taskmanager!r} to {c.server_taskmanager!r} closed"
+        )
+
+    def _fail_all(self) -> None:
+        channels, self._channels = self._channels, {}
+        error = self._closed_error()
+        for channel in channels.values():
+            channel.on_error(error)
+
+    async def run(self) -> None:
+        """Dispatch responses until the connection closes.
+
+        Cancellation: closes the connection (the server releases this client's readers)
+        and fails every channel that has not finished with ``ConnectionClosed``.
+        """
+        connection = self.connection
+        try:
+            while True:
+                for message in connection.take_client_messages():
+                    self.on_message(message)
+                if connection.closed:
+                    return
+                await connection.client_wakeup.wait()
+        finally:
+            if not connection.closed:
+                connection.send_to_server(CloseRequest())
+                connection.close()
+            self._fail_all()
+
+
+# --- server side (producers) ------------------------------------------------------------
+
+
+class _Reader:
+    __slots__ = ("cancel_request", "done", "ledger", "queued", "receiver_id", "view")
+
+    def __init__(self, receiver_id: int) -> None:
+        self.receiver_id = receiver_id
+        self.ledger = CreditLedger(receiver_id)
+        self.view: SubpartitionView | None = None
+        self.queued = False
+        self.done = False
+        self.cancel_request: Callable[[], None] | None = None
+
+    def can_send(self) -> bool:
+        view = self.view
+        if view is None or self.done:
+            return False
+        if view.next_is_event():
+            return True
+        return self.ledger.available > 0 and view.is_available()
+
+
+class PartitionRequestServer:
+    """The producer TaskManager's end of a connection: serves subpartitions within credit.
+
+    ``on_message`` and ``poll_response`` are the synchronous core; ``run`` moves messages.
+    """
+
+    def __init__(self, connection: Connection, provider: SubpartitionViewProvider) -> None:
+        self.connection = connection
+        connection.server = self
+        self._provider = provider
+        self._readers: dict[int, _Reader] = {}
+        self._available: deque[_Reader] = deque()
+        self._outbox: deque[ServerMessage] = deque()
+
+    # --- core -------------------------------------------------------------------------
+
+    def on_message(self, message: ClientMessage) -> None:
+        if type(message) is AddCredit:
+            reader = self._readers.get(message.receiver_id)
+            if reader is None:
+                return  # cancelled or finished meanwhile
+            try:
+                reader.ledger.on_credit(message.credit)
+            except ProtocolViolation as error:
+                self._fail_reader(reader, error)
+                return
+            self._on_available(reader)
+        elif type(message) is PartitionRequest:
+            self._on_partition_request(message)
+        elif type(message) is CancelPartitionRequest:
+            reader = self._readers.get(message.receiver_id)
+            if reader is not None:
+                self._release_reader(reader)
+        elif type(message) is CloseRequest:
+            for reader in list(self._readers.values()):
+                self._release_reader(reader)
+
+    def _on_partition_request(self, request: PartitionRequest) -> None:
+        if request.receiver_id in self._readers:
+            self._outbox.append(
+                ErrorResponse(
+                    request.receiver_id,
+                    ProtocolViolation(f"receiver {request.receiver_id}: requested a partition twice"),
+                )
+            )
+            self.connection.server_wakeup.set()
+            return
+        reader = _Reader(request.receiver_id)
+        self._readers[request.receiver_id] = reader
+        if request.initial_credit < 0:
+            self._fail_reader(
+                reader,
+                ProtocolViolation(
+                    f"receiver {request.receiver_id}: initial credit must not be negative, got {request.initial_credit}"
+                ),
+            )
+            return
+        if request.initial_credit:
+            reader.ledger.on_credit(request.initial_credit)
+        reader.cancel_request = self._provider.request_subpartition_view(
+            request.partition_id,
+            request.subpartition_index,
+            partial(self._on_view, reader),
+            partial(self._fail_reader, reader),
+        )
+
+    def _on_view(self, reader: _Reader, view: SubpartitionView) -> None:
+        reader.cancel_request = None
+        if reader.done:
+            view.release()
+            return
+        reader.view = view
+        view.set_availability_listener(partial(self._on_available, reader))
+        self._on_available(reader)
+
+    def _on_available(self, reader: _Reader) -> None:
+        if not reader.queued and reader.can_send():
+            reader.queued = True
+            self._available.append(reader)
+            self.connection.server_wakeup.set()
+
+    def _release_reader(self, reader: _Reader) -> None:
+        reader.done = True
+        self._readers.pop(reader.receiver_id, None)
+        if reader.cancel_request is not None:
+            reader.cancel_request()
+            reader.cancel_request = None
+        if reader.view is not None:
+            reader.view.set_availability_listener(None)
+            reader.view.release()
+            reader.view = None
+
+    def _fail_reader(self, reader: _Reader, error: Exception) -> None:
+        was_live = not reader.done
+        self._release_reader(reader)
+        if was_live:
+            self._outbox.append(ErrorResponse(reader.receiver_id, error))
+            self.connection.server_wakeup.set()
+
+    def poll_response(self) -> ServerMessage | None:
+        """The next message to send: errors first, then one item of the next reader in turn."""
+        if self._outbox:
+            return self._outbox.popleft()
+        available = self._available
+        while available:
+            reader = available.popleft()
+            reader.queued = False
+            view = reader.view
+            if view is None or reader.done:
+                continue
+            try:
+                if view.next_is_event():
+                    item = view.poll_next()
+                    assert item is not None and item.event is not None
+                    response: ServerMessage = EventResponse(reader.receiver_id, item.event, item.backlog)
+                    if isinstance(item.event, EndOfPartition):
+                        self._release_reader(reader)
+                        return response
+                elif reader.ledger.available > 0 and view.is_available():
+                    item = view.poll_next()
+                    if item is None or item.data is None:
+                        continue
+                    reader.ledger.try_spend()
+                    response = BufferResponse(reader.receiver_id, item.data, item.backlog, item)
+                else:
+                    continue
+            except Exception as error:  # the partition was released under the reader
+                self._fail_reader(reader, error)
+                return self._outbox.popleft()
+            if reader.can_send():
+                reader.queued = True
+                available.append(reader)
+            return response
+        return None
+
+    def _release_all(self) -> None:
+        for reader in list(self._readers.values()):
+            self._release_reader(reader)
+        self._available.clear()
+        self._outbox.clear()
+
+    # --- driver -----------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Serve partition requests until the connection closes; one scheduling point per message sent.
+
+        Cancellation: releases every reader's view, closes the connection (in-flight
+        buffers are recycled; the client's unfinished channels fail with ``ConnectionClosed``).
+        """
+        connection = self.connection
+        try:
+            while True:
+                for message in connection.take_server_messages():
+                    self.on_message(message)
+                if connection.closed:
+                    return
+                response = self.poll_response()
+                if response is None:
+                    await connection.server_wakeup.wait()
+                    continue
+                connection.send_to_client(response)
+                await trio.lowlevel.checkpoint()
+        finally:
+            self._release_all()
+            connection.close()

@@ -1,0 +1,88 @@
+"""The cluster under Trio's MockClock: cancellation, isolation of failures, batch regions."""
+
+from __future__ import annotations
+
+import trio
+
+from engine.common import WatermarkStrategy
+from engine.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from engine.datastream.connectors.datagen import DataGeneratorSource
+from engine.datastream.connectors.number_seq import NumberSequenceSource
+from engine.graph.job_graph import generate_job_graph
+from engine.graph.status import JobStatus
+from engine.runtime.client import job_settings_for
+from engine.runtime.minicluster import ClusterConfig, open_minicluster
+
+
+def unbounded_job(name: str) -> tuple[StreamExecutionEnvironment, object]:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_source(
+        DataGeneratorSource(lambda i: i, None, rate_limit=1000.0), WatermarkStrategy.no_watermarks(), "gen"
+    ).map(lambda x: x).add_sink(lambda v: None)
+    return env, generate_job_graph(env.get_stream_graph(name))
+
+
+async def test_cancel_ends_in_canceled_with_no_task_left(autojump_clock: trio.testing.MockClock) -> None:
+    env, job_graph = unbounded_job("forever")
+    async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=1)) as cluster:
+        handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
+        await trio.sleep(5)
+        assert handle.job_master.job_status is JobStatus.RUNNING
+        assert (
+            sum(len(te.tasks) for te in cluster.task_executors) == 2
+        )  # source, map and sink chain into one vertex
+        handle.cancel()
+        result = await handle.wait()
+        assert result.status is JobStatus.CANCELED
+        await trio.testing.wait_all_tasks_blocked()
+        assert all(not te.tasks for te in cluster.task_executors)
+        states = {
+            ev.current_execution.state.name
+            for ev in handle.job_master.execution_graph.all_execution_vertices()
+        }  # type: ignore[union-attr]
+        assert states == {"CANCELED"}
+
+
+async def test_a_failing_job_does_not_disturb_another(autojump_clock: trio.testing.MockClock) -> None:
+    env, healthy_graph = unbounded_job("healthy")
+    failing_env = StreamExecutionEnvironment.get_execution_environment()
+
+    def fail(n: int) -> int:
+        raise ValueError(f"bad record {n}")
+
+    failing_env.from_source(NumberSequenceSource(1, 10), WatermarkStrategy.no_watermarks(), "n").map(
+        fail
+    ).print()
+    failing_graph = generate_job_graph(failing_env.get_stream_graph("failing"))
+    async with open_minicluster(ClusterConfig(taskmanagers=1, slots_per_taskmanager=3)) as cluster:
+        healthy = cluster.submit(healthy_graph, job_settings_for(env))  # type: ignore[arg-type]
+        failing = cluster.submit(failing_graph, job_settings_for(failing_env))
+        result = await failing.wait()
+        assert result.status is JobStatus.FAILED
+        assert "bad record 1" in str(result.failure)
+        await trio.sleep(2)
+        assert healthy.job_master.job_status is JobStatus.RUNNING
+        healthy.cancel()
+        assert (await healthy.wait()).status is JobStatus.CANCELED
+
+
+async def test_batch_regions_run_one_after_another(autojump_clock: trio.testing.MockClock) -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.set_runtime_mode(RuntimeExecutionMode.BATCH)
+    env.from_source(NumberSequenceSource(1, 100), WatermarkStrategy.no_watermarks(), "n").key_by(
+        lambda n: n % 3
+    ).reduce(lambda a, b: a + b).add_sink(lambda v: None)
+    job_graph = generate_job_graph(env.get_stream_graph("batch"))
+    async with open_minicluster(ClusterConfig(taskmanagers=1, slots_per_taskmanager=2)) as cluster:
+        handle = cluster.submit(job_graph, job_settings_for(env))
+        result = await handle.wait()
+    assert result.status is JobStatus.FINISHED
+    eg = handle.job_master.execution_graph
+    assert eg is not None and len(eg.regions) > 1
+    order = handle.job_master.deploy_order
+    producers = [name for name in order if name.startswith("Source")]
+    consumers = [name for name in order if not name.startswith("Source")]
+    assert order.index(consumers[0]) > max(order.index(p) for p in producers)
+    assert all(handle.job_master.finished_before_deploy[c] >= set(producers) for c in consumers)

@@ -1,0 +1,78 @@
+"""Buffer timeout: the pure policy and the timer task on the Trio clock."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+
+from engine.errors import UsageError
+from engine.network.buffer_pool import NetworkBufferPool
+from engine.network.flusher import FlushPolicy, run_output_flusher
+from engine.network.partition import ResultPartition
+
+
+def test_policy_meanings() -> None:
+    assert FlushPolicy(0).flush_after_every_emit and not FlushPolicy(0).uses_timer
+    assert not FlushPolicy(-1).flush_after_every_emit and FlushPolicy(-1).interval_s is None
+    assert FlushPolicy(100).uses_timer and FlushPolicy(100).interval_s == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("bad", [-2, 1.5, True, "100"])
+def test_policy_rejects_bad_timeouts(bad: object) -> None:
+    with pytest.raises(UsageError, match=r"execution\.buffer-timeout\.interval"):
+        FlushPolicy(bad)  # type: ignore[arg-type]
+
+
+def test_next_flush_is_fixed_rate_without_bursts() -> None:
+    policy = FlushPolicy(100)
+    assert policy.next_flush_at(1.0, now=1.0) == pytest.approx(1.1)
+    assert policy.next_flush_at(1.0, now=1.55) == pytest.approx(1.65)  # missed ticks are skipped
+    with pytest.raises(UsageError):
+        FlushPolicy(-1).next_flush_at(0, 0)
+
+
+def make_partition() -> ResultPartition:
+    network = NetworkBufferPool(16 * 1024, 1024)
+    return ResultPartition("p", 2, network.create_buffer_pool(3, 8))
+
+
+async def test_the_flusher_flushes_every_interval(autojump_clock: trio.testing.MockClock) -> None:
+    partition = make_partition()
+    view = partition.create_subpartition_view(1)
+    seen: list[float] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_output_flusher, partition, 100)
+        await trio.sleep(0.01)
+        partition.emit_nowait(1, b"a")
+        await view.wait_available()
+        seen.append(trio.current_time())
+        item = view.poll_next()
+        assert item is not None
+        item.recycle()
+        partition.emit_nowait(1, b"b")
+        await view.wait_available()
+        seen.append(trio.current_time())
+        await partition.finish()
+    assert seen == [pytest.approx(0.1), pytest.approx(0.2)]
+
+
+@pytest.mark.parametrize("timeout_ms", [0, -1])
+async def test_no_timer_for_zero_and_minus_one(
+    timeout_ms: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    partition = make_partition()
+    start = trio.current_time()
+    await run_output_flusher(partition, timeout_ms)
+    assert trio.current_time() == start
+
+
+async def test_the_flusher_stops_when_the_partition_is_released(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    partition = make_partition()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(run_output_flusher, partition, 50)
+        await trio.sleep(0.12)
+        partition.release()
+    assert trio.current_time() == pytest.approx(0.15)

@@ -57,7 +57,7 @@ format: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/weir plan examples/my_job.py --level job
-	$(BIN)/weir plan examples/my_job.py --level execution --taskmanagers 2 --slots 1
+	$(BIN)/weir run examples/my_job.py --taskmanagers 2
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/bench -m bench -q --benchmark-only

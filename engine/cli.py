@@ -136,5 +136,42 @@ def run(
     console.print(summary)
 
 
+@main.group()
+def bench() -> None:
+    """Benchmarks that print ratios measured in one run."""
+
+
+@bench.command("network")
+@click.option("--records", type=click.IntRange(min=1000), default=2_000_000, show_default=True)
+@click.option(
+    "--parallelism",
+    "parallelisms",
+    type=click.IntRange(min=1),
+    multiple=True,
+    help="Repeatable; default 1 and 2.",
+)
+@click.option(
+    "--buffer-timeout",
+    "timeouts",
+    type=click.IntRange(min=-1),
+    multiple=True,
+    help="Repeatable; default 0, 1, 10, 100.",
+)
+@click.option("--memory/--no-memory", default=True, help="Measure peak RSS at two sizes in subprocesses.")
+@click.option("--output", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_network(
+    records: int, parallelisms: tuple[int, ...], timeouts: tuple[int, ...], memory: bool, output: str | None
+) -> None:
+    """Records/s through source -> key_by -> discarding sink, typed and untyped, next to a Python loop."""
+    import json as _json
+
+    from harness.network_bench import run_suite
+
+    report = run_suite(records, parallelisms or (1, 2), timeouts or (0, 1, 10, 100), memory, echo=click.echo)
+    if output:
+        Path(output).write_text(_json.dumps(report, indent=2))
+        click.echo(f"results written to {output}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -72,7 +72,7 @@ def _last_frame_in(job_path: Path, exc: BaseException) -> int | None:
     return line
 
 
-def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> str:
+def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> Any:
     """Run a job file for real (``weir run``); returns a short summary of every job it ran."""
     from engine.datastream.stream_execution_environment import default_configuration
     from engine.runtime import client
@@ -116,19 +116,28 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
         sys.path.remove(str(job_path.parent.resolve()))
     if not results:
         return f"job file '{path}' ran no job (it never called env.execute())"
-    lines = []
+    return summary_tables(results)
+
+
+def summary_tables(results: list[Any]) -> Any:
+    """One rich table per job: records in/out and records/s of every operator of every subtask."""
+    from rich.console import Group
+    from rich.table import Table
+
+    tables = []
     for graph, result in results:
         seconds = max(result.get_net_runtime(), 1) / 1000
-        lines.append(
-            f"job '{graph.job_name}' {result.get_job_status().name} in {seconds:.2f} s (id {result.get_job_id()})"
+        table = Table(
+            title=f"job '{graph.job_name}' {result.get_job_status().name} in {seconds:.2f} s (id {result.get_job_id()})"
         )
+        for column in ("task", "operator", "records in", "records out", "records/s"):
+            table.add_column(column, justify="left" if column in ("task", "operator") else "right")
         for stats in result.statistics:
             for name, (records_in, records_out) in stats.operators.items():
-                lines.append(
-                    f"  {stats.name:<50.50} {name:<40.40} in {records_in:>12,}  out {records_out:>12,}  "
-                    f"{max(records_in, records_out) / seconds:>14,.0f} rec/s"
-                )
-    return "\n".join(lines)
+                rate = max(records_in, records_out) / seconds
+                table.add_row(stats.name, name, f"{records_in:,}", f"{records_out:,}", f"{rate:,.0f}")
+        tables.append(table)
+    return Group(*tables)
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ def task_table(handle: JobHandle, previous: dict[str, int], interval_s: float, e
         out = stats.records_out or sum(o for _, o in stats.operators.values())
         rate = (out - previous.get(stats.name, 0)) / interval_s if interval_s > 0 else 0.0
         previous[stats.name] = out
-        busy = 100.0 * stats.backpressured_seconds / elapsed_s if elapsed_s > 0 else 0.0
+        busy = 100.0 * stats.backpressured_fraction
         records_in = stats.records_in or sum(i for i, _ in stats.operators.values())
         table.add_row(stats.name, f"{records_in:,}", f"{out:,}", f"{rate:,.0f}", f"{busy:.0f}%")
     return table

@@ -133,12 +133,22 @@ class _Guard:
 
 @dataclass
 class TaskStatistics:
+    """A task's metrics: records and buffers in/out, backpressure, and its network objects' snapshots."""
+
     name: str
     records_in: int
     records_out: int
     buffers_in: int
+    buffers_out: int
     backpressured_seconds: float
+    busy_seconds: float
     operators: dict[str, tuple[int, int]]
+    partitions: list[Any]
+    gate: Any
+
+    @property
+    def backpressured_fraction(self) -> float:
+        return self.backpressured_seconds / self.busy_seconds if self.busy_seconds > 0 else 0.0
 
 
 class Task:
@@ -156,6 +166,7 @@ class Task:
         self._drain_lock = trio.Lock()
         self._timer_changed = trio.Event()
         self._started = trio.current_time()
+        self.gate: Any = None
 
     # -- building ------------------------------------------------------------------------------
     def _build(self, nursery: trio.Nursery) -> None:
@@ -280,6 +291,7 @@ class Task:
         d = self.d
         specs = [spec for _, spec in d.input_channels]
         gate = self.network.create_input_gate(0, specs)
+        self.gate = gate
         readers = [
             FrameReader(serializer_for(_edge_type(d.stream_graph, edge.stream_edge)))
             for edge, _ in d.input_channels
@@ -358,13 +370,18 @@ class Task:
                 await self._drain()
 
     def statistics(self) -> TaskStatistics:
+        partitions = [p.statistics() for p in self.partitions]
         return TaskStatistics(
             name=self.d.name_with_subtask,
             records_in=self.records_in if not isinstance(self.operators[0], SourceOperator) else 0,
             records_out=sum(w.records_out for w in self.writers),
             buffers_in=self.buffers_in,
+            buffers_out=sum(sp.buffers_finished for p in partitions for sp in p.subpartitions),
             backpressured_seconds=self.backpressured_seconds,
+            busy_seconds=trio.current_time() - self._started,
             operators={op.name: (op.metrics.records_in, op.metrics.records_out) for op in self.operators},
+            partitions=partitions,
+            gate=None if self.gate is None else self.gate.statistics(),
         )
 
 

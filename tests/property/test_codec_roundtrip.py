@@ -249,10 +249,10 @@ def _same_outcome(kernel: Any, twin: Any, *args: Any) -> Any:
     """Both return equal results or both raise UsageError with the same message."""
     try:
         expected = twin(*args)
-    except UsageError as e:
+    except UsageError as error:
         with pytest.raises(UsageError) as raised:
             kernel(*args)
-        assert str(raised.value) == str(e)
+        assert str(raised.value) == str(error)
         return None
     result = kernel(*args)
     if isinstance(expected, tuple):

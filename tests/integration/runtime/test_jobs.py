@@ -180,3 +180,21 @@ def test_execute_returns_a_job_execution_result() -> None:
     assert result.get_job_status().name == "FINISHED"
     assert len(result.get_job_id()) == 32 and result.get_net_runtime() >= 0
     assert sorted(seen) == list(range(10))
+
+
+def test_statistics_report_records_buffers_and_channels() -> None:
+    env = make_env(2, 2)
+    env.from_source(NumberSequenceSource(1, 20_000), WatermarkStrategy.no_watermarks(), "n").key_by(
+        lambda n: n % 5
+    ).map(lambda n: n).add_sink(lambda v: None)
+    result = env.execute("stats")
+    by_name = {s.name: s for s in result.statistics}
+    sources = [s for name, s in by_name.items() if name.startswith("Source")]
+    consumers = [s for name, s in by_name.items() if name.startswith("Map")]
+    assert sum(s.records_out for s in sources) == 20_000
+    assert sum(s.records_in for s in consumers) == 20_000
+    assert all(s.buffers_out > 0 for s in sources) and all(s.buffers_in > 0 for s in consumers)
+    assert all(len(s.partitions[0].subpartitions) == 2 for s in sources)
+    assert all(len(s.gate.channels) == 2 for s in consumers)
+    assert {c.kind for s in consumers for c in s.gate.channels} == {"local", "remote"}
+    assert all(0.0 <= s.backpressured_fraction <= 1.0 for s in result.statistics)

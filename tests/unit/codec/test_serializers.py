@@ -106,6 +106,7 @@ def test_an_empty_batch_round_trips(type_info: TypeInformation, values: list[Any
 def test_float_special_values_round_trip_bit_for_bit() -> None:
     values = [math.nan, math.inf, -math.inf, -0.0, 0.0, 5e-324]
     decoded = roundtrip(serializer_for(Types.DOUBLE()), Batch(values))
+    assert isinstance(decoded.values, np.ndarray)
     assert decoded.values.tobytes() == np.array(values, dtype=np.float64).tobytes()
     floats = roundtrip(serializer_for(Types.FLOAT()), Batch(values[:5])).as_list()
     assert math.isnan(floats[0]) and floats[1:] == [math.inf, -math.inf, -0.0, 0.0]
@@ -546,7 +547,11 @@ def test_encode_partitioned_gives_each_channel_its_records_in_order(
 
 
 def test_a_single_channel_frame_equals_the_unpartitioned_frame() -> None:
-    for type_info, values in [(Types.LONG(), [1, 2, 3]), (TUPLE_TYPE, [("a", 1), ("b", 2)])]:
+    cases: list[tuple[TypeInformation, list[Any]]] = [
+        (Types.LONG(), [1, 2, 3]),
+        (TUPLE_TYPE, [("a", 1), ("b", 2)]),
+    ]
+    for type_info, values in cases:
         serializer = serializer_for(type_info)
         batch = Batch(values, np.array([4, 5, 6][: len(values)]))
         assert serializer.encode_partitioned(batch, np.zeros(len(values), np.int32), 1) == [

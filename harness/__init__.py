@@ -1,0 +1,1 @@
+"""Benchmarks and (later) the workload replay harness: measurement, sweeps and reports."""

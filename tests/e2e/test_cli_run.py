@@ -1,0 +1,74 @@
+"""``weir run`` and ``weir bench`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from engine.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_run_the_reference_job_checks_its_answer() -> None:
+    result = CliRunner().invoke(
+        main, ["run", str(EXAMPLES / "my_job.py"), "--taskmanagers", "2", "--no-live"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "matches the Python oracle" in result.stdout
+    assert "job 'MyJob' FINISHED" in result.stderr
+    assert "Sink: Unnamed" in result.stderr
+
+
+def test_run_flags_reach_the_job(tmp_path: Path) -> None:
+    job = tmp_path / "job.py"
+    job.write_text(
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "seen = []\n"
+        "env.from_collection(list(range(100))).rebalance().map(lambda x: x * 2).add_sink(seen.append)\n"
+        "result = env.execute('flags')\n"
+        "print('parallelism', env.get_parallelism(), 'timeout', env.get_buffer_timeout(), 'sum', sum(seen))\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "-p", "3", "--buffer-timeout", "0", "--no-live"])
+    assert result.exit_code == 0, result.output
+    assert "parallelism 3 timeout 0 sum 9900" in result.stdout
+    assert "(3/3)" in result.stderr  # the map runs as 3 subtasks
+
+
+def test_a_failing_job_gives_one_clear_error(tmp_path: Path) -> None:
+    job = tmp_path / "fail.py"
+    job.write_text(
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "env.from_collection([1, 0]).map(lambda x: 1 // x).name('divide').print()\n"
+        "env.execute('fails')\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 2
+    assert (
+        "error: job 'fails' failed: operator 'divide' (subtask 1/1) failed: ZeroDivisionError"
+        in result.stderr
+    )
+    assert "Traceback" not in result.stderr
+
+
+def test_run_a_missing_file() -> None:
+    result = CliRunner().invoke(main, ["run", "no/such/job.py"])
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+def test_bench_network_prints_ratios_and_writes_json(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = CliRunner().invoke(
+        main,
+        ["bench", "network", "--records", "20000", "--parallelism", "2", "--buffer-timeout", "1",
+         "--buffer-timeout", "100", "--no-memory", "--output", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "throughput at 1 ms is" in result.stdout and "plain-Python loop" in result.stdout
+    report = json.loads(out.read_text())
+    assert report["parameters"]["records"] == 20000
+    assert len(report["results"]) == 4 and all(r["records_per_s"] > 0 for r in report["results"])

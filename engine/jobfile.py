@@ -130,12 +130,15 @@ def summary_tables(results: list[Any]) -> Any:
         table = Table(
             title=f"job '{graph.job_name}' {result.get_job_status().name} in {seconds:.2f} s (id {result.get_job_id()})"
         )
-        for column in ("task", "operator", "records in", "records out", "records/s"):
-            table.add_column(column, justify="left" if column in ("task", "operator") else "right")
+        table.add_column("operator", max_width=30, no_wrap=True, overflow="ellipsis")
+        table.add_column("subtask", no_wrap=True)
+        for column in ("records in", "records out", "records/s"):
+            table.add_column(column, justify="right", no_wrap=True)
         for stats in result.statistics:
+            subtask = stats.name.rsplit(" (", 1)[-1].rstrip(")")
             for name, (records_in, records_out) in stats.operators.items():
                 rate = max(records_in, records_out) / seconds
-                table.add_row(stats.name, name, f"{records_in:,}", f"{records_out:,}", f"{rate:,.0f}")
+                table.add_row(name, subtask, f"{records_in:,}", f"{records_out:,}", f"{rate:,.0f}")
         tables.append(table)
     return Group(*tables)
 

@@ -28,6 +28,7 @@ from engine.graph.status import JobStatus
 from engine.graph.stream_graph import StreamGraph
 from engine.runtime.job_master import JobResult, JobSettings
 from engine.runtime.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
+from engine.runtime.warmup import warm_up
 
 Observer = Callable[[MiniCluster, JobHandle], Awaitable[None]]
 _observer: Observer | None = None
@@ -171,6 +172,7 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
             "use `await engine.runtime.client.run_stream_graph(env, env.get_stream_graph())` there"
         )
     job_graph = generate_job_graph(graph)
+    warm_up()
     try:
         return trio.run(run_job_graph, env, job_graph)
     except BaseExceptionGroup as group:
@@ -226,6 +228,7 @@ class JobClient:
 
 
 def submit_stream_graph(env: Any, graph: StreamGraph) -> JobClient:
+    warm_up()
     return JobClient(env, generate_job_graph(graph))
 
 
@@ -322,6 +325,7 @@ def execute_and_collect(env: Any, sink: Any, job_name: str | None, limit: int | 
     sink_node = next(
         n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink
     )
+    warm_up()
     iterator = CloseableIterator(env, generate_job_graph(graph), sink_node.id)
     if limit is None:
         return iterator

@@ -35,7 +35,7 @@ def test_run_flags_reach_the_job(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", str(job), "-p", "3", "--buffer-timeout", "0", "--no-live"])
     assert result.exit_code == 0, result.output
     assert "parallelism 3 timeout 0 sum 9900" in result.stdout
-    assert "(3/3)" in result.stderr  # the map runs as 3 subtasks
+    assert "3/3" in result.stderr  # the map runs as 3 subtasks
 
 
 def test_a_failing_job_gives_one_clear_error(tmp_path: Path) -> None:

@@ -106,11 +106,13 @@ class JobMaster:
         await self.rm.request_slots(
             self.job_id, len(preferred), preferred=preferred, timeout_ms=self.settings.slot_request_timeout_ms
         )
+        self.rm.add_listener(self._on_taskmanager_lost)
         try:
             self.status.on_event("schedule")
             eg.status.on_event("schedule")
             await self._supervise(eg)
         finally:
+            self.rm.remove_listener(self._on_taskmanager_lost)
             self.rm.release_slots(self.job_id)
             for ev in eg.all_execution_vertices():
                 for partition in ev.produced_partitions:
@@ -224,6 +226,15 @@ class JobMaster:
         }
         te = self._taskmanager_of(ev)
         self.handles[execution.attempt_id] = te.submit_task(deployment, self.on_task_event)
+
+    def _on_taskmanager_lost(self, tm_id: str, lost: dict[str, list[Any]]) -> None:
+        """The ResourceManager declared a TaskManager dead; if it held our slots, the job fails."""
+        if self.job_id in lost and self.failure is None:
+            self.failure = JobExecutionError(
+                f"TaskManager {tm_id} was lost (no heartbeat within {self.rm.heartbeat_timeout_ms:.0f} ms) "
+                f"while running {len(lost[self.job_id])} slot(s) of job '{self.job_graph.job_name}'"
+            )
+            self._changed.set()
 
     def on_task_event(self, execution_id: str, event: str, exc: BaseException | None) -> None:
         execution = self.executions[execution_id]

@@ -91,9 +91,9 @@ class MiniCluster:
                 buffers_per_channel=c.buffers_per_channel,
                 floating_buffers_per_gate=c.floating_buffers_per_gate,
             )
-            te = TaskExecutor(tm_id, c.slots_per_taskmanager, network)
-            await nursery.start(te.run)
+            te = TaskExecutor(tm_id, c.slots_per_taskmanager, network, self.resource_manager)
             self.resource_manager.register_task_executor(tm_id, c.slots_per_taskmanager)
+            await nursery.start(te.run)
             self.task_executors.append(te)
 
     def submit(self, job_graph: JobGraph, settings: JobSettings, job_id: str | None = None) -> JobHandle:

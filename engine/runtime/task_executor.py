@@ -46,10 +46,14 @@ def first_cause(exc: BaseException) -> BaseException:
 
 
 class TaskExecutor:
-    def __init__(self, taskmanager_id: str, num_slots: int, network: Any) -> None:
+    def __init__(
+        self, taskmanager_id: str, num_slots: int, network: Any, resource_manager: Any = None
+    ) -> None:
         self.taskmanager_id = taskmanager_id
         self.num_slots = num_slots
         self.network = network
+        self.resource_manager = resource_manager
+        self.heartbeats_enabled = True  # tests silence a TaskManager by turning this off
         self.tasks: dict[str, TaskHandle] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -59,7 +63,18 @@ class TaskExecutor:
             self._nursery = nursery
             await nursery.start(self.network.run)
             task_status.started()
-            await trio.sleep_forever()
+            if self.resource_manager is None:
+                await trio.sleep_forever()
+            await self._send_heartbeats()
+
+    async def _send_heartbeats(self) -> None:
+        """Tell the ResourceManager this TaskManager is alive, every heartbeat interval.
+        Cancellation: heartbeats stop, and the ResourceManager will declare it dead."""
+        rm = self.resource_manager
+        while True:
+            await trio.sleep(rm.heartbeat_interval_ms / 1000)
+            if self.heartbeats_enabled and rm.slot_manager.is_registered(self.taskmanager_id):
+                rm.heartbeat_from_task_executor(self.taskmanager_id)
 
     def submit_task(self, deployment: TaskDeployment, report: Report) -> TaskHandle:
         if self._nursery is None:

@@ -86,3 +86,21 @@ async def test_batch_regions_run_one_after_another(autojump_clock: trio.testing.
     consumers = [name for name in order if not name.startswith("Source")]
     assert order.index(consumers[0]) > max(order.index(p) for p in producers)
     assert all(handle.job_master.finished_before_deploy[c] >= set(producers) for c in consumers)
+
+
+async def test_task_managers_stay_alive_through_long_jobs_and_a_silent_one_fails_its_job(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    env, job_graph = unbounded_job("long")
+    async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=1)) as cluster:
+        handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
+        await trio.sleep(300)  # far beyond the 50 s heartbeat timeout: heartbeats keep them registered
+        assert handle.job_master.job_status is JobStatus.RUNNING
+        assert cluster.resource_manager.slot_manager.is_registered("taskmanager-1")
+        # silence one TaskManager: its heartbeats stop, the ResourceManager declares it dead
+        cluster.task_executors[1].heartbeats_enabled = False
+        silenced_at = trio.current_time()
+        result = await handle.wait()
+        assert 40 <= trio.current_time() - silenced_at <= 60  # the 50 s heartbeat timeout
+    assert result.status is JobStatus.FAILED
+    assert "TaskManager taskmanager-1 was lost" in str(result.failure)

@@ -45,6 +45,7 @@ from engine.runtime.operators.factory import SourceOperator, create_operator, cr
 from engine.runtime.operators.sinks import SinkOperator
 from engine.runtime.record_writer import RecordWriter
 from engine.time.valve import WatermarkValve
+from engine.time.watermarks import EmitWatermark
 
 
 @dataclass
@@ -92,6 +93,9 @@ class _WriterTarget:
     def watermark(self, timestamp: int) -> None:
         self.writer.add_watermark(timestamp)
 
+    def status(self, idle: bool) -> None:
+        self.writer.add_event(WatermarkStatus(idle))
+
 
 class _Guard:
     """Wraps an operator's entry points so a failure names the operator and subtask."""
@@ -117,6 +121,14 @@ class _Guard:
     def watermark(self, timestamp: int) -> None:
         try:
             self.operator.process_watermark(timestamp)
+        except OperatorFailure:
+            raise
+        except Exception as exc:
+            raise self.fail(exc) from exc
+
+    def status(self, idle: bool) -> None:
+        try:
+            self.operator.process_watermark_status(idle)
         except OperatorFailure:
             raise
         except Exception as exc:
@@ -213,9 +225,11 @@ class Task:
                 if edge.target_id in chain_ids:
                     guard = self.guards[edge.target_id]
                     process, on_wm = guard.process, guard.watermark
+                    output.add_status_target(guard.status)
                 else:
                     target = writers_by_edge[id(edge)]
                     process, on_wm = target.process, target.watermark
+                    output.add_status_target(target.status)
                 if edge.side_output_tag is None:
                     output.add_main(process, on_wm)
                 else:
@@ -274,17 +288,21 @@ class Task:
     async def _run_source(self, head: SourceOperator) -> None:
         guard = self.guards[self.d.job_vertex.chained_node_ids[0]]
         while True:
+            try:
+                batch = await head.poll()  # outside the lock: a silent source must not block timers
+            except (WeirError, Exception) as exc:
+                raise guard.fail(exc) from exc
+            if batch is None:
+                return
             async with self._drain_lock:
                 try:
-                    more = await head.emit_next()
+                    head.emit_batch(batch)
                 except OperatorFailure:
                     raise
                 except (WeirError, Exception) as exc:
                     raise guard.fail(exc) from exc
                 await self._drain()
             self._poke_timers()
-            if not more:
-                return
             await trio.lowlevel.checkpoint()
 
     async def _run_input(self) -> None:
@@ -315,13 +333,17 @@ class Task:
                 else:
                     event = item.event
                     item.recycle()
-                    advanced = None
+                    actions: list[Any] = []
                     if isinstance(event, Watermark):
-                        advanced = valve.on_watermark(channel, event.timestamp)
+                        actions = valve.input_watermark(channel, event.timestamp)
                     elif isinstance(event, WatermarkStatus):
-                        advanced = valve.on_idle(channel, event.idle)
-                    if advanced is not None:
-                        head_guard.watermark(advanced)
+                        actions = valve.input_watermark_status(channel, event.idle)
+                    for action in actions:
+                        if isinstance(action, EmitWatermark):
+                            head_guard.watermark(action.timestamp)
+                        else:
+                            head_guard.status(action.idle)
+                    if actions:
                         await self._drain()
             self._poke_timers()
 

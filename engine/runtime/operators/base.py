@@ -68,6 +68,9 @@ class Output:
     def emit_watermark(self, timestamp: int) -> None:
         pass
 
+    def emit_watermark_status(self, idle: bool) -> None:
+        pass
+
 
 class StreamOperator:
     """Base of every operator. Subclasses override ``process_batch`` at least."""
@@ -97,6 +100,10 @@ class StreamOperator:
         self.current_watermark = timestamp
         self.chain_output.emit_watermark(timestamp)
 
+    def process_watermark_status(self, idle: bool) -> None:
+        """This operator's input became idle (or active again); operators pass it on."""
+        self.chain_output.emit_watermark_status(idle)
+
     def on_processing_time(self, now_ms: int) -> None:
         """The task's clock advanced; processing-time timers and triggers fire here."""
 
@@ -122,6 +129,7 @@ class ChainingOutput(Output):
     def __init__(self) -> None:
         self.main: list[Callable[[Batch], None]] = []
         self.watermark_targets: list[Callable[[int], None]] = []
+        self.status_targets: list[Callable[[bool], None]] = []
         self.side: dict[Any, list[Callable[[Batch], None]]] = {}
 
     def add_main(self, process: Callable[[Batch], None], on_watermark: Callable[[int], None]) -> None:
@@ -145,6 +153,13 @@ class ChainingOutput(Output):
     def emit_watermark(self, timestamp: int) -> None:
         for target in self.watermark_targets:
             target(timestamp)
+
+    def add_status_target(self, on_status: Callable[[bool], None]) -> None:
+        self.status_targets.append(on_status)
+
+    def emit_watermark_status(self, idle: bool) -> None:
+        for target in self.status_targets:
+            target(idle)
 
 
 def results_of(value: Any) -> list[Any]:

@@ -24,61 +24,88 @@ from engine.graph.stream_graph import StreamNode
 from engine.graph.transformations import SinkTransformation, SourceTransformation
 from engine.runtime.operators import keyed, sinks, sources, stateless
 from engine.runtime.operators.base import StreamOperator
+from engine.time.watermarks import (
+    EmitWatermark,
+    TimestampAssignment,
+    WatermarkAction,
+    WatermarkOutput,
+)
 
 MAX_WATERMARK = (1 << 63) - 1
 
 
 class SourceOperator(StreamOperator):
-    """The head of a source task: pulls batches from its reader, stamps them, emits watermarks."""
+    """The head of a source task: pulls batches from its reader, stamps them, emits watermarks.
+
+    Watermarks follow the source's WatermarkStrategy: generated from the largest timestamp
+    seen, emitted on the auto-watermark interval (every batch when it is 0), and with
+    ``with_idleness`` an idle status when no record came for the timeout, so downstream
+    valves stop waiting for this subtask.
+    """
 
     def __init__(
         self, name: str, reader: sources.SourceReader, strategy: WatermarkStrategy | None, interval_ms: int
     ) -> None:
         super().__init__(name)
         self.reader = reader
-        self.generator = None if strategy is None else stateless.WatermarkGenerator(strategy)
+        self.strategy = strategy
+        self.stamping = None if strategy is None else TimestampAssignment(strategy)
+        self.watermarks = None if strategy is None else WatermarkOutput(strategy)
         self.interval_ms = interval_ms
         self._next_emit_ms: int | None = None
 
     def open(self) -> None:
-        if self.generator is not None and self.interval_ms > 0:
+        if self.watermarks is not None and self.interval_ms > 0:
             self._next_emit_ms = self.context.processing_time_ms() + self.interval_ms
 
     def process_batch(self, batch: Batch) -> None:  # pragma: no cover - sources have no input
         raise AssertionError("a source has no input")
 
-    async def emit_next(self) -> bool:
-        """Emit the next batch; False at the end of input. Cancellation: stops reading."""
-        batch = await self.reader.next_batch()
-        if batch is None:
-            return False
-        if self.generator is not None:
-            batch = self.generator.stamp(batch)
+    def _apply(self, actions: list[WatermarkAction]) -> None:
+        for action in actions:
+            if isinstance(action, EmitWatermark):
+                if action.timestamp > self.current_watermark:
+                    self.current_watermark = action.timestamp
+                    self.chain_output.emit_watermark(action.timestamp)
+            else:
+                self.chain_output.emit_watermark_status(action.idle)
+
+    async def poll(self) -> Batch | None:
+        """The reader's next batch (None at the end). Cancellation: stops reading."""
+        return await self.reader.next_batch()
+
+    def emit_batch(self, batch: Batch) -> None:
+        """Stamp a batch from ``poll``, push it into the chain, and emit what watermarks follow."""
+        if (
+            self.stamping is not None
+            and self.strategy is not None
+            and self.strategy.timestamp_assigner is not None
+        ):
+            batch = Batch(batch.values, self.stamping.stamp(batch.values, batch.timestamps))
         self.metrics.records_in += len(batch)
         self._emit(batch)
-        if self.generator is not None and self.interval_ms == 0:
-            self._emit_watermark()
-        return True
-
-    def _emit_watermark(self) -> None:
-        assert self.generator is not None
-        wm = self.generator.current_watermark()
-        if wm is not None and wm > self.current_watermark:
-            self.current_watermark = wm
-            self.chain_output.emit_watermark(wm)
+        if self.watermarks is not None:
+            actions = self.watermarks.on_events(batch.timestamps, self.context.processing_time_ms())
+            if self.interval_ms == 0:
+                actions += self.watermarks.on_periodic_emit(self.context.processing_time_ms())
+            self._apply(actions)
 
     def next_processing_time_deadline(self) -> int | None:
         return self._next_emit_ms
 
     def on_processing_time(self, now_ms: int) -> None:
         if self._next_emit_ms is not None and now_ms >= self._next_emit_ms:
-            self._emit_watermark()
+            assert self.watermarks is not None
+            self._apply(self.watermarks.on_periodic_emit(now_ms))
             self._next_emit_ms = now_ms + self.interval_ms
 
     def finish(self) -> None:
         # End of a bounded input: event time is over (Flink emits Long.MAX here).
-        self.current_watermark = MAX_WATERMARK
-        self.chain_output.emit_watermark(MAX_WATERMARK)
+        if self.watermarks is not None:
+            self._apply(self.watermarks.on_end_of_input())
+        if self.current_watermark < MAX_WATERMARK:
+            self.current_watermark = MAX_WATERMARK
+            self.chain_output.emit_watermark(MAX_WATERMARK)
 
     def close(self) -> None:
         self.reader.close()

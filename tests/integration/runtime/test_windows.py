@@ -10,7 +10,11 @@ import pytest
 from engine.common import Configuration, Duration, Time, Types, WatermarkStrategy
 from engine.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
 from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.window import EventTimeSessionWindows, SlidingEventTimeWindows, TumblingEventTimeWindows
+from engine.datastream.window import (
+    EventTimeSessionWindows,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
 
 EVENT = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()])
 EVENTS = 6_000
@@ -19,7 +23,11 @@ MAX_DISORDER = 2_000
 
 def make_event(i: int) -> tuple[str, int, int]:
     rng = random.Random(i)
-    return f"k{rng.randrange(8)}", rng.randrange(100), i * 10 + rng.randrange(MAX_DISORDER) - MAX_DISORDER // 2
+    return (
+        f"k{rng.randrange(8)}",
+        rng.randrange(100),
+        i * 10 + rng.randrange(MAX_DISORDER) - MAX_DISORDER // 2,
+    )
 
 
 def env_with(parallelism: int, taskmanagers: int = 2) -> StreamExecutionEnvironment:
@@ -31,9 +39,9 @@ def env_with(parallelism: int, taskmanagers: int = 2) -> StreamExecutionEnvironm
 
 
 def events(env: StreamExecutionEnvironment, bound_ms: int = MAX_DISORDER):  # type: ignore[no-untyped-def]
-    strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(bound_ms)).with_timestamp_assigner(
-        lambda e, _: e[2]
-    )
+    strategy = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(bound_ms)
+    ).with_timestamp_assigner(lambda e, _: e[2])
     return env.from_source(DataGeneratorSource(make_event, EVENTS, type_info=EVENT), strategy, "events")
 
 
@@ -159,7 +167,10 @@ def test_keyed_process_function_with_event_time_timers_matches_its_oracle() -> N
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[2])
     source = env.from_source(DataGeneratorSource(ordered_event, EVENTS, type_info=EVENT), strategy, "ordered")
     results = (
-        source.set_parallelism(1).key_by(lambda e: e[0]).process(Sessionize()).execute_and_collect(limit=100_000)
+        source.set_parallelism(1)
+        .key_by(lambda e: e[0])
+        .process(Sessionize())
+        .execute_and_collect(limit=100_000)
     )
     by_key: dict[str, list[int]] = defaultdict(list)
     for i in range(EVENTS):

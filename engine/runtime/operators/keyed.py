@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.common.types import Row
 from engine.datastream import functions as fn
+from engine.datastream.data_stream import FieldAggregator
 from engine.errors import UsageError
 from engine.runtime.operators.base import StreamOperator, results_of
 
@@ -86,78 +86,35 @@ class ReduceOperator(_KeyedOperator):
 
 
 class AggregationOperator(_KeyedOperator):
-    """sum/min/max/min_by/max_by on a field (position or name) or on the value itself."""
+    """Rolling sum/min/max/min_by/max_by on a field (position or name) or on the value itself."""
 
     def __init__(self, name: str, key_selector: Any, aggregation: str, field: int | str) -> None:
         super().__init__(name, key_selector)
         self.aggregation = aggregation
         self.field = field
-
-    def _get(self, value: Any) -> Any:
-        if isinstance(value, (tuple, list, Row)):
-            try:
-                return value[self.field]  # type: ignore[index]
-            except (IndexError, KeyError, TypeError):
-                raise UsageError(
-                    f"operator '{self.name}': {self.aggregation}({self.field!r}) cannot read that field of {value!r}"
-                ) from None
-        if self.field not in (0, "f0"):
-            raise UsageError(
-                f"operator '{self.name}': {self.aggregation}({self.field!r}) needs tuple or Row records, got {value!r}"
-            )
-        return value
-
-    def _set(self, value: Any, new: Any) -> Any:
-        if isinstance(value, tuple):
-            index = self.field if isinstance(self.field, int) else int(str(self.field).lstrip("f"))
-            return (*value[:index], new, *value[index + 1 :])
-        if isinstance(value, list):
-            copy = list(value)
-            copy[self.field if isinstance(self.field, int) else int(str(self.field).lstrip("f"))] = new
-            return copy
-        if isinstance(value, Row):
-            values = list(value)
-            index = self.field if isinstance(self.field, int) else value.get_field_names().index(self.field)  # type: ignore[union-attr]
-            values[index] = new
-            row = Row(*values)
-            names = value.get_field_names()
-            if names is not None:
-                row.set_field_names(names)
-            return row
-        return new
-
-    def _combine(self, current: Any, value: Any) -> Any:
-        a, b = self._get(current), self._get(value)
-        kind = self.aggregation
-        if kind == "sum":
-            return self._set(current, a + b)
-        if kind == "min":
-            return self._set(current, b) if b < a else current
-        if kind == "max":
-            return self._set(current, b) if b > a else current
-        if kind == "min_by":
-            return value if b < a else current
-        if kind == "max_by":
-            return value if b > a else current
-        raise UsageError(f"unknown aggregation {kind!r}")  # pragma: no cover
+        self.aggregator = FieldAggregator(aggregation, field)
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
         state = self.state
         key_of = self._key_of
+        combine = self.aggregator.reduce
         out = []
         missing = object()
-        for v in batch.as_list():
-            key = key_of(v)
-            current = state.get(key, missing)
-            if current is missing:
-                _check_key(self, key)
-                self._get(v)
-                new = v
-            else:
-                new = self._combine(current, v)
-            state[key] = new
-            out.append(new)
+        try:
+            for v in batch.as_list():
+                key = key_of(v)
+                current = state.get(key, missing)
+                if current is missing:
+                    _check_key(self, key)
+                    self.aggregator._get(v)
+                    new = v
+                else:
+                    new = combine(current, v)
+                state[key] = new
+                out.append(new)
+        except UsageError as exc:
+            raise UsageError(f"operator '{self.name}': {exc}") from None
         if not self.context.batch_mode:
             self._emit(Batch(out, batch.timestamps))
 

@@ -186,3 +186,19 @@ def test_keyed_process_function_with_event_time_timers_matches_its_oracle() -> N
                 count = 0
     assert len(expected) > 8  # the data really has several sessions per key
     assert Counter(results) == expected
+
+
+def test_window_built_ins_equal_the_reduce_path() -> None:
+    def run(apply):  # type: ignore[no-untyped-def]
+        env = env_with(2)
+        windowed = events(env).key_by(lambda e: e[0]).window(TumblingEventTimeWindows.of(Time.seconds(10)))
+        return Counter(apply(windowed).execute_and_collect(limit=100_000))
+
+    assert run(lambda w: w.sum(1)) == run(lambda w: w.reduce(lambda a, b: (a[0], a[1] + b[1], a[2])))
+    assert run(lambda w: w.max(1)) == run(lambda w: w.reduce(lambda a, b: (a[0], max(a[1], b[1]), a[2])))
+    assert run(lambda w: w.min_by(1)) == run(lambda w: w.reduce(lambda a, b: b if b[1] < a[1] else a))
+    sums = {(k, v) for (k, v, _), _n in run(lambda w: w.sum(1)).items()}
+    counts = run(lambda w: w.count())
+    means = run(lambda w: w.mean(1))
+    assert sum(n for (_, n), m in counts.items() for _ in range(m)) == EVENTS
+    assert {k for k, _ in means} == {k for k, _ in sums}

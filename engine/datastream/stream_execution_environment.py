@@ -88,6 +88,7 @@ class StreamExecutionEnvironment:
         self._checkpoint_config = CheckpointConfig(self._configuration)
         self._execution_config = ExecutionConfig(self._configuration)
         self._capturing = False
+        self._state_backend: Any = None
         self.cluster: Any = None  # a running cluster to submit to (engine.runtime); None: embedded
 
     @staticmethod
@@ -176,6 +177,24 @@ class StreamExecutionEnvironment:
             )
         self._configuration.set_string(opts.RUNTIME_MODE.key, execution_mode.name)
         return self
+
+    def set_state_backend(self, state_backend: Any) -> StreamExecutionEnvironment:
+        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (engine.datastream.state_backend);
+        the same as setting ``state.backend.type``."""
+        from engine.datastream.state_backend import StateBackend
+
+        if not isinstance(state_backend, StateBackend):
+            raise UsageError(
+                f"set_state_backend needs HashMapStateBackend() or LmdbStateBackend(), got {state_backend!r}"
+            )
+        self._state_backend = state_backend
+        self._configuration.set_string(opts.STATE_BACKEND.key, state_backend.type_name)
+        return self
+
+    def get_state_backend(self) -> Any:
+        from engine.runtime.client import state_backend_for
+
+        return state_backend_for(self)
 
     def get_runtime_mode(self) -> RuntimeExecutionMode:
         return RuntimeExecutionMode[self._configuration.get_option(opts.RUNTIME_MODE)]

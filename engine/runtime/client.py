@@ -103,8 +103,19 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
     )
 
 
+def state_backend_for(env: Any) -> Any:
+    """The environment's StateBackend: set with ``set_state_backend`` or from ``state.backend.type``."""
+    from engine.datastream.state_backend import state_backend_from_config
+
+    explicit = getattr(env, "_state_backend", None)
+    if explicit is not None:
+        return explicit
+    return state_backend_from_config(env.get_configuration().get_option(opts.STATE_BACKEND))
+
+
 def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
     return JobSettings(
+        state_backend=state_backend_for(env),
         buffer_timeout_ms=env.get_buffer_timeout(),
         auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
         processing_time_ms=processing_time_source(),

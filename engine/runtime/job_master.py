@@ -53,6 +53,7 @@ class JobSettings:
     collect_channels: dict[int, Any] = field(default_factory=dict)
     job_parameters: dict[str, str] = field(default_factory=dict)
     slot_request_timeout_ms: int = 300_000
+    state_backend: Any = None  # a StateBackend (engine.datastream.state_backend); None: hashmap
 
 
 class JobMaster:
@@ -216,6 +217,7 @@ class JobMaster:
             processing_time_ms=s.processing_time_ms,
             collect_channels=s.collect_channels,
             job_parameters=s.job_parameters,
+            state_backend=s.state_backend,
         )
         self.executions[execution.attempt_id] = execution
         self.deploy_order.append(ev.task_name_with_subtask)

@@ -107,6 +107,14 @@ class MiniCluster:
         tmp = job_dir / "jobgraph.json.tmp"
         tmp.write_text(json.dumps(plan, indent=2))
         tmp.replace(job_dir / "jobgraph.json")
+        from engine.datastream.state_backend import LmdbStateBackend
+
+        backend = settings.state_backend
+        if isinstance(backend, LmdbStateBackend) and backend.path is None:
+            # local state lives in the TaskManagers' working directory, removed with the cluster
+            settings.state_backend = LmdbStateBackend(
+                job_dir / "state", backend.map_size_bytes, backend.commit_every_ops
+            )
         master = JobMaster(
             job_graph,
             job_id,

@@ -75,6 +75,7 @@ class TaskDeployment:
     processing_time_ms: Callable[[], int]
     collect_channels: dict[int, Any] = field(default_factory=dict)
     job_parameters: dict[str, str] = field(default_factory=dict)
+    state_backend: Any = None  # StateBackend creating each keyed operator's KeyedStateBackend
 
     @property
     def name_with_subtask(self) -> str:
@@ -172,6 +173,7 @@ class Task:
         self.writers: list[RecordWriter] = []
         self.partitions: list[Any] = []
         self.async_sinks: list[SinkOperator] = []
+        self.keyed_backends: list[Any] = []
         self.buffers_in = 0
         self.records_in = 0
         self.backpressured_seconds = 0.0
@@ -234,11 +236,15 @@ class Task:
                     output.add_main(process, on_wm)
                 else:
                     output.add_side(edge.side_output_tag, process, on_wm)
+            operator_id = next(op.id for op in vertex.operators if op.node_id == node_id)
+            keyed_backend = None
+            if node.state_key_selector is not None:
+                keyed_backend = self._create_keyed_backend(operator_id, node.max_parallelism)
             by_node[node_id].setup(
                 OperatorContext(
                     task_name=vertex.name,
                     operator_name=node.name,
-                    operator_id=next(op.id for op in vertex.operators if op.node_id == node_id),
+                    operator_id=operator_id,
                     subtask_index=d.subtask_index,
                     parallelism=vertex.parallelism,
                     max_parallelism=node.max_parallelism,
@@ -246,9 +252,27 @@ class Task:
                     batch_mode=d.batch_mode,
                     processing_time_ms=d.processing_time_ms,
                     job_parameters=d.job_parameters,
+                    keyed_backend=keyed_backend,
+                    key_selector=node.state_key_selector,
                 ),
                 output,
             )
+
+    def _create_keyed_backend(self, operator_id: str, max_parallelism: int) -> Any:
+        """This subtask's keyed state: the key groups the formula assigns to it, in the job's backend."""
+        from engine.datastream.state_backend import HashMapStateBackend
+        from engine.keys import compute_key_group_range_for_operator_index
+
+        d = self.d
+        backend_factory = d.state_backend or HashMapStateBackend()
+        key_groups = compute_key_group_range_for_operator_index(
+            max_parallelism, d.job_vertex.parallelism, d.subtask_index
+        )
+        backend = backend_factory.create_keyed_state_backend(
+            operator_id, d.subtask_index, max_parallelism, key_groups, d.processing_time_ms
+        )
+        self.keyed_backends.append(backend)
+        return backend
 
     # -- running -------------------------------------------------------------------------------
     async def run(self, on_running: Callable[[], None] | None = None) -> None:
@@ -360,6 +384,9 @@ class Task:
         for op in reversed(self.operators):
             with contextlib.suppress(Exception):
                 op.close()
+        for backend in self.keyed_backends:
+            with contextlib.suppress(Exception):
+                backend.dispose()
 
     # -- processing time -----------------------------------------------------------------------
     def _next_deadline_ms(self) -> int | None:

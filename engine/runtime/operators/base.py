@@ -43,8 +43,14 @@ class OperatorContext:
     batch_mode: bool
     processing_time_ms: Callable[[], int]
     job_parameters: dict[str, str] = field(default_factory=dict)
+    keyed_backend: Any = None  # the subtask's KeyedStateBackend when the operator is keyed
+    key_selector: Any = None
 
     def runtime_context(self, state_provider: Any = None) -> RuntimeContext:
+        if state_provider is None and self.keyed_backend is not None:
+            from engine.state.backend import RuntimeStateProvider
+
+            state_provider = RuntimeStateProvider(self.keyed_backend)
         return RuntimeContext(
             task_name=self.operator_name,
             index_of_this_subtask=self.subtask_index,

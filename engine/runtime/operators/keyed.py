@@ -16,6 +16,7 @@ import numpy as np
 from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.datastream import functions as fn
 from engine.datastream.data_stream import FieldAggregator
+from engine.datastream.state import ValueStateDescriptor
 from engine.errors import UsageError
 from engine.runtime.operators.base import StreamOperator, results_of
 
@@ -35,17 +36,40 @@ def _check_key(operator: StreamOperator, key: Any) -> None:
 
 
 class _KeyedOperator(StreamOperator):
+    """A keyed operator: its state lives in the subtask's keyed state backend."""
+
+    STATE = ValueStateDescriptor("_weir_rolling_value")
+
     def __init__(self, name: str, key_selector: Any) -> None:
         super().__init__(name)
         self.key_selector = key_selector
-        self.state: dict[Any, Any] = {}
 
     def open(self) -> None:
         self._key_of = _key_function(self.key_selector)
+        self.backend = self.context.keyed_backend
+        if self.backend is None:
+            from engine.keys import KeyGroupRange
+            from engine.state import create_keyed_backend
+
+            ctx = self.context
+            self.backend = create_keyed_backend(
+                "hashmap",
+                ctx.operator_id,
+                ctx.max_parallelism,
+                KeyGroupRange(0, ctx.max_parallelism - 1),
+                ctx.processing_time_ms,
+            )
 
     def _emit_final_state(self) -> None:
-        if self.context.batch_mode and self.state:
-            self._emit(Batch(list(self.state.values())))
+        if not self.context.batch_mode:
+            return
+        state = self.backend.get_state(self.STATE)
+        out = []
+        for key in list(self.backend.keys(self.STATE.name)):
+            self.backend.set_current_key(key)
+            out.append(state.value())
+        if out:
+            self._emit(Batch(out))
 
 
 class ReduceOperator(_KeyedOperator):
@@ -60,20 +84,18 @@ class ReduceOperator(_KeyedOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        state = self.state
+        backend = self.backend
+        state = backend.get_state(self.STATE)
         key_of = self._key_of
         reduce = self._reduce
         out = []
-        missing = object()
         for v in batch.as_list():
             key = key_of(v)
-            current = state.get(key, missing)
-            if current is missing:
-                _check_key(self, key)
-                new = v
-            else:
-                new = reduce(current, v)
-            state[key] = new
+            _check_key(self, key)
+            backend.set_current_key(key)
+            current = state.value()
+            new = v if current is None else reduce(current, v)
+            state.update(new)
             out.append(new)
         if not self.context.batch_mode:
             self._emit(Batch(out, batch.timestamps))
@@ -96,22 +118,23 @@ class AggregationOperator(_KeyedOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        state = self.state
+        backend = self.backend
+        state = backend.get_state(self.STATE)
         key_of = self._key_of
         combine = self.aggregator.reduce
         out = []
-        missing = object()
         try:
             for v in batch.as_list():
                 key = key_of(v)
-                current = state.get(key, missing)
-                if current is missing:
-                    _check_key(self, key)
+                _check_key(self, key)
+                backend.set_current_key(key)
+                current = state.value()
+                if current is None:
                     self.aggregator._get(v)
                     new = v
                 else:
                     new = combine(current, v)
-                state[key] = new
+                state.update(new)
                 out.append(new)
         except UsageError as exc:
             raise UsageError(f"operator '{self.name}': {exc}") from None
@@ -236,9 +259,11 @@ class KeyedProcessOperator(_KeyedOperator):
         f = self._process
         out: list[Any] = []
         counts = []
+        backend = self.backend
         for v, ts in zip(batch.as_list(), batch.timestamp_list()):
             key = key_of(v)
             self.current_key = key
+            backend.set_current_key(key)
             ctx._timestamp = ts
             produced = results_of(f(v, ctx))
             out.extend(produced)
@@ -256,6 +281,7 @@ class KeyedProcessOperator(_KeyedOperator):
         stamps: list[int] = []
         for ts, key in due:
             self.current_key = key
+            self.backend.set_current_key(key)
             ctx._timestamp = ts
             produced = results_of(self.function.on_timer(ts, ctx))
             out.extend(produced)

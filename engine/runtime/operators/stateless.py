@@ -22,6 +22,22 @@ def _callable(function: Any, method: str, wrapper: type) -> Any:
     return getattr(function, method)
 
 
+def _keyed(operator: StreamOperator, f: Any) -> Any:
+    """On a keyed stream, set the state backend's current key before each call (keyed state)."""
+    ctx = operator.context
+    if ctx.keyed_backend is None or ctx.key_selector is None:
+        return f
+    backend = ctx.keyed_backend
+    selector = ctx.key_selector
+    key_of = selector.fn if type(selector) is fn._KeySelectorCallable else selector.get_key
+
+    def call(v: Any) -> Any:
+        backend.set_current_key(key_of(v))
+        return f(v)
+
+    return call
+
+
 class _UserFunctionOperator(StreamOperator):
     def __init__(self, name: str, function: Any) -> None:
         super().__init__(name)
@@ -37,7 +53,7 @@ class _UserFunctionOperator(StreamOperator):
 class MapOperator(_UserFunctionOperator):
     def open(self) -> None:
         super().open()
-        self._map = _callable(self.function, "map", fn._MapCallable)
+        self._map = _keyed(self, _callable(self.function, "map", fn._MapCallable))
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
@@ -48,7 +64,7 @@ class MapOperator(_UserFunctionOperator):
 class FlatMapOperator(_UserFunctionOperator):
     def open(self) -> None:
         super().open()
-        self._flat_map = _callable(self.function, "flat_map", fn._FlatMapCallable)
+        self._flat_map = _keyed(self, _callable(self.function, "flat_map", fn._FlatMapCallable))
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
@@ -66,7 +82,7 @@ class FlatMapOperator(_UserFunctionOperator):
 class FilterOperator(_UserFunctionOperator):
     def open(self) -> None:
         super().open()
-        self._filter = _callable(self.function, "filter", fn._FilterCallable)
+        self._filter = _keyed(self, _callable(self.function, "filter", fn._FilterCallable))
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)

@@ -31,6 +31,12 @@ import numpy as np
 
 from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.datastream import functions as fn
+from engine.datastream.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
 from engine.datastream.window import (
     CountTrigger,
     EventTimeTrigger,
@@ -98,8 +104,13 @@ class WindowOperator(StreamOperator):
         self.window_function = window_function
         self.evictor_count = evictor_count
         self.incremental = function_kind in ("reduce", "aggregate") and evictor_count is None
-        self.contents: dict[tuple[Any, Any], Any] = {}
-        self.counts: dict[tuple[Any, Any], int] = {}
+        if self.incremental and function_kind == "reduce":
+            self.contents_descriptor: Any = ReducingStateDescriptor("window-contents", function)
+        elif self.incremental:
+            self.contents_descriptor = AggregatingStateDescriptor("window-contents", function)
+        else:
+            self.contents_descriptor = ListStateDescriptor("window-contents")
+        self.count_descriptor = ValueStateDescriptor("window-count")
         self.sessions: dict[Any, set[TimeWindow]] = {}
         self._timers: dict[bool, list[tuple[int, int, Any, Any]]] = {
             True: [],
@@ -114,6 +125,22 @@ class WindowOperator(StreamOperator):
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
         self._key_of = _key_function(self.key_selector)
+        backend = self.context.keyed_backend
+        if backend is None:
+            from engine.keys import KeyGroupRange
+            from engine.state import create_keyed_backend
+
+            ctx = self.context
+            backend = create_keyed_backend(
+                "hashmap",
+                ctx.operator_id,
+                ctx.max_parallelism,
+                KeyGroupRange(0, ctx.max_parallelism - 1),
+                ctx.processing_time_ms,
+            )
+        self.backend = backend
+        self.contents = backend.get_state(self.contents_descriptor)
+        self.counts = backend.get_state(self.count_descriptor)
         for f in (self.function, self.window_function):
             if isinstance(f, fn.Function):
                 f.open(self.context.runtime_context())
@@ -124,36 +151,27 @@ class WindowOperator(StreamOperator):
             if isinstance(f, fn.Function):
                 f.close()
 
-    # -- contents ------------------------------------------------------------------------------
-    def _add(self, key: Any, window: Any, value: Any) -> None:
-        slot = (key, window)
-        if not self.incremental:
-            self.contents.setdefault(slot, []).append(value)
-            if self.evictor_count is not None and len(self.contents[slot]) > self.evictor_count:
-                del self.contents[slot][0]
-            return
-        missing = slot not in self.contents
-        if self.function_kind == "reduce":
-            self.contents[slot] = value if missing else self.function.reduce(self.contents[slot], value)
-        else:
-            acc = self.function.create_accumulator() if missing else self.contents[slot]
-            self.contents[slot] = self.function.add(value, acc)
+    # -- contents (keyed state, namespace = window) -------------------------------------------
+    def _use(self, key: Any, window: Any) -> None:
+        self.backend.set_current_key(key)
+        self.contents.set_current_namespace(window)
+        self.counts.set_current_namespace(window)
 
-    def _merge_contents(self, a: Any, b: Any) -> Any:
-        if not self.incremental:
-            return a + b
-        if self.function_kind == "reduce":
-            return self.function.reduce(a, b)
-        return self.function.merge(a, b)
+    def _add(self, key: Any, window: Any, value: Any) -> None:
+        self._use(key, window)
+        self.contents.add(value)
+        if self.evictor_count is not None:
+            kept = self.contents.get()
+            if len(kept) > self.evictor_count:
+                self.contents.update(kept[-self.evictor_count :])
 
     def _emit_window(self, key: Any, window: Any) -> None:
-        slot = (key, window)
-        if slot not in self.contents:
+        self._use(key, window)
+        state = self.contents.get()
+        if state is None or (not self.incremental and not state):
             return
-        state = self.contents[slot]
         if self.incremental:
-            value = state if self.function_kind == "reduce" else self.function.get_result(state)
-            elements: list[Any] = [value]
+            elements: list[Any] = [state]
             wf = self.window_function
         elif self.function_kind == "reduce":  # with an evictor: reduce what is left at firing time
             value = state[0]
@@ -179,9 +197,14 @@ class WindowOperator(StreamOperator):
         self._out.extend(produced)
         self._out_ts.extend([ts] * len(produced))
 
+    def _purge(self, key: Any, window: Any) -> None:
+        self._use(key, window)
+        self.contents.clear()
+
     def _clear(self, key: Any, window: Any) -> None:
-        self.contents.pop((key, window), None)
-        self.counts.pop((key, window), None)
+        self._use(key, window)
+        self.contents.clear()
+        self.counts.clear()
 
     # -- timers --------------------------------------------------------------------------------
     def _register(self, event_time: bool, key: Any, window: Any, time: int) -> None:
@@ -220,12 +243,12 @@ class WindowOperator(StreamOperator):
             self._register(False, key, window, window.max_timestamp())
             return CONTINUE
         if isinstance(trigger, CountTrigger):
-            slot = (key, window)
-            count = self.counts.get(slot, 0) + 1
+            self._use(key, window)
+            count = (self.counts.value() or 0) + 1
             if count >= trigger.count:
-                self.counts.pop(slot, None)
+                self.counts.clear()
                 return FIRE
-            self.counts[slot] = count
+            self.counts.update(count)
             return CONTINUE
         return CONTINUE  # NeverTrigger
 
@@ -243,7 +266,7 @@ class WindowOperator(StreamOperator):
         if result in (FIRE, FIRE_AND_PURGE):
             self._emit_window(key, window)
         if result in (PURGE, FIRE_AND_PURGE):
-            self.contents.pop((key, window), None)
+            self._purge(key, window)
 
     # -- records -------------------------------------------------------------------------------
     def process_batch(self, batch: Batch) -> None:
@@ -299,23 +322,16 @@ class WindowOperator(StreamOperator):
         merged = window
         for w in overlapping:
             merged = merged.cover(w)
-        state = None
         for w in sorted(overlapping):
             existing.discard(w)
-            slot = (key, w)
-            if slot in self.contents:
-                part = self.contents.pop(slot)
-                state = part if state is None else self._merge_contents(state, part)
-            self.counts.pop(slot, None)
             event_time = self.assigner.is_event_time
             self._delete(event_time, key, w, w.max_timestamp())
             self._delete(event_time, key, w, self._cleanup_time(w))
         existing.add(merged)
-        if state is not None:
-            target = (key, merged)
-            self.contents[target] = (
-                state if target not in self.contents else self._merge_contents(self.contents[target], state)
-            )
+        sources = [w for w in sorted(overlapping) if w != merged]
+        if sources:
+            self.backend.set_current_key(key)
+            self.backend.merge_namespaces(self.contents_descriptor, merged, sources)
         return merged
 
     # -- time ----------------------------------------------------------------------------------

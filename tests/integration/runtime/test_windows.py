@@ -30,9 +30,10 @@ def make_event(i: int) -> tuple[str, int, int]:
     )
 
 
-def env_with(parallelism: int, taskmanagers: int = 2) -> StreamExecutionEnvironment:
+def env_with(parallelism: int, taskmanagers: int = 2, backend: str = "hashmap") -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set_integer("local.number-taskmanager", taskmanagers)
+    conf.set_string("state.backend.type", backend)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
     return env
@@ -54,9 +55,10 @@ def window_oracle(assign) -> Counter:  # type: ignore[no-untyped-def]
     return Counter((k, v) for (k, _), v in sums.items())
 
 
+@pytest.mark.parametrize("backend", ["hashmap", "lmdb"])
 @pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_my_job_tumbling_window_equals_the_oracle(parallelism: int) -> None:
-    env = env_with(parallelism)
+def test_my_job_tumbling_window_equals_the_oracle(parallelism: int, backend: str) -> None:
+    env = env_with(parallelism, backend=backend)
     results = (
         events(env)
         .map(lambda e: (e[0], e[1]), output_type=Types.TUPLE([Types.STRING(), Types.LONG()]))
@@ -81,9 +83,10 @@ def test_sliding_windows_equal_the_oracle() -> None:
     assert Counter(results) == window_oracle(lambda ts: [ts - ts % 5_000, ts - ts % 5_000 - 5_000])
 
 
-def test_session_windows_equal_the_oracle() -> None:
+@pytest.mark.parametrize("backend", ["hashmap", "lmdb"])
+def test_session_windows_equal_the_oracle(backend: str) -> None:
     gap = 25  # events of one key are ~80 ms apart on average: many sessions, some merges
-    env = env_with(2)
+    env = env_with(2, backend=backend)
     results = (
         events(env)
         .key_by(lambda e: e[0])
@@ -202,3 +205,69 @@ def test_window_built_ins_equal_the_reduce_path() -> None:
     means = run(lambda w: w.mean(1))
     assert sum(n for (_, n), m in counts.items() for _ in range(m)) == EVENTS
     assert {k for k, _ in means} == {k for k, _ in sums}
+
+
+class SessionizeWithState(KeyedProcessFunction):
+    """Sessionize, with its per-key count and deadline in keyed ValueState."""
+
+    def open(self, runtime_context):  # type: ignore[no-untyped-def]
+        from engine.datastream.state import ValueStateDescriptor
+
+        self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
+        self.deadline = runtime_context.get_state(ValueStateDescriptor("deadline", Types.LONG()))
+
+    def process_element(self, value, ctx):  # type: ignore[no-untyped-def]
+        deadline = self.deadline.value()
+        if deadline is not None and ctx.timestamp() >= deadline:
+            yield (ctx.get_current_key(), self.count.value())
+            ctx.timer_service().delete_event_time_timer(deadline)
+            self.count.clear()
+            deadline = None
+        self.count.update((self.count.value() or 0) + 1)
+        if deadline is not None:
+            ctx.timer_service().delete_event_time_timer(deadline)
+        self.deadline.update(ctx.timestamp() + 300)
+        ctx.timer_service().register_event_time_timer(ctx.timestamp() + 300)
+
+    def on_timer(self, timestamp, ctx):  # type: ignore[no-untyped-def]
+        if self.deadline.value() == timestamp:
+            yield (ctx.get_current_key(), self.count.value())
+            self.count.clear()
+            self.deadline.clear()
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "lmdb"])
+def test_keyed_state_and_timers_on_both_backends(backend: str) -> None:
+    def run(function):  # type: ignore[no-untyped-def]
+        env = env_with(2, backend=backend)
+        env.get_config().set_auto_watermark_interval(0)
+        strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[2])
+        source = env.from_source(
+            DataGeneratorSource(ordered_event, EVENTS, type_info=EVENT), strategy, "ordered"
+        )
+        return Counter(
+            source.set_parallelism(1)
+            .key_by(lambda e: e[0])
+            .process(function)
+            .execute_and_collect(limit=100_000)
+        )
+
+    assert run(SessionizeWithState()) == run(Sessionize())
+
+
+def test_state_outside_a_keyed_stream_is_a_clear_error() -> None:
+    from engine.datastream import MapFunction
+    from engine.datastream.state import ValueStateDescriptor
+    from engine.errors import JobExecutionError
+
+    class Stateful(MapFunction):
+        def open(self, runtime_context):  # type: ignore[no-untyped-def]
+            self.state = runtime_context.get_state(ValueStateDescriptor("s", Types.LONG()))
+
+        def map(self, value):  # type: ignore[no-untyped-def]
+            return value
+
+    env = env_with(1, 1)
+    env.from_collection([1, 2]).map(Stateful()).print()
+    with pytest.raises(JobExecutionError, match="only available in functions applied on a KeyedStream"):
+        env.execute()

@@ -1,0 +1,469 @@
+"""``HeapKeyedStateBackend``: keyed state as Python objects in dicts (Flink's HashMapStateBackend).
+
+Layout: state name -> one dict per key group of the range (a list indexed by
+``key_group - start``) -> ``(key, namespace)`` -> stored value. A snapshot of a
+key-group range touches only the dicts of those key groups.
+
+Stored values: the value (value state), the accumulator (reducing and
+aggregating state), a list of elements (list state), a dict (map state). With
+TTL every value, element and map value is stored as ``(last_access_ms, value)``.
+Values are live objects, not copies (as in Flink's heap backend): a value
+object that is mutated after ``update`` changes the state. Snapshots serialize,
+so a snapshot never changes afterwards.
+
+Keys are compared as Python compares them: ``1``, ``True`` and ``1.0`` are
+one dict key, so if two such keys ever share a key group they share state here
+(LMDB keeps them apart). Use one key type per stream, as Flink requires.
+
+Cost per access: a dict lookup with a ``(key, namespace)`` tuple, plus the
+key group computation when the current key changes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from engine.datastream.state import (
+    AggregatingState,
+    AggregatingStateDescriptor,
+    ListState,
+    MapState,
+    ReducingState,
+    ReducingStateDescriptor,
+    StateDescriptor,
+    ValueState,
+)
+from engine.errors import UsageError
+from engine.keys.reference import KeyGroupRange
+from engine.state.backend import (
+    VOID_NAMESPACE,
+    InternalKvState,
+    KeyedStateBackend,
+    KeyedStateBackendStatistics,
+    KeyedStateSnapshot,
+    SnapshotEntry,
+    StateMetaInfo,
+)
+from engine.state.serde import decode_key, decode_value, encode_key, encode_value
+
+__all__ = ["HeapKeyedStateBackend"]
+
+_POS = struct.Struct(">Q")
+_MISSING = object()
+
+Table = list[dict[tuple[Any, Any], Any]]
+
+
+class _HeapState(InternalKvState):
+    __slots__ = (
+        "_b",
+        "_clock",
+        "_name",
+        "_ns",
+        "_return_expired",
+        "_table",
+        "_ttl",
+        "_ttl_ms",
+        "_update_on_read",
+    )
+
+    def __init__(self, backend: HeapKeyedStateBackend, table: Table, descriptor: StateDescriptor) -> None:
+        self._b = backend
+        self._table = table
+        self._name = descriptor.name
+        self._ns: Any = VOID_NAMESPACE
+        ttl = descriptor.ttl_config
+        self._ttl = ttl
+        self._ttl_ms = ttl.ttl_ms if ttl else 0
+        self._return_expired = ttl.return_expired if ttl else False
+        self._update_on_read = ttl.update_on_read if ttl else False
+        self._clock = backend.time_ms
+
+    def set_current_namespace(self, namespace: Any) -> None:
+        self._ns = namespace
+
+    def _map(self) -> dict[tuple[Any, Any], Any]:
+        i = self._b._kg_index
+        if i is None:
+            raise self._b._no_current_key(self._name)
+        return self._table[i]
+
+    def _k(self) -> tuple[Any, Any]:
+        return (self._b._current_key, self._ns)
+
+    def clear(self) -> None:
+        self._map().pop((self._b._current_key, self._ns), None)
+
+
+class _HeapSingle(_HeapState):
+    """One stored object per key and namespace: value, reducing and aggregating state."""
+
+    def get_internal(self) -> Any:
+        i = self._b._kg_index
+        if i is None:
+            raise self._b._no_current_key(self._name)
+        m = self._table[i]
+        k = (self._b._current_key, self._ns)
+        if self._ttl is None:
+            return m.get(k)
+        entry = m.get(k)
+        if entry is None:
+            return None
+        now = self._clock()
+        if entry[0] + self._ttl_ms <= now:
+            del m[k]
+            return entry[1] if self._return_expired else None
+        if self._update_on_read:
+            m[k] = (now, entry[1])
+        return entry[1]
+
+    def update_internal(self, value: Any) -> None:
+        i = self._b._kg_index
+        if i is None:
+            raise self._b._no_current_key(self._name)
+        k = (self._b._current_key, self._ns)
+        if value is None:
+            self._table[i].pop(k, None)
+        elif self._ttl is None:
+            self._table[i][k] = value
+        else:
+            self._table[i][k] = (self._clock(), value)
+
+
+class HeapValueState(_HeapSingle, ValueState):
+    value = _HeapSingle.get_internal
+    update = _HeapSingle.update_internal
+
+
+class HeapReducingState(_HeapSingle, ReducingState):
+    def __init__(
+        self, backend: HeapKeyedStateBackend, table: Table, descriptor: ReducingStateDescriptor
+    ) -> None:
+        super().__init__(backend, table, descriptor)
+        self._reduce = descriptor.reduce
+
+    get = _HeapSingle.get_internal
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            self.clear()
+            return
+        current = self.get_internal()
+        self.update_internal(value if current is None else self._reduce(current, value))
+
+
+class HeapAggregatingState(_HeapSingle, AggregatingState):
+    def __init__(
+        self, backend: HeapKeyedStateBackend, table: Table, descriptor: AggregatingStateDescriptor
+    ) -> None:
+        super().__init__(backend, table, descriptor)
+        self._agg = descriptor.agg_function
+
+    def get(self) -> Any:
+        acc = self.get_internal()
+        return None if acc is None else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self.get_internal()
+        if acc is None:
+            acc = self._agg.create_accumulator()
+        self.update_internal(self._agg.add(value, acc))
+
+
+def _no_none(name: str, values: list[Any]) -> list[Any]:
+    for v in values:
+        if v is None:
+            raise UsageError(f"list state '{name}': None cannot be added to a ListState")
+    return values
+
+
+class HeapListState(_HeapState, ListState):
+    def get_internal(self) -> list[Any] | None:
+        m = self._map()
+        k = (self._b._current_key, self._ns)
+        stored = m.get(k)
+        if not stored:
+            return None
+        if self._ttl is None:
+            return list(stored)
+        now = self._clock()
+        limit = now - self._ttl_ms
+        live = [e for e in stored if e[0] > limit]
+        out = [e[1] for e in (stored if self._return_expired else live)]
+        if len(live) != len(stored) or self._update_on_read:
+            if not live:
+                del m[k]
+            else:
+                m[k] = [(now, e[1]) for e in live] if self._update_on_read else live
+        return out or None
+
+    def get(self) -> list[Any]:
+        return self.get_internal() or []
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            raise UsageError(f"list state '{self._name}': None cannot be added to a ListState")
+        m = self._map()
+        k = (self._b._current_key, self._ns)
+        if self._ttl is not None:
+            value = (self._clock(), value)
+        stored = m.get(k)
+        if stored is None:
+            m[k] = [value]
+        else:
+            stored.append(value)
+
+    def add_all(self, values: Iterable[Any]) -> None:
+        new = _no_none(self._name, list(values))
+        if not new:
+            return
+        m = self._map()
+        k = (self._b._current_key, self._ns)
+        if self._ttl is not None:
+            now = self._clock()
+            new = [(now, v) for v in new]
+        stored = m.get(k)
+        if stored is None:
+            m[k] = new
+        else:
+            stored.extend(new)
+
+    def update(self, values: Iterable[Any] | None) -> None:
+        new = [] if values is None else _no_none(self._name, list(values))
+        m = self._map()
+        k = (self._b._current_key, self._ns)
+        if not new:
+            m.pop(k, None)
+        elif self._ttl is None:
+            m[k] = new
+        else:
+            now = self._clock()
+            m[k] = [(now, v) for v in new]
+
+    def update_internal(self, value: Any) -> None:
+        self.update(value)
+
+
+class HeapMapState(_HeapState, MapState):
+    def _live(self, create: bool = False) -> dict[Any, Any] | None:
+        m = self._map()
+        k = (self._b._current_key, self._ns)
+        d = m.get(k)
+        if d is None and create:
+            d = m[k] = {}
+        return d
+
+    def _read(self, d: dict[Any, Any], user_key: Any, now: int) -> Any:
+        """The value of one entry with the TTL check (``_MISSING`` when absent or hidden)."""
+        entry = d.get(user_key, _MISSING)
+        if entry is _MISSING or self._ttl is None:
+            return entry
+        if entry[0] + self._ttl_ms <= now:
+            del d[user_key]
+            return entry[1] if self._return_expired else _MISSING
+        if self._update_on_read:
+            d[user_key] = (now, entry[1])
+        return entry[1]
+
+    def _drop_if_empty(self, d: dict[Any, Any]) -> None:
+        if not d:
+            self._map().pop((self._b._current_key, self._ns), None)
+
+    def get(self, key: Any) -> Any:
+        d = self._live()
+        if d is None:
+            return None
+        value = self._read(d, key, self._clock() if self._ttl else 0)
+        self._drop_if_empty(d)
+        return None if value is _MISSING else value
+
+    def contains(self, key: Any) -> bool:
+        d = self._live()
+        if d is None:
+            return False
+        value = self._read(d, key, self._clock() if self._ttl else 0)
+        self._drop_if_empty(d)
+        return value is not _MISSING
+
+    def put(self, key: Any, value: Any) -> None:
+        d = self._live(create=True)
+        assert d is not None
+        d[key] = value if self._ttl is None else (self._clock(), value)
+
+    def put_all(self, dict_value: dict[Any, Any]) -> None:
+        if not dict_value:
+            return
+        d = self._live(create=True)
+        assert d is not None
+        if self._ttl is None:
+            d.update(dict_value)
+        else:
+            now = self._clock()
+            d.update((k, (now, v)) for k, v in dict_value.items())
+
+    def remove(self, key: Any) -> None:
+        d = self._live()
+        if d is not None:
+            d.pop(key, None)
+            self._drop_if_empty(d)
+
+    def items(self) -> list[tuple[Any, Any]]:
+        d = self._live()
+        if not d:
+            return []
+        if self._ttl is None:
+            return list(d.items())
+        now = self._clock()
+        out = []
+        for k in list(d):
+            v = self._read(d, k, now)
+            if v is not _MISSING:
+                out.append((k, v))
+        self._drop_if_empty(d)
+        return out
+
+    def keys(self) -> list[Any]:
+        return [k for k, _ in self.items()]
+
+    def values(self) -> list[Any]:
+        return [v for _, v in self.items()]
+
+    def is_empty(self) -> bool:
+        return not self.items()
+
+    def get_internal(self) -> dict[Any, Any] | None:
+        items = self.items()
+        return dict(items) if items else None
+
+    def update_internal(self, value: Any) -> None:
+        self.clear()
+        if value:
+            self.put_all(value)
+
+
+_STATE_CLASSES: dict[str, Any] = {
+    "value": HeapValueState,
+    "list": HeapListState,
+    "map": HeapMapState,
+    "reducing": HeapReducingState,
+    "aggregating": HeapAggregatingState,
+}
+
+
+class HeapKeyedStateBackend(KeyedStateBackend):
+    """Keyed state on the Python heap: fastest per access, bounded by memory."""
+
+    backend_name = "hashmap"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tables: dict[str, Table] = {}
+
+    def _table_for(self, name: str) -> Table:
+        table = self._tables.get(name)
+        if table is None:
+            table = self._tables[name] = [{} for _ in range(len(self.key_group_range))]
+        return table
+
+    def _create_state(self, descriptor: StateDescriptor) -> InternalKvState:
+        cls = _STATE_CLASSES[descriptor.kind]
+        state: InternalKvState = cls(self, self._table_for(descriptor.name), descriptor)
+        return state
+
+    def keys(self, state_name: str, namespace: Any = VOID_NAMESPACE) -> Iterator[Any]:
+        table = self._tables.get(state_name)
+        if table is None:
+            return iter(())
+        return iter([k for m in table for (k, ns) in m if ns == namespace])
+
+    def keys_and_namespaces(self, state_name: str) -> Iterator[tuple[Any, Any]]:
+        """Every (key, namespace) that holds ``state_name``."""
+        table = self._tables.get(state_name)
+        return iter([kn for m in table for kn in m] if table else [])
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self, key_group_range: KeyGroupRange | None = None) -> KeyedStateSnapshot:
+        self._check_open()
+        rng = self._snapshot_range(key_group_range)
+        cleanup = self._ttl_cleanup()
+        names = sorted(self._tables)
+        key_groups: list[tuple[int, tuple[SnapshotEntry, ...]]] = []
+        for kg in rng:
+            idx = kg - self._start_kg
+            entries: list[SnapshotEntry] = []
+            for name in names:
+                m = self._tables[name][idx]
+                if not m:
+                    continue
+                kind = self._metas[name].kind
+                ttl_now = cleanup.get(name)
+                limit = ttl_now[1] - ttl_now[0] if ttl_now else None
+                for (key, ns), stored in m.items():
+                    kb = encode_key(key)
+                    nb = encode_key(ns)
+                    if kind == "list":
+                        pos = 0
+                        for element in stored:
+                            if limit is not None and element[0] <= limit:
+                                continue
+                            entries.append((name, kb, nb, _POS.pack(pos), encode_value(element)))
+                            pos += 1
+                    elif kind == "map":
+                        for uk, v in stored.items():
+                            if limit is not None and v[0] <= limit:
+                                continue
+                            entries.append((name, kb, nb, encode_key(uk), encode_value(v)))
+                    else:
+                        if limit is not None and stored[0] <= limit:
+                            continue
+                        entries.append((name, kb, nb, b"", encode_value(stored)))
+            if entries:
+                entries.sort()
+                key_groups.append((kg, tuple(entries)))
+        return self._make_snapshot(rng, key_groups)
+
+    def _restore_key_group(
+        self, key_group: int, entries: tuple[SnapshotEntry, ...], metas: dict[str, StateMetaInfo]
+    ) -> None:
+        idx = key_group - self._start_kg
+        for name, kb, nb, ub, vb in entries:
+            kind = metas[name].kind
+            m = self._table_for(name)[idx]
+            k = (decode_key(kb), decode_key(nb))
+            v = decode_value(vb)
+            if kind == "list":
+                m.setdefault(k, []).append(v)
+            elif kind == "map":
+                m.setdefault(k, {})[decode_key(ub)] = v
+            else:
+                m[k] = v
+
+    # ------------------------------------------------------------------ numbers and lifecycle
+
+    def number_of_keys(self) -> int:
+        total = 0
+        for name, table in self._tables.items():
+            if self._metas[name].kind in ("list", "map"):
+                total += sum(len(v) for m in table for v in m.values())
+            else:
+                total += sum(len(m) for m in table)
+        return total
+
+    def statistics(self) -> KeyedStateBackendStatistics:
+        return KeyedStateBackendStatistics(
+            backend=self.backend_name,
+            operator_id=self.operator_id,
+            key_group_range=self.key_group_range,
+            number_of_states=len(self._metas),
+            number_of_entries=self.number_of_keys(),
+            extra={},
+        )
+
+    def dispose(self) -> None:
+        for table in self._tables.values():
+            for m in table:
+                m.clear()
+        super().dispose()

@@ -1,0 +1,69 @@
+"""Operator (non-keyed) list state and its redistribution on rescaling."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from engine.errors import UsageError
+from engine.state import OperatorStateBackend, repartition_operator_state
+
+
+def _subtask(elements: list[int], union: list[str]) -> OperatorStateBackend:
+    backend = OperatorStateBackend("source")
+    backend.get_list_state(ListStateDescriptor("offsets")).add_all(elements)
+    backend.get_union_list_state(ListStateDescriptor("partitions")).update(union)
+    return backend
+
+
+def test_list_state_roundtrip() -> None:
+    backend = _subtask([1, 2], ["p0"])
+    state = backend.get_list_state(ListStateDescriptor("offsets"))
+    assert state.get() == [1, 2]
+    state.add(3)
+    snap = backend.snapshot()
+    assert pickle.loads(pickle.dumps(snap)) == snap
+    fresh = OperatorStateBackend("source")
+    fresh.restore([snap])
+    assert fresh.state_names() == ["offsets", "partitions"]
+    assert fresh.get_list_state(ListStateDescriptor("offsets")).get() == [1, 2, 3]
+    assert fresh.get_union_list_state(ListStateDescriptor("partitions")).get() == ["p0"]
+    assert fresh.snapshot() == snap
+
+
+def test_split_distribute_is_contiguous_and_even() -> None:
+    old = [_subtask([0, 1, 2], ["a"]).snapshot(), _subtask([3, 4, 5, 6], ["b"]).snapshot()]
+    new = repartition_operator_state(old, 3)
+    got = []
+    for snap in new:
+        b = OperatorStateBackend("source")
+        b.restore([snap])
+        got.append(
+            (b.get_list_state(ListStateDescriptor("offsets")).get(),
+             b.get_union_list_state(ListStateDescriptor("partitions")).get())
+        )  # fmt: skip
+    assert [g[0] for g in got] == [[0, 1, 2], [3, 4], [5, 6]]
+    assert all(g[1] == ["a", "b"] for g in got)
+    # scale in to one subtask: everything
+    (single,) = repartition_operator_state(new, 1)
+    b = OperatorStateBackend("source")
+    b.restore([single])
+    assert b.get_list_state(ListStateDescriptor("offsets")).get() == list(range(7))
+
+
+def test_mode_mismatch_and_bad_descriptor() -> None:
+    backend = _subtask([1], [])
+    with pytest.raises(UsageError, match="registered as split_distribute"):
+        backend.get_union_list_state(ListStateDescriptor("offsets"))
+    with pytest.raises(UsageError, match="ListStateDescriptor"):
+        backend.get_list_state(ValueStateDescriptor("v"))  # type: ignore[arg-type]
+    fresh = OperatorStateBackend("source")
+    fresh.restore([backend.snapshot()])
+    with pytest.raises(UsageError, match="restored as split_distribute"):
+        fresh.get_union_list_state(ListStateDescriptor("offsets"))
+    with pytest.raises(UsageError, match="None"):
+        fresh.get_list_state(ListStateDescriptor("x")).add(None)
+    with pytest.raises(UsageError, match="new_parallelism"):
+        repartition_operator_state([], 0)

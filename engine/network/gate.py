@@ -15,8 +15,9 @@ decodes it and then calls ``recycle()`` on it.
   connection (``transport.PartitionRequestClient``) with credit-based flow control
   (``credit.InputChannelCredit``): its exclusive buffers, taken from the gate's pool when
   the gate is built, are announced as initial credit; every received buffer carries the
-  sender's backlog and the gate lends the channel floating buffers from the same pool to
-  cover it, each announced as one more credit; a recycled exclusive buffer is announced
+  sender's backlog (a sender without credit announces a backlog the channel has not heard
+  of in a ``BacklogAnnouncement``) and the gate lends the channel floating buffers from
+  the same pool to cover it, each announced as one more credit; a recycled exclusive buffer is announced
   again, a floating one is kept while the backlog wants it or returned to the pool.
 
 The gate's pool (``floating_pool``) is created with the exclusive buffers as its required
@@ -380,6 +381,18 @@ class RemoteInputChannel(InputChannel):
         if self.credit.floating_wanted() > 0 and self._gate is not None:
             self._gate._request_floating(self)
         self._notify()
+
+    def on_sender_backlog(self, backlog: int) -> None:
+        """The sender announced a backlog it has no credit for: borrow floating buffers for it."""
+        if self.is_released or self._error is not None:
+            return
+        try:
+            self.credit.on_backlog(backlog)
+        except ProtocolViolation as error:
+            self._fail(error)
+            return
+        if self.credit.floating_wanted() > 0 and self._gate is not None:
+            self._gate._request_floating(self)
 
     def on_error(self, error: Exception) -> None:
         """The producer side failed (partition released, connection closed)."""

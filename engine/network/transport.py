@@ -14,6 +14,7 @@ interface, so a TCP transport can replace it by framing the same messages:
                       CloseRequest()
     server → client   BufferResponse(receiver_id, data, backlog)
                       EventResponse(receiver_id, event, backlog)
+                      BacklogAnnouncement(receiver_id, backlog)
                       ErrorResponse(receiver_id, error)
 
 Server side (``PartitionRequestServer``, run by the producer's ``NetworkEnvironment``):
@@ -24,9 +25,24 @@ credit. The server takes one reader at a time, sends one item, and puts the read
 at the tail if it can still send: round robin over channels, and a channel without credit
 is simply not in the FIFO. So backpressure on one channel (credit 0) never stalls the
 others on the same connection, and the bytes it cannot send stay in its subpartition
-(its backlog). A ``BufferResponse`` carries the sender's slice and the reference that
-keeps it alive, and the client copies the bytes into the receiver's exclusive or
-floating buffer and then recycles the sender's reference (as Netty would after writing).
+(its backlog).
+
+The receiver learns the backlog from the buffers and events it gets, so a reader that ran
+out of credit while its backlog was still 0 (its last buffer said "nothing behind me")
+would leave the receiver unaware of the data piling up behind it: the receiver would not
+borrow floating buffers for it until its task recycled a buffer and the next one brought
+the backlog along (and never, if the task does not read). So a reader
+remembers the backlog it last told its receiver; when it has data but no credit and its
+backlog is larger than that, it is queued for a ``BacklogAnnouncement`` (Flink's
+NettyMessage.BacklogAnnouncement), sent ahead of the buffers with the backlog as of the
+moment it is sent. The client hands it to the channel, which borrows floating buffers for
+it through the gate and announces them as credit like any other. An announcement never
+carries data: "no buffer without credit" still holds, and a reader announces at most once
+per buffer its backlog grows by while it has no credit.
+
+A ``BufferResponse`` carries the sender's slice and the reference that keeps it alive, and
+the client copies the bytes into the receiver's exclusive or floating buffer and then
+recycles the sender's reference (as Netty would after writing).
 
 Client side (``PartitionRequestClient``, run by the consumer's ``NetworkEnvironment``):
 assigns receiver ids, sends requests and credit for its ``RemoteInputChannel``\\ s, and
@@ -65,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AddCredit",
+    "BacklogAnnouncement",
     "BufferResponse",
     "CancelPartitionRequest",
     "ClientMessage",
@@ -127,13 +144,21 @@ class EventResponse:
 
 
 @dataclass(frozen=True, slots=True)
+class BacklogAnnouncement:
+    """The sender has ``backlog`` buffers for ``receiver_id`` but no credit to send them."""
+
+    receiver_id: int
+    backlog: int
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorResponse:
     receiver_id: int
     error: Exception
 
 
 ClientMessage = PartitionRequest | AddCredit | CancelPartitionRequest | CloseRequest
-ServerMessage = BufferResponse | EventResponse | ErrorResponse
+ServerMessage = BufferResponse | EventResponse | BacklogAnnouncement | ErrorResponse
 
 
 # --- the wire ---------------------------------------------------------------------------
@@ -150,6 +175,7 @@ class ConnectionStatistics:
     buffers_sent: int
     bytes_sent: int
     events_sent: int
+    backlog_announcements: int
     readers: int  # partition requests the server is serving now
     readers_with_credit: int
     channels: int  # remote channels the client has registered
@@ -172,6 +198,7 @@ class Connection:
         self.buffers_sent = 0
         self.bytes_sent = 0
         self.events_sent = 0
+        self.backlog_announcements = 0
         self.client: PartitionRequestClient | None = None
         self.server: PartitionRequestServer | None = None
 
@@ -196,6 +223,8 @@ class Connection:
             self.bytes_sent += len(message.data)
         elif type(message) is EventResponse:
             self.events_sent += 1
+        elif type(message) is BacklogAnnouncement:
+            self.backlog_announcements += 1
         self._to_client.append(message)
         self.client_wakeup.set()
 
@@ -235,6 +264,7 @@ class Connection:
             buffers_sent=self.buffers_sent,
             bytes_sent=self.bytes_sent,
             events_sent=self.events_sent,
+            backlog_announcements=self.backlog_announcements,
             readers=len(server._readers) if server is not None else 0,
             readers_with_credit=(
                 sum(1 for r in server._readers.values() if r.ledger.available > 0)
@@ -295,6 +325,8 @@ class PartitionRequestClient:
                 message.release()
         elif channel is None:
             return
+        elif type(message) is BacklogAnnouncement:
+            channel.on_sender_backlog(message.backlog)
         elif type(message) is EventResponse:
             channel.on_event(BufferOrEvent(event=message.event, backlog=message.backlog))
             if isinstance(message.event, EndOfPartition):
@@ -340,13 +372,24 @@ class PartitionRequestClient:
 
 
 class _Reader:
-    __slots__ = ("cancel_request", "done", "ledger", "queued", "receiver_id", "view")
+    __slots__ = (
+        "announce_queued",
+        "cancel_request",
+        "done",
+        "ledger",
+        "queued",
+        "receiver_id",
+        "told_backlog",
+        "view",
+    )
 
     def __init__(self, receiver_id: int) -> None:
         self.receiver_id = receiver_id
         self.ledger = CreditLedger(receiver_id)
         self.view: SubpartitionView | None = None
         self.queued = False
+        self.announce_queued = False  # in the server's FIFO of backlog announcements
+        self.told_backlog = 0  # the backlog the receiver last heard of (buffer, event or announcement)
         self.done = False
         self.cancel_request: Callable[[], None] | None = None
 
@@ -357,6 +400,14 @@ class _Reader:
         if view.next_is_event():
             return True
         return self.ledger.available > 0 and view.is_available()
+
+    def backlog_to_announce(self) -> int:
+        """The backlog to announce now: data but no credit, and more than the receiver heard of; else 0."""
+        view = self.view
+        if view is None or self.done or self.ledger.available > 0:
+            return 0
+        backlog = view.backlog
+        return backlog if backlog > self.told_backlog else 0
 
 
 class PartitionRequestServer:
@@ -371,6 +422,7 @@ class PartitionRequestServer:
         self._provider = provider
         self._readers: dict[int, _Reader] = {}
         self._available: deque[_Reader] = deque()
+        self._announcements: deque[_Reader] = deque()
         self._outbox: deque[ServerMessage] = deque()
 
     # --- core -------------------------------------------------------------------------
@@ -435,9 +487,15 @@ class PartitionRequestServer:
         self._on_available(reader)
 
     def _on_available(self, reader: _Reader) -> None:
-        if not reader.queued and reader.can_send():
+        if reader.queued:
+            return  # its next item carries the backlog
+        if reader.can_send():
             reader.queued = True
             self._available.append(reader)
+            self.connection.server_wakeup.set()
+        elif not reader.announce_queued and reader.backlog_to_announce():
+            reader.announce_queued = True
+            self._announcements.append(reader)
             self.connection.server_wakeup.set()
 
     def _release_reader(self, reader: _Reader) -> None:
@@ -459,9 +517,17 @@ class PartitionRequestServer:
             self.connection.server_wakeup.set()
 
     def poll_response(self) -> ServerMessage | None:
-        """The next message to send: errors first, then one item of the next reader in turn."""
+        """The next message to send: errors, then backlog announcements, then one item of the next reader in turn."""
         if self._outbox:
             return self._outbox.popleft()
+        announcements = self._announcements
+        while announcements:
+            reader = announcements.popleft()
+            reader.announce_queued = False
+            backlog = reader.backlog_to_announce()  # as of now: credit may have come meanwhile
+            if backlog:
+                reader.told_backlog = backlog
+                return BacklogAnnouncement(reader.receiver_id, backlog)
         available = self._available
         while available:
             reader = available.popleft()
@@ -474,6 +540,7 @@ class PartitionRequestServer:
                     item = view.poll_next()
                     assert item is not None and item.event is not None
                     response: ServerMessage = EventResponse(reader.receiver_id, item.event, item.backlog)
+                    reader.told_backlog = item.backlog
                     if isinstance(item.event, EndOfPartition):
                         self._release_reader(reader)
                         return response
@@ -483,6 +550,7 @@ class PartitionRequestServer:
                         continue
                     reader.ledger.try_spend()
                     response = BufferResponse(reader.receiver_id, item.data, item.backlog, item)
+                    reader.told_backlog = item.backlog
                 else:
                     continue
             except Exception as error:  # the partition was released under the reader
@@ -498,6 +566,7 @@ class PartitionRequestServer:
         for reader in list(self._readers.values()):
             self._release_reader(reader)
         self._available.clear()
+        self._announcements.clear()
         self._outbox.clear()
 
     # --- driver -----------------------------------------------------------------------

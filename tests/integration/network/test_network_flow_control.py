@@ -138,6 +138,39 @@ async def test_a_stalled_consumer_does_not_stall_its_neighbour_on_the_same_conne
             nursery.cancel_scope.cancel()
 
 
+async def test_a_backlog_that_grows_after_the_credit_ran_out_is_announced(
+    open_cluster: OpenCluster, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The interleaving that made the test above flaky, forced: each of the first buffers
+    # leaves before the next one exists, so both tell the receiver "backlog 0"; the backlog
+    # only grows once the credit is spent, and no buffer can carry it.
+    async with open_cluster(2) as (tm0, tm1):
+        source = tm0.create_result_partition("a", 1)
+        gate = tm1.create_input_gate(0, [ChannelSpec("a", 0, "tm0")])  # never read
+        for _ in range(2):
+            await source.emit(0, b"s" * SEGMENT)
+            await trio.testing.wait_all_tasks_blocked()
+        (channel,) = gate.statistics().channels
+        assert (channel.queued_buffers, channel.credit, channel.backlog) == (2, 0, 0)
+
+        async def flood() -> None:
+            while True:
+                await source.emit(0, b"s" * 10_000)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(flood)
+            await trio.testing.wait_all_tasks_blocked()
+            (channel,) = gate.statistics().channels
+            assert channel.queued_buffers == 2 + 8  # the floating buffers were borrowed for it
+            assert channel.credit == 0 and channel.unannounced_credit == 0
+            (connection,) = tm1.registry.connections()
+            stats = connection.statistics()
+            assert stats.backlog_announcements >= 1
+            assert stats.buffers_sent == 2 + 8  # never a buffer without credit
+            assert source.statistics().subpartitions[0].backlog > 0
+            nursery.cancel_scope.cancel()
+
+
 # --- network memory --------------------------------------------------------------------------
 
 

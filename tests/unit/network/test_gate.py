@@ -15,6 +15,7 @@ from engine.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
 from engine.network.partition import ResultPartition
 from engine.network.transport import (
     AddCredit,
+    BacklogAnnouncement,
     CancelPartitionRequest,
     Connection,
     PartitionRequest,
@@ -185,6 +186,50 @@ def test_floating_buffers_go_to_waiting_channels_when_recycled() -> None:
     floating_item.recycle()
     assert connection.take_server_messages() == [AddCredit(1, 1)]
     assert gate.statistics().channels[1].floating_buffers == 1
+
+
+def test_an_announced_backlog_borrows_floating_buffers_without_data() -> None:
+    gate, connection, _pool = remote_gate(floating=8)
+    connection.take_server_messages()
+    channel = gate.channels[0]
+    assert isinstance(channel, RemoteInputChannel)
+    channel.on_buffer(memoryview(b"1"), backlog=0)
+    channel.on_buffer(memoryview(b"2"), backlog=0)  # both exclusive buffers full, credit 0
+    assert connection.take_server_messages() == []
+    assert connection.client is not None
+    connection.client.on_message(BacklogAnnouncement(0, 5))
+    connection.client.on_message(BacklogAnnouncement(9, 5))  # an unknown receiver: ignored
+    assert connection.take_server_messages() == [AddCredit(0, 5)]
+    stats = gate.statistics().channels[0]
+    assert (stats.credit, stats.floating_buffers, stats.backlog, stats.queued_buffers) == (5, 5, 5, 2)
+    channel.on_sender_backlog(5)  # already covered
+    assert connection.take_server_messages() == []
+    assert [bytes(i.data or b"") for i in iter(gate.poll_next, None)] == [b"1", b"2"]  # no item for it
+
+
+def test_an_announced_backlog_waits_for_the_pool_like_a_piggybacked_one() -> None:
+    gate, connection, pool = remote_gate(num_channels=2, floating=1)
+    connection.take_server_messages()
+    first, second = gate.channels
+    assert isinstance(first, RemoteInputChannel) and isinstance(second, RemoteInputChannel)
+    first.on_sender_backlog(3)  # 2 exclusive free: wants 1 more, takes the one floating buffer
+    second.on_sender_backlog(4)  # nothing left in the pool: waits
+    assert connection.take_server_messages() == [AddCredit(0, 1)]
+    assert pool.used == pool.limit
+    first.on_buffer(memoryview(b"a"), backlog=0)  # into the floating buffer (floating first)
+    item = gate.poll_next()
+    assert item is not None
+    item.recycle()  # the first channel no longer wants it: it goes to the waiting one
+    assert connection.take_server_messages() == [AddCredit(1, 1)]
+
+
+def test_a_negative_announced_backlog_fails_the_channel() -> None:
+    gate, _connection, _pool = remote_gate()
+    channel = gate.channels[0]
+    assert isinstance(channel, RemoteInputChannel)
+    channel.on_sender_backlog(-1)
+    with pytest.raises(ProtocolViolation, match="backlog must not be negative"):
+        gate.poll_next()
 
 
 def test_a_buffer_beyond_credit_fails_the_channel() -> None:

@@ -15,6 +15,7 @@ from engine.network.events import EndOfPartition, Watermark
 from engine.network.partition import ResultPartition, SubpartitionView
 from engine.network.transport import (
     AddCredit,
+    BacklogAnnouncement,
     BufferResponse,
     CancelPartitionRequest,
     CloseRequest,
@@ -76,6 +77,8 @@ def responses(srv: PartitionRequestServer) -> list[tuple[int, object]]:
             message.release()
         elif isinstance(message, EventResponse):
             out.append((message.receiver_id, message.event))
+        elif isinstance(message, BacklogAnnouncement):
+            out.append((message.receiver_id, message))
         else:
             out.append((message.receiver_id, type(message.error)))
     return out
@@ -105,6 +108,58 @@ def test_backlog_is_piggybacked() -> None:
         backlogs.append(message.backlog)
         message.release()
     assert backlogs == [2, 1]
+
+
+# --- backlog announcements ----------------------------------------------------------------
+
+
+def test_a_reader_without_credit_announces_a_backlog_the_receiver_has_not_heard_of() -> None:
+    srv, provider = server()
+    p = partition()
+    provider.add(p)
+    srv.on_message(PartitionRequest(0, "p", 0, initial_credit=2))
+    for data in (b"a", b"b"):  # each buffer leaves while it is the only one: "backlog 0" twice
+        p.emit_nowait(0, data * SEG)
+        sent = srv.poll_response()
+        assert isinstance(sent, BufferResponse) and sent.backlog == 0
+        sent.release()
+    p.emit_nowait(0, b"c" * SEG)  # no credit left: held back, and announced instead
+    p.emit_nowait(0, b"d" * SEG)
+    assert responses(srv) == [(0, BacklogAnnouncement(0, 2))]  # the backlog as of sending, once
+    p.emit_nowait(0, b"e" * SEG)  # it grows beyond what was announced: announced again
+    assert responses(srv) == [(0, BacklogAnnouncement(0, 3))]
+    p.flush(0)  # no new buffer with bytes: nothing new to tell
+    assert responses(srv) == []
+    srv.on_message(AddCredit(0, 3))  # the receiver borrowed floating buffers for it
+    assert responses(srv) == [(0, b"c" * SEG), (0, b"d" * SEG), (0, b"e" * SEG)]
+
+
+def test_no_announcement_once_credit_arrived_or_the_backlog_was_piggybacked() -> None:
+    srv, provider = server()
+    p = partition()
+    provider.add(p)
+    srv.on_message(PartitionRequest(0, "p", 0, initial_credit=1))
+    p.emit_nowait(0, b"a" * SEG)
+    p.emit_nowait(0, b"b" * SEG)  # queued for an announcement (credit is still 1, but spent first)
+    srv.on_message(AddCredit(0, 1))
+    assert responses(srv) == [(0, b"a" * SEG), (0, b"b" * SEG)]
+    srv.on_message(PartitionRequest(1, "p", 1, initial_credit=1))
+    p.emit_nowait(1, b"x" * (3 * SEG))  # three buffers at once: the first says "backlog 2"
+    sent = srv.poll_response()
+    assert isinstance(sent, BufferResponse) and sent.backlog == 2
+    sent.release()
+    assert srv.poll_response() is None  # the receiver knows: no announcement
+    p.emit_nowait(1, b"x" * SEG)
+    assert responses(srv) == [(1, BacklogAnnouncement(1, 3))]
+
+
+def test_a_request_without_initial_credit_announces_the_backlog_it_finds() -> None:
+    srv, provider = server()
+    p = partition()
+    provider.add(p)
+    p.emit_nowait(0, b"a" * (2 * SEG))
+    srv.on_message(PartitionRequest(0, "p", 0, initial_credit=0))
+    assert responses(srv) == [(0, BacklogAnnouncement(0, 2))]
 
 
 def test_events_need_no_credit_but_wait_behind_data() -> None:

@@ -173,5 +173,20 @@ def bench_network(
         click.echo(f"results written to {output}")
 
 
+@bench.command("state")
+@click.option("--records", type=click.IntRange(min=1000), default=1_000_000, show_default=True)
+@click.option("--output", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
+def bench_state(records: int, output: str | None) -> None:
+    """Keyed tumbling window count+sum over 10,000 keys: reduce and built-in, heap and LMDB."""
+    import json as _json
+
+    from harness.state_bench import run_suite
+
+    report = run_suite(records, echo=click.echo)
+    if output:
+        Path(output).write_text(_json.dumps(report, indent=2))
+        click.echo(f"results written to {output}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

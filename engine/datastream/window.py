@@ -9,7 +9,7 @@ runtime; it reads these objects. Window starts follow Flink's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from engine.common.time import Duration, Time, to_millis
 from engine.errors import UsageError
@@ -18,9 +18,11 @@ MAX_WATERMARK = (1 << 63) - 1
 MIN_TIMESTAMP = -(1 << 63)
 
 
-@dataclass(frozen=True, order=True)
-class TimeWindow:
-    """A half-open interval [start, end) of event or processing time, in milliseconds."""
+class TimeWindow(NamedTuple):
+    """A half-open interval [start, end) of event or processing time, in milliseconds.
+
+    A named tuple: windows are hashed and compared per record, and tuples do that in C.
+    """
 
     start: int
     end: int

@@ -111,6 +111,8 @@ class WindowOperator(StreamOperator):
         else:
             self.contents_descriptor = ListStateDescriptor("window-contents")
         self.count_descriptor = ValueStateDescriptor("window-count")
+        nested = trigger.nested if isinstance(trigger, PurgingTrigger) else trigger
+        self._uses_counts = isinstance(nested, CountTrigger)
         self.sessions: dict[Any, set[TimeWindow]] = {}
         self._timers: dict[bool, list[tuple[int, int, Any, Any]]] = {
             True: [],
@@ -155,7 +157,8 @@ class WindowOperator(StreamOperator):
     def _use(self, key: Any, window: Any) -> None:
         self.backend.set_current_key(key)
         self.contents.set_current_namespace(window)
-        self.counts.set_current_namespace(window)
+        if self._uses_counts:
+            self.counts.set_current_namespace(window)
 
     def _add(self, key: Any, window: Any, value: Any) -> None:
         self._use(key, window)
@@ -204,7 +207,8 @@ class WindowOperator(StreamOperator):
     def _clear(self, key: Any, window: Any) -> None:
         self._use(key, window)
         self.contents.clear()
-        self.counts.clear()
+        if self._uses_counts:
+            self.counts.clear()
 
     # -- timers --------------------------------------------------------------------------------
     def _register(self, event_time: bool, key: Any, window: Any, time: int) -> None:

@@ -8,7 +8,6 @@ Flink's batch execution does.
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from engine.datastream.data_stream import FieldAggregator
 from engine.datastream.state import ValueStateDescriptor
 from engine.errors import UsageError
 from engine.runtime.operators.base import StreamOperator, results_of
+from engine.time.timers import InternalTimerService
 
 
 def _key_function(selector: Any) -> Any:
@@ -146,15 +146,15 @@ class AggregationOperator(_KeyedOperator):
 
 
 class TimerService:
-    """Event- and processing-time timers of one keyed operator; one timer per (key, timestamp)."""
+    """The ``ctx.timer_service()`` of a KeyedProcessFunction: timers of the current key.
+
+    Timers live in an InternalTimerService partitioned by key group (so they can be
+    snapshotted and redistributed with the key groups); one per (key, timestamp).
+    """
 
     def __init__(self, operator: KeyedProcessOperator) -> None:
         self._operator = operator
-        self.event_timers: list[tuple[int, int, Any]] = []
-        self.processing_timers: list[tuple[int, int, Any]] = []
-        self._event_set: set[tuple[Any, int]] = set()
-        self._processing_set: set[tuple[Any, int]] = set()
-        self._seq = 0
+        self.internal = InternalTimerService()
 
     def current_processing_time(self) -> int:
         return self._operator.context.processing_time_ms()
@@ -162,44 +162,28 @@ class TimerService:
     def current_watermark(self) -> int:
         return self._operator.current_watermark
 
+    def _where(self) -> tuple[Any, int]:
+        backend = self._operator.backend
+        return backend.current_key, backend.current_key_group
+
     def register_event_time_timer(self, timestamp: int) -> None:
-        key = self._operator.current_key
-        if (key, timestamp) not in self._event_set:
-            self._event_set.add((key, timestamp))
-            self._seq += 1
-            heapq.heappush(self.event_timers, (timestamp, self._seq, key))
+        key, key_group = self._where()
+        self.internal.register_event_time_timer(key, key_group, None, timestamp)
 
     def register_processing_time_timer(self, timestamp: int) -> None:
-        key = self._operator.current_key
-        if (key, timestamp) not in self._processing_set:
-            self._processing_set.add((key, timestamp))
-            self._seq += 1
-            heapq.heappush(self.processing_timers, (timestamp, self._seq, key))
+        key, key_group = self._where()
+        self.internal.register_processing_time_timer(key, key_group, None, timestamp)
 
     def delete_event_time_timer(self, timestamp: int) -> None:
-        self._event_set.discard((self._operator.current_key, timestamp))
+        key, key_group = self._where()
+        self.internal.delete_event_time_timer(key, key_group, None, timestamp)
 
     def delete_processing_time_timer(self, timestamp: int) -> None:
-        self._processing_set.discard((self._operator.current_key, timestamp))
-
-    def pop_due(self, event_time: bool, until: int) -> list[tuple[int, Any]]:
-        heap = self.event_timers if event_time else self.processing_timers
-        live = self._event_set if event_time else self._processing_set
-        due = []
-        while heap and heap[0][0] <= until:
-            ts, _, key = heapq.heappop(heap)
-            if (key, ts) in live:
-                live.discard((key, ts))
-                due.append((ts, key))
-        return due
+        key, key_group = self._where()
+        self.internal.delete_processing_time_timer(key, key_group, None, timestamp)
 
     def next_processing_deadline(self) -> int | None:
-        while (
-            self.processing_timers
-            and (self.processing_timers[0][2], self.processing_timers[0][0]) not in self._processing_set
-        ):
-            heapq.heappop(self.processing_timers)
-        return self.processing_timers[0][0] if self.processing_timers else None
+        return self.internal.next_processing_time()
 
 
 class _KeyedContext(fn.KeyedProcessFunction.OnTimerContext):
@@ -272,33 +256,35 @@ class KeyedProcessOperator(_KeyedOperator):
         self._emit(Batch(out, stamps))
         self._flush_side()
 
-    def _fire(self, due: list[tuple[int, Any]], domain: str) -> None:
-        if not due:
-            return
+    def _fire(self, event_time: bool, until: int) -> None:
+        """Fire due timers one at a time, so a timer registered while firing fires too (as Flink)."""
+        internal = self.timers.internal
+        pop = internal.pop_event_time_timer if event_time else internal.pop_processing_time_timer
         ctx = self._ctx
-        ctx._time_domain = domain
+        ctx._time_domain = "EVENT_TIME" if event_time else "PROCESSING_TIME"
         out: list[Any] = []
         stamps: list[int] = []
-        for ts, key in due:
-            self.current_key = key
-            self.backend.set_current_key(key)
-            ctx._timestamp = ts
-            produced = results_of(self.function.on_timer(ts, ctx))
+        while (timer := pop(until)) is not None:
+            self.current_key = timer.key
+            self.backend.set_current_key(timer.key)
+            ctx._timestamp = timer.timestamp
+            produced = results_of(self.function.on_timer(timer.timestamp, ctx))
             out.extend(produced)
-            stamps.extend([ts] * len(produced))
-        self._emit(Batch(out, np.array(stamps, dtype=np.int64)))
+            stamps.extend([timer.timestamp] * len(produced))
+        if out:
+            self._emit(Batch(out, np.array(stamps, dtype=np.int64)))
         self._flush_side()
 
     def process_watermark(self, timestamp: int) -> None:
         self.current_watermark = timestamp
-        self._fire(self.timers.pop_due(True, timestamp), "EVENT_TIME")
+        self._fire(True, timestamp)
         self.chain_output.emit_watermark(timestamp)
 
     def next_processing_time_deadline(self) -> int | None:
         return self.timers.next_processing_deadline()
 
     def on_processing_time(self, now_ms: int) -> None:
-        self._fire(self.timers.pop_due(False, now_ms), "PROCESSING_TIME")
+        self._fire(False, now_ms)
 
     def close(self) -> None:
         self.function.close()

@@ -24,7 +24,6 @@ replace).
 
 from __future__ import annotations
 
-import heapq
 from typing import Any
 
 import numpy as np
@@ -51,6 +50,7 @@ from engine.errors import UsageError
 from engine.graph.stream_graph import StreamNode
 from engine.runtime.operators.base import StreamOperator, results_of
 from engine.runtime.operators.keyed import _check_key, _key_function
+from engine.time.timers import InternalTimerService
 
 CONTINUE, FIRE, PURGE, FIRE_AND_PURGE = 0, 1, 2, 3
 
@@ -114,12 +114,7 @@ class WindowOperator(StreamOperator):
         nested = trigger.nested if isinstance(trigger, PurgingTrigger) else trigger
         self._uses_counts = isinstance(nested, CountTrigger)
         self.sessions: dict[Any, set[TimeWindow]] = {}
-        self._timers: dict[bool, list[tuple[int, int, Any, Any]]] = {
-            True: [],
-            False: [],
-        }  # event_time -> heap
-        self._live: set[tuple[bool, Any, Any, int]] = set()
-        self._seq = 0
+        self.timers = InternalTimerService()  # namespace = window, partitioned by key group
         self._out: list[Any] = []
         self._out_ts: list[int] = []
         self._side: dict[Any, list[tuple[Any, int]]] = {}
@@ -212,15 +207,20 @@ class WindowOperator(StreamOperator):
 
     # -- timers --------------------------------------------------------------------------------
     def _register(self, event_time: bool, key: Any, window: Any, time: int) -> None:
-        marker = (event_time, key, window, time)
-        if marker in self._live:
-            return
-        self._live.add(marker)
-        self._seq += 1
-        heapq.heappush(self._timers[event_time], (time, self._seq, key, window))
+        self.backend.set_current_key(key)
+        kg = self.backend.current_key_group
+        if event_time:
+            self.timers.register_event_time_timer(key, kg, window, time)
+        else:
+            self.timers.register_processing_time_timer(key, kg, window, time)
 
     def _delete(self, event_time: bool, key: Any, window: Any, time: int) -> None:
-        self._live.discard((event_time, key, window, time))
+        self.backend.set_current_key(key)
+        kg = self.backend.current_key_group
+        if event_time:
+            self.timers.delete_event_time_timer(key, kg, window, time)
+        else:
+            self.timers.delete_processing_time_timer(key, kg, window, time)
 
     def _cleanup_time(self, window: Any) -> int:
         if isinstance(window, GlobalWindow):
@@ -340,13 +340,9 @@ class WindowOperator(StreamOperator):
 
     # -- time ----------------------------------------------------------------------------------
     def _fire_timers(self, event_time: bool, until: int) -> None:
-        heap = self._timers[event_time]
-        while heap and heap[0][0] <= until:
-            time, _, key, window = heapq.heappop(heap)
-            marker = (event_time, key, window, time)
-            if marker not in self._live:
-                continue
-            self._live.discard(marker)
+        pop = self.timers.pop_event_time_timer if event_time else self.timers.pop_processing_time_timer
+        while (timer := pop(until)) is not None:
+            key, window, time = timer.key, timer.namespace, timer.timestamp
             self._apply(self._on_time(self.trigger, event_time, window, time), key, window)
             if time == self._cleanup_time(window) and event_time == self.assigner.is_event_time:
                 self._clear(key, window)
@@ -360,10 +356,7 @@ class WindowOperator(StreamOperator):
         self.chain_output.emit_watermark(timestamp)
 
     def next_processing_time_deadline(self) -> int | None:
-        heap = self._timers[False]
-        while heap and (False, heap[0][2], heap[0][3], heap[0][0]) not in self._live:
-            heapq.heappop(heap)
-        return heap[0][0] if heap else None
+        return self.timers.next_processing_time()
 
     def on_processing_time(self, now_ms: int) -> None:
         self._fire_timers(False, now_ms)

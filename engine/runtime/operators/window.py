@@ -70,13 +70,48 @@ class _WindowContext(fn.ProcessWindowFunction.Context):
         return self._operator.current_watermark
 
     def window_state(self) -> Any:
-        raise UsageError("per-window state in ProcessWindowFunction needs the state backends")
+        """Keyed state scoped to the current key and this window (cleared with the window)."""
+        return _ScopedState(self._operator, self._window)
 
     def global_state(self) -> Any:
-        raise UsageError("global state in ProcessWindowFunction needs the state backends")
+        """Keyed state of the current key across all windows."""
+        return _ScopedState(self._operator, None)
 
     def output(self, output_tag: Any, value: Any) -> None:
         self._operator._side.setdefault(output_tag, []).append((value, self._window.max_timestamp()))
+
+
+class _ScopedState:
+    """``context.window_state()``/``global_state()``: keyed state in one namespace."""
+
+    def __init__(self, operator: WindowOperator, namespace: Any) -> None:
+        self._operator = operator
+        self._namespace = namespace
+
+    def _get(self, descriptor: Any) -> Any:
+        from engine.state.backend import RuntimeStateProvider
+
+        state = RuntimeStateProvider(self._operator.backend).get_state(descriptor.kind, descriptor)
+        state.set_current_namespace(self._namespace)
+        if self._namespace is not None:
+            self._operator._window_state_names.add(descriptor.name)
+            self._operator._window_descriptors[descriptor.name] = descriptor
+        return state
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        return self._get(state_descriptor)
 
 
 class WindowOperator(StreamOperator):
@@ -115,6 +150,8 @@ class WindowOperator(StreamOperator):
         self._uses_counts = isinstance(nested, CountTrigger)
         self.sessions: dict[Any, set[TimeWindow]] = {}
         self.timers = InternalTimerService()  # namespace = window, partitioned by key group
+        self._window_state_names: set[str] = set()
+        self._window_descriptors: dict[str, Any] = {}
         self._out: list[Any] = []
         self._out_ts: list[int] = []
         self._side: dict[Any, list[tuple[Any, int]]] = {}
@@ -204,6 +241,14 @@ class WindowOperator(StreamOperator):
         self.contents.clear()
         if self._uses_counts:
             self.counts.clear()
+        if self._window_state_names:  # per-window state of ProcessWindowFunctions goes with the window
+            if isinstance(self.function, fn.ProcessWindowFunction):
+                self._ctx._window = window
+                self.function.clear(self._ctx)
+            for name in self._window_state_names:
+                state = self.backend.get_state(self._window_descriptors[name])
+                state.set_current_namespace(window)
+                state.clear()
 
     # -- timers --------------------------------------------------------------------------------
     def _register(self, event_time: bool, key: Any, window: Any, time: int) -> None:

@@ -16,6 +16,7 @@ from engine.datastream.window import (
     GlobalWindows,
     PurgingTrigger,
     SlidingEventTimeWindows,
+    TimeWindow,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
@@ -179,3 +180,37 @@ def test_processing_time_windows_fire_on_the_clock() -> None:
     assert h.values() == [("a", 3)]
     h.advance_processing_time(2_000)
     assert h.values() == [("a", 3), ("a", 5)]
+
+
+class CountFirings(ProcessWindowFunction):
+    """Counts how often each window fired (window state) and each key fired at all (global state)."""
+
+    def process(self, key, context, elements):  # type: ignore[no-untyped-def]
+        from engine.datastream.state import ValueStateDescriptor
+
+        per_window = context.window_state().get_state(ValueStateDescriptor("firings", None))
+        per_key = context.global_state().get_state(ValueStateDescriptor("all-firings", None))
+        per_window.update((per_window.value() or 0) + 1)
+        per_key.update((per_key.value() or 0) + 1)
+        yield (key, context.window().start, per_window.value(), per_key.value())
+
+
+def test_process_window_function_window_and_global_state() -> None:
+    op = window_op(TumblingEventTimeWindows.of(Time.seconds(10)), "process", CountFirings(), lateness=10_000)
+    h = Harness(op)
+    h.elements((("a", 1), 1_000))
+    h.watermark(10_000)  # fires [0, 10 s)
+    h.elements((("a", 2), 2_000))  # late but allowed: fires the same window again
+    h.elements((("a", 3), 12_000))
+    h.watermark(20_000)  # fires [10, 20 s)
+    assert h.values() == [("a", 0, 1, 1), ("a", 0, 2, 2), ("a", 10_000, 1, 3)]
+    h.watermark(40_000)  # cleanup removes the per-window state, not the global one
+    op.backend.set_current_key("a")
+    from engine.datastream.state import ValueStateDescriptor
+
+    per_window = op.backend.get_state(ValueStateDescriptor("firings", None))
+    per_window.set_current_namespace(TimeWindow(0, 10_000))
+    assert per_window.value() is None
+    per_key = op.backend.get_state(ValueStateDescriptor("all-firings", None))
+    per_key.set_current_namespace(None)
+    assert per_key.value() == 3

@@ -157,6 +157,38 @@ class InternalKvState(State):
         """Replace the raw content (``get_internal``'s shape); None clears it."""
 
 
+class ReducingStateLogic:
+    """``ReducingState`` on top of a backend's single-value storage (get/update_internal)."""
+
+    _reduce: Callable[[Any, Any], Any]
+
+    def get(self) -> Any:
+        return self.get_internal()  # type: ignore[attr-defined]
+
+    def add(self, value: Any) -> None:
+        if value is None:
+            self.clear()  # type: ignore[attr-defined]
+            return
+        current = self.get_internal()  # type: ignore[attr-defined]
+        self.update_internal(value if current is None else self._reduce(current, value))  # type: ignore[attr-defined]
+
+
+class AggregatingStateLogic:
+    """``AggregatingState`` on top of a backend's single-value storage: keeps the accumulator."""
+
+    _agg: Any
+
+    def get(self) -> Any:
+        acc = self.get_internal()  # type: ignore[attr-defined]
+        return None if acc is None else self._agg.get_result(acc)
+
+    def add(self, value: Any) -> None:
+        acc = self.get_internal()  # type: ignore[attr-defined]
+        if acc is None:
+            acc = self._agg.create_accumulator()
+        self.update_internal(self._agg.add(value, acc))  # type: ignore[attr-defined]
+
+
 class KeyedStateBackend(ABC):
     """Keyed state of one operator subtask: the key groups of ``key_group_range``.
 

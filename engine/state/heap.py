@@ -39,10 +39,12 @@ from engine.errors import UsageError
 from engine.keys.reference import KeyGroupRange
 from engine.state.backend import (
     VOID_NAMESPACE,
+    AggregatingStateLogic,
     InternalKvState,
     KeyedStateBackend,
     KeyedStateBackendStatistics,
     KeyedStateSnapshot,
+    ReducingStateLogic,
     SnapshotEntry,
     StateMetaInfo,
 )
@@ -137,39 +139,20 @@ class HeapValueState(_HeapSingle, ValueState):
     update = _HeapSingle.update_internal
 
 
-class HeapReducingState(_HeapSingle, ReducingState):
+class HeapReducingState(ReducingStateLogic, _HeapSingle, ReducingState):
     def __init__(
         self, backend: HeapKeyedStateBackend, table: Table, descriptor: ReducingStateDescriptor
     ) -> None:
         super().__init__(backend, table, descriptor)
         self._reduce = descriptor.reduce
 
-    get = _HeapSingle.get_internal
 
-    def add(self, value: Any) -> None:
-        if value is None:
-            self.clear()
-            return
-        current = self.get_internal()
-        self.update_internal(value if current is None else self._reduce(current, value))
-
-
-class HeapAggregatingState(_HeapSingle, AggregatingState):
+class HeapAggregatingState(AggregatingStateLogic, _HeapSingle, AggregatingState):
     def __init__(
         self, backend: HeapKeyedStateBackend, table: Table, descriptor: AggregatingStateDescriptor
     ) -> None:
         super().__init__(backend, table, descriptor)
         self._agg = descriptor.agg_function
-
-    def get(self) -> Any:
-        acc = self.get_internal()
-        return None if acc is None else self._agg.get_result(acc)
-
-    def add(self, value: Any) -> None:
-        acc = self.get_internal()
-        if acc is None:
-            acc = self._agg.create_accumulator()
-        self.update_internal(self._agg.add(value, acc))
 
 
 def _no_none(name: str, values: list[Any]) -> list[Any]:

@@ -56,10 +56,12 @@ from engine.errors import UsageError
 from engine.keys.reference import KeyGroupRange
 from engine.state.backend import (
     VOID_NAMESPACE,
+    AggregatingStateLogic,
     InternalKvState,
     KeyedStateBackend,
     KeyedStateBackendStatistics,
     KeyedStateSnapshot,
+    ReducingStateLogic,
     SnapshotEntry,
     StateMetaInfo,
 )
@@ -170,37 +172,18 @@ class LmdbValueState(_LmdbSingle, ValueState):
     update = _LmdbSingle.update_internal
 
 
-class LmdbReducingState(_LmdbSingle, ReducingState):
+class LmdbReducingState(ReducingStateLogic, _LmdbSingle, ReducingState):
     def __init__(self, backend: LmdbKeyedStateBackend, db: Any, descriptor: ReducingStateDescriptor) -> None:
         super().__init__(backend, db, descriptor)
         self._reduce = descriptor.reduce
 
-    get = _LmdbSingle.get_internal
 
-    def add(self, value: Any) -> None:
-        if value is None:
-            self.clear()
-            return
-        current = self.get_internal()
-        self.update_internal(value if current is None else self._reduce(current, value))
-
-
-class LmdbAggregatingState(_LmdbSingle, AggregatingState):
+class LmdbAggregatingState(AggregatingStateLogic, _LmdbSingle, AggregatingState):
     def __init__(
         self, backend: LmdbKeyedStateBackend, db: Any, descriptor: AggregatingStateDescriptor
     ) -> None:
         super().__init__(backend, db, descriptor)
         self._agg = descriptor.agg_function
-
-    def get(self) -> Any:
-        acc = self.get_internal()
-        return None if acc is None else self._agg.get_result(acc)
-
-    def add(self, value: Any) -> None:
-        acc = self.get_internal()
-        if acc is None:
-            acc = self._agg.create_accumulator()
-        self.update_internal(self._agg.add(value, acc))
 
 
 class LmdbListState(_LmdbState, ListState):

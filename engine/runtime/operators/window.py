@@ -150,6 +150,7 @@ class WindowOperator(StreamOperator):
         self._uses_counts = isinstance(nested, CountTrigger)
         self.sessions: dict[Any, set[TimeWindow]] = {}
         self.timers = InternalTimerService()  # namespace = window, partitioned by key group
+        self._registered: set[tuple[bool, Any, Any, int]] = set()  # timers known to be registered
         self._window_state_names: set[str] = set()
         self._window_descriptors: dict[str, Any] = {}
         self._out: list[Any] = []
@@ -252,6 +253,10 @@ class WindowOperator(StreamOperator):
 
     # -- timers --------------------------------------------------------------------------------
     def _register(self, event_time: bool, key: Any, window: Any, time: int) -> None:
+        marker = (event_time, key, window, time)
+        if marker in self._registered:  # most records land in a window whose timers exist
+            return
+        self._registered.add(marker)
         self.backend.set_current_key(key)
         kg = self.backend.current_key_group
         if event_time:
@@ -260,6 +265,7 @@ class WindowOperator(StreamOperator):
             self.timers.register_processing_time_timer(key, kg, window, time)
 
     def _delete(self, event_time: bool, key: Any, window: Any, time: int) -> None:
+        self._registered.discard((event_time, key, window, time))
         self.backend.set_current_key(key)
         kg = self.backend.current_key_group
         if event_time:
@@ -388,6 +394,7 @@ class WindowOperator(StreamOperator):
         pop = self.timers.pop_event_time_timer if event_time else self.timers.pop_processing_time_timer
         while (timer := pop(until)) is not None:
             key, window, time = timer.key, timer.namespace, timer.timestamp
+            self._registered.discard((event_time, key, window, time))
             self._apply(self._on_time(self.trigger, event_time, window, time), key, window)
             if time == self._cleanup_time(window) and event_time == self.assigner.is_event_time:
                 self._clear(key, window)

@@ -1,0 +1,1 @@
+"""Checkpointing: the coordinator's bookkeeping and barrier alignment (pure); storage (I/O)."""

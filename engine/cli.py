@@ -136,6 +136,35 @@ def run(
     console.print(summary)
 
 
+@main.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--verify/--no-verify", default=False, help="Check every state file's checksum.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
+    """List the checkpoints and savepoints under DIRECTORY: id, kind, time, size, validity."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from engine.checkpoint.storage import describe
+
+    entries = describe(directory, verify_checksums=verify)
+    if fmt == "json":
+        click.echo(json.dumps(entries, indent=2, default=str))
+        return
+    if not entries:
+        click.echo(f"no checkpoints or savepoints under {directory}")
+        return
+    table = Table(title=f"checkpoints under {directory}")
+    for column in ("job", "id", "kind", "timestamp ms", "size bytes", "files", "status", "reason"):
+        table.add_column(column)
+    for e in entries:
+        table.add_row(
+            str(e.get("job_id", ""))[:8], str(e.get("id", "")), str(e.get("kind", "")), str(e.get("timestamp_ms", "")),
+            f"{e.get('size_bytes', 0):,}", str(e.get("files", "")), str(e.get("status", "")), str(e.get("reason") or ""),
+        )  # fmt: skip
+    Console().print(table)
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print ratios measured in one run."""

@@ -72,3 +72,23 @@ def test_bench_network_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["parameters"]["records"] == 20000
     assert len(report["results"]) == 4 and all(r["records_per_s"] > 0 for r in report["results"])
+
+
+def test_checkpoints_lists_valid_and_corrupt_checkpoints(tmp_path: Path) -> None:
+    from engine.checkpoint.metadata import CheckpointMetadata
+    from engine.checkpoint.storage import CheckpointStorage
+
+    storage = CheckpointStorage(tmp_path, "a" * 32)
+    for cid in (1, 2):
+        storage.write_metadata(
+            cid, CheckpointMetadata(job_id="a" * 32, checkpoint_id=cid, timestamp_ms=1000 * cid, operators=())
+        )
+    (storage.checkpoint_dir(3)).mkdir(parents=True, exist_ok=True)  # never committed: no _metadata
+    result = CliRunner().invoke(main, ["checkpoints", str(tmp_path), "--format", "json"])
+    assert result.exit_code == 0, result.output
+    entries = json.loads(result.stdout)
+    by_id = {e["id"]: e for e in entries}
+    assert by_id[1]["status"] == by_id[2]["status"] == "valid"
+    assert by_id[3]["status"] == "incomplete"
+    text = CliRunner().invoke(main, ["checkpoints", str(tmp_path)])
+    assert text.exit_code == 0 and "valid" in text.stdout

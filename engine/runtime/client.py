@@ -14,6 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import trio
@@ -113,9 +114,21 @@ def state_backend_for(env: Any) -> Any:
     return state_backend_from_config(env.get_configuration().get_option(opts.STATE_BACKEND))
 
 
+def checkpoint_config_for(env: Any) -> Any:
+    """The coordinator's configuration when ``enable_checkpointing`` (or its key) is set, else None."""
+    if env.get_checkpoint_interval() <= 0:
+        return None
+    from engine.checkpoint.coordinator import CheckpointCoordinatorConfig
+
+    return CheckpointCoordinatorConfig.from_configuration(env.get_configuration())
+
+
 def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
+    directory = env.get_checkpoint_config().get_checkpoint_storage_dir()
     return JobSettings(
         state_backend=state_backend_for(env),
+        checkpoint_config=checkpoint_config_for(env),
+        checkpoint_dir=None if directory is None else Path(directory),
         buffer_timeout_ms=env.get_buffer_timeout(),
         auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
         processing_time_ms=processing_time_source(),

@@ -54,6 +54,8 @@ class JobSettings:
     job_parameters: dict[str, str] = field(default_factory=dict)
     slot_request_timeout_ms: int = 300_000
     state_backend: Any = None  # a StateBackend (engine.datastream.state_backend); None: hashmap
+    checkpoint_config: Any = None  # CheckpointCoordinatorConfig when checkpointing is enabled
+    checkpoint_dir: Any = None  # Path of the checkpoint storage root
 
 
 class JobMaster:
@@ -81,6 +83,7 @@ class JobMaster:
         self._changed = trio.Event()
         self._cancel_requested = False
         self._deployed_regions: set[int] = set()
+        self.checkpoints: Any = None
         self.deploy_order: list[str] = []  # task names in deployment order (for tests and the UI)
         self.finished_before_deploy: dict[str, set[str]] = {}
 
@@ -108,10 +111,15 @@ class JobMaster:
             self.job_id, len(preferred), preferred=preferred, timeout_ms=self.settings.slot_request_timeout_ms
         )
         self.rm.add_listener(self._on_taskmanager_lost)
+        self.checkpoints = self._checkpoint_driver(eg)
         try:
             self.status.on_event("schedule")
             eg.status.on_event("schedule")
-            await self._supervise(eg)
+            async with trio.open_nursery() as nursery:
+                if self.checkpoints is not None:
+                    nursery.start_soon(self.checkpoints.run, self._all_running)
+                await self._supervise(eg)
+                nursery.cancel_scope.cancel()
         finally:
             self.rm.remove_listener(self._on_taskmanager_lost)
             self.rm.release_slots(self.job_id)
@@ -145,6 +153,48 @@ class JobMaster:
                 self.status.on_event("all_terminal")
                 return
             await self._changed.wait()
+
+    def _checkpoint_driver(self, eg: ExecutionGraph) -> Any:
+        s = self.settings
+        config = s.checkpoint_config
+        if config is None or not config.interval_ms or self.job_graph.is_batch or s.checkpoint_dir is None:
+            return None
+        from engine.runtime.checkpointing import CheckpointDriver
+
+        vertices = eg.all_execution_vertices()
+        sources = [ev.current_execution.attempt_id for ev in vertices if ev.job_vertex.job_vertex.is_source]
+        tasks = [ev.current_execution.attempt_id for ev in vertices]
+
+        def fail(reason: str) -> None:
+            if self.failure is None:
+                self.failure = JobExecutionError(f"checkpointing failed: {reason}")
+                self._changed.set()
+
+        return CheckpointDriver(
+            self.job_id, s.checkpoint_dir, config, sources, tasks, s.processing_time_ms,
+            self._trigger_checkpoint, self._notify_checkpoint_complete, fail,
+        )  # fmt: skip
+
+    def _all_running(self) -> bool:
+        return (
+            all(e.state.name == "RUNNING" for e in self.executions.values())
+            and len(self.executions) == len(self.handles)
+            and all(h.task is not None for h in self.handles.values())
+        )
+
+    def _trigger_checkpoint(self, action: Any) -> None:
+        from engine.network.events import CheckpointBarrier
+
+        barrier = CheckpointBarrier(action.checkpoint_id, action.timestamp, action.is_savepoint)
+        for attempt_id in action.targets:
+            handle = self.handles.get(attempt_id)
+            if handle is not None and handle.task is not None:
+                handle.task.trigger_checkpoint(barrier)
+
+    def _notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for handle in self.handles.values():
+            if handle.task is not None:
+                handle.task.notify_checkpoint_complete(checkpoint_id)
 
     def _deploy_ready_regions(self, eg: ExecutionGraph) -> None:
         for region in eg.regions:
@@ -218,6 +268,9 @@ class JobMaster:
             collect_channels=s.collect_channels,
             job_parameters=s.job_parameters,
             state_backend=s.state_backend,
+            checkpoint_storage=None if self.checkpoints is None else self.checkpoints.storage,
+            on_checkpoint_ack=None if self.checkpoints is None else self.checkpoints.on_acknowledge,
+            on_checkpoint_decline=None if self.checkpoints is None else self.checkpoints.on_decline,
         )
         self.executions[execution.attempt_id] = execution
         self.deploy_order.append(ev.task_name_with_subtask)

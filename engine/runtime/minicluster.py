@@ -109,6 +109,9 @@ class MiniCluster:
         tmp.replace(job_dir / "jobgraph.json")
         from engine.datastream.state_backend import LmdbStateBackend
 
+        if settings.checkpoint_config is not None and settings.checkpoint_dir is None:
+            settings.checkpoint_dir = self.working_dir / "checkpoints"
+
         backend = settings.state_backend
         if isinstance(backend, LmdbStateBackend) and backend.path is None:
             # local state lives in the TaskManagers' working directory, removed with the cluster

@@ -24,12 +24,20 @@ subtask; the TaskExecutor reports it to the JobMaster.
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
+from engine.checkpoint.barrier_handler import (
+    BlockChannel,
+    ForwardBarrier,
+    TakeSnapshot,
+    UnblockAll,
+    make_barrier_handler,
+)
 from engine.codec.batch import Batch
 from engine.codec.reader import FrameReader
 from engine.codec.serializers import serializer_for
@@ -37,9 +45,10 @@ from engine.errors import OperatorFailure, WeirError
 from engine.graph.job_graph import JobEdge, JobVertex
 from engine.graph.stream_graph import StreamEdge, StreamGraph
 from engine.network.environment import ChannelSpec
-from engine.network.events import Watermark, WatermarkStatus
+from engine.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
 from engine.network.flusher import run_output_flusher
 from engine.runtime.channel_selectors import selector_for
+from engine.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
 from engine.runtime.operators.base import ChainingOutput, OperatorContext, StreamOperator
 from engine.runtime.operators.factory import SourceOperator, create_operator, create_source
 from engine.runtime.operators.sinks import SinkOperator
@@ -76,6 +85,9 @@ class TaskDeployment:
     collect_channels: dict[int, Any] = field(default_factory=dict)
     job_parameters: dict[str, str] = field(default_factory=dict)
     state_backend: Any = None  # StateBackend creating each keyed operator's KeyedStateBackend
+    checkpoint_storage: Any = None  # CheckpointStorage when checkpointing is on
+    on_checkpoint_ack: Any = None  # (execution_id, checkpoint_id, acks, size_bytes) -> None
+    on_checkpoint_decline: Any = None  # (execution_id, checkpoint_id, reason) -> None
 
     @property
     def name_with_subtask(self) -> str:
@@ -174,6 +186,10 @@ class Task:
         self.partitions: list[Any] = []
         self.async_sinks: list[SinkOperator] = []
         self.keyed_backends: list[Any] = []
+        self._triggers: list[CheckpointBarrier] = []
+        self._taken: list[OperatorSnapshot] = []
+        self._snapshot_for = 0
+        self._nursery: trio.Nursery | None = None
         self.buffers_in = 0
         self.records_in = 0
         self.backpressured_seconds = 0.0
@@ -279,6 +295,7 @@ class Task:
         """Run the attempt to its end. Cancellation: operators are closed, partitions dropped;
         the cancellation propagates to the caller (the TaskExecutor reports CANCELED)."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             try:
                 self._build(nursery)
                 for node_id in reversed(self.d.job_vertex.chained_node_ids):
@@ -340,6 +357,40 @@ class Task:
         ]
         valve = WatermarkValve(len(specs))
         head_guard = self.guards[d.job_vertex.chained_node_ids[0]]
+        aligner = (
+            make_barrier_handler(len(specs), unaligned=False) if d.checkpoint_storage is not None else None
+        )
+        blocked: set[int] = set()
+        held: deque[tuple[int, Any, Any]] = deque()  # (channel, bytes | None, event | None) behind a barrier
+
+        async def handle(channel: int, data: Any, event: Any) -> None:
+            if channel in blocked:
+                held.append((channel, data, event))
+                return
+            if data is not None:
+                self.buffers_in += 1
+                for batch in readers[channel].feed(data):
+                    self.records_in += len(batch)
+                    head_guard.process(batch)
+                    await self._drain()
+                return
+            actions: list[Any] = []
+            if isinstance(event, Watermark):
+                actions = valve.input_watermark(channel, event.timestamp)
+            elif isinstance(event, WatermarkStatus):
+                actions = valve.input_watermark_status(channel, event.idle)
+            elif isinstance(event, CheckpointBarrier) and aligner is not None:
+                await self._align(aligner.on_barrier(channel, event), blocked, event)
+            elif isinstance(event, EndOfPartition) and aligner is not None:
+                await self._align(aligner.on_end_of_partition(channel), blocked, None)
+            for action in actions:
+                if isinstance(action, EmitWatermark):
+                    head_guard.watermark(action.timestamp)
+                else:
+                    head_guard.status(action.idle)
+            if actions:
+                await self._drain()
+
         while True:
             item = await gate.get_next()
             if item is None:
@@ -347,29 +398,38 @@ class Task:
             async with self._drain_lock:
                 channel = item.channel_index
                 if item.is_buffer:
-                    self.buffers_in += 1
-                    batches = readers[channel].feed(item.data)
-                    item.recycle()
-                    for batch in batches:
-                        self.records_in += len(batch)
-                        head_guard.process(batch)
-                        await self._drain()
+                    data = item.data if channel not in blocked else bytes(item.data)
+                    try:
+                        await handle(channel, data, None)
+                    finally:
+                        item.recycle()
                 else:
                     event = item.event
                     item.recycle()
-                    actions: list[Any] = []
-                    if isinstance(event, Watermark):
-                        actions = valve.input_watermark(channel, event.timestamp)
-                    elif isinstance(event, WatermarkStatus):
-                        actions = valve.input_watermark_status(channel, event.idle)
-                    for action in actions:
-                        if isinstance(action, EmitWatermark):
-                            head_guard.watermark(action.timestamp)
-                        else:
-                            head_guard.status(action.idle)
-                    if actions:
-                        await self._drain()
+                    await handle(channel, None, event)
+                while held and not blocked:
+                    await handle(*held.popleft())
             self._poke_timers()
+
+    async def _align(self, actions: list[Any], blocked: set[int], barrier: CheckpointBarrier | None) -> None:
+        """Carry out the barrier handler's actions (aligned checkpoints)."""
+        for action in actions:
+            if isinstance(action, BlockChannel):
+                blocked.add(action.channel)
+            elif isinstance(action, TakeSnapshot):
+                await self._drain()
+                self._snapshot_for = action.checkpoint_id
+                self._taken = self._snapshot_operators()
+            elif isinstance(action, ForwardBarrier):
+                for writer in self.writers:
+                    writer.add_event(action.barrier)
+                await self._drain()
+                assert self._nursery is not None
+                self._nursery.start_soon(
+                    self._write_and_acknowledge, action.barrier.checkpoint_id, self._taken
+                )
+            elif isinstance(action, UnblockAll):
+                blocked.clear()
 
     async def _finish(self) -> None:
         async with self._drain_lock:
@@ -388,6 +448,71 @@ class Task:
             with contextlib.suppress(Exception):
                 backend.dispose()
 
+    # -- checkpoints ---------------------------------------------------------------------------
+    def trigger_checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """A source task: snapshot at the next batch boundary and emit ``barrier`` in line."""
+        self._triggers.append(barrier)
+        self._poke_timers()
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        for op in self.operators:
+            notify = getattr(op, "notify_checkpoint_complete", None)
+            if notify is not None:
+                notify(checkpoint_id)
+
+    def _snapshot_operators(self) -> list[OperatorSnapshot]:
+        """The synchronous part of a checkpoint: copy out every chained operator's state."""
+        d = self.d
+        out = []
+        for op in self.operators:
+            ctx = op.context
+            backend = ctx.keyed_backend
+            timers = getattr(op, "timers", None)
+            internal: Any = getattr(timers, "internal", timers)
+            timer_snapshot = (
+                internal.snapshot() if internal is not None and hasattr(internal, "snapshot") else None
+            )
+            out.append(
+                OperatorSnapshot(
+                    operator_id=ctx.operator_id,
+                    parallelism=ctx.parallelism,
+                    max_parallelism=ctx.max_parallelism,
+                    subtask_index=d.subtask_index,
+                    keyed=None if backend is None else backend.snapshot(),
+                    key_group_range=None if backend is None else backend.key_group_range,
+                    timers=timer_snapshot,
+                    source_position=op.position if isinstance(op, SourceOperator) else None,
+                )
+            )
+        return out
+
+    async def _checkpoint(self, barrier: CheckpointBarrier) -> None:
+        """Snapshot, forward the barrier in line, and write the files in the background.
+        Called with the drain lock held. Cancellation: the checkpoint is abandoned."""
+        await self._drain()  # everything before the barrier goes out first
+        snapshots = self._snapshot_operators()
+        for writer in self.writers:
+            writer.add_event(barrier)
+        await self._drain()
+        assert self._nursery is not None
+        self._nursery.start_soon(self._write_and_acknowledge, barrier.checkpoint_id, snapshots)
+
+    async def _write_and_acknowledge(self, checkpoint_id: int, snapshots: list[OperatorSnapshot]) -> None:
+        """The asynchronous part: write in a worker thread while processing goes on.
+        Cancellation: the files written so far stay; the checkpoint never completes."""
+        d = self.d
+        if d.checkpoint_storage is None or d.on_checkpoint_ack is None:
+            return
+        try:
+            acks, size = await trio.to_thread.run_sync(
+                write_operator_snapshots, d.checkpoint_storage, checkpoint_id, snapshots
+            )
+        except Exception as exc:
+            if d.on_checkpoint_decline is not None:
+                d.on_checkpoint_decline(d.execution_id, checkpoint_id, f"{type(exc).__name__}: {exc}")
+            return
+        d.on_checkpoint_ack(d.execution_id, checkpoint_id, acks, size)
+
     # -- processing time -----------------------------------------------------------------------
     def _next_deadline_ms(self) -> int | None:
         deadlines = [t for op in self.operators if (t := op.next_processing_time_deadline()) is not None]
@@ -401,6 +526,10 @@ class Task:
         d = self.d
         while True:
             self._timer_changed = trio.Event()
+            while self._triggers:
+                barrier = self._triggers.pop(0)
+                async with self._drain_lock:
+                    await self._checkpoint(barrier)
             deadline = self._next_deadline_ms()
             if deadline is None:
                 await self._timer_changed.wait()

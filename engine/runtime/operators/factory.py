@@ -55,6 +55,7 @@ class SourceOperator(StreamOperator):
         self._next_emit_ms: int | None = None
 
     def open(self) -> None:
+        self.position = self._position_after_poll = self.reader.position()
         if self.watermarks is not None and self.interval_ms > 0:
             self._next_emit_ms = self.context.processing_time_ms() + self.interval_ms
 
@@ -72,10 +73,13 @@ class SourceOperator(StreamOperator):
 
     async def poll(self) -> Batch | None:
         """The reader's next batch (None at the end). Cancellation: stops reading."""
-        return await self.reader.next_batch()
+        batch = await self.reader.next_batch()
+        self._position_after_poll = self.reader.position()
+        return batch
 
     def emit_batch(self, batch: Batch) -> None:
         """Stamp a batch from ``poll``, push it into the chain, and emit what watermarks follow."""
+        self.position = self._position_after_poll  # checkpoints record what was emitted, not what was read
         if (
             self.stamping is not None
             and self.strategy is not None

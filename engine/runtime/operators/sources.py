@@ -27,6 +27,10 @@ def split_range(start: int, count: int, subtask: int, parallelism: int) -> tuple
 
 
 class SourceReader:
+    def position(self) -> Any:
+        """Where the next read starts, as a JSON value (recorded by checkpoints); None: not replayable."""
+        return None
+
     async def next_batch(self) -> Batch | None:
         """The next batch, or None at the end of a bounded split. Cancellation: nothing is lost
         that was returned; the reader simply stops."""
@@ -42,15 +46,18 @@ class CollectionReader(SourceReader):
     ) -> None:
         lo, hi = split_range(0, len(elements), subtask, parallelism)
         self.elements = elements[lo:hi]
-        self.position = 0
+        self.offset = 0
         self.batch_size = batch_size
 
+    def position(self) -> Any:
+        return {"offset": self.offset}
+
     async def next_batch(self) -> Batch | None:
-        if self.position >= len(self.elements):
+        if self.offset >= len(self.elements):
             return None
-        end = min(self.position + self.batch_size, len(self.elements))
-        batch = Batch(self.elements[self.position : end])
-        self.position = end
+        end = min(self.offset + self.batch_size, len(self.elements))
+        batch = Batch(self.elements[self.offset : end])
+        self.offset = end
         return batch
 
 
@@ -60,6 +67,9 @@ class NumberSequenceReader(SourceReader):
     ) -> None:
         self.next, self.stop = split_range(start, end - start + 1, subtask, parallelism)
         self.batch_size = batch_size
+
+    def position(self) -> Any:
+        return {"next": self.next}
 
     async def next_batch(self) -> Batch | None:
         if self.next >= self.stop:
@@ -95,6 +105,9 @@ class DataGeneratorReader(SourceReader):
         )
         self.emitted = 0
         self.started_at: float | None = None
+
+    def position(self) -> Any:
+        return {"next": self.next if self.next != math.inf else None, "emitted": self.emitted}
 
     async def next_batch(self) -> Batch | None:
         if self.next >= self.stop:

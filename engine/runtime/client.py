@@ -124,10 +124,16 @@ def checkpoint_config_for(env: Any) -> Any:
 
 
 def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
+    from engine.runtime.restart_strategy import restart_strategy_from_configuration
+
     directory = env.get_checkpoint_config().get_checkpoint_storage_dir()
+    checkpoint_config = checkpoint_config_for(env)
     return JobSettings(
         state_backend=state_backend_for(env),
-        checkpoint_config=checkpoint_config_for(env),
+        restart_strategy=restart_strategy_from_configuration(
+            env.get_configuration(), checkpoint_config is not None
+        ),
+        checkpoint_config=checkpoint_config,
         checkpoint_dir=None if directory is None else Path(directory),
         buffer_timeout_ms=env.get_buffer_timeout(),
         auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),

@@ -56,6 +56,7 @@ class JobSettings:
     state_backend: Any = None  # a StateBackend (engine.datastream.state_backend); None: hashmap
     checkpoint_config: Any = None  # CheckpointCoordinatorConfig when checkpointing is enabled
     checkpoint_dir: Any = None  # Path of the checkpoint storage root
+    restart_strategy: Any = None  # engine.runtime.restart_strategy.RestartStrategy; None: no restarts
 
 
 class JobMaster:
@@ -84,6 +85,12 @@ class JobMaster:
         self._cancel_requested = False
         self._deployed_regions: set[int] = set()
         self.checkpoints: Any = None
+        self._nursery: trio.Nursery | None = None
+        self._driver_scope: trio.CancelScope | None = None
+        self._restore_state: dict[str, list[dict[str, Any]]] | None = None
+        self._restart_delay_ms = 0
+        self.restarts = 0
+        self.failures: list[BaseException] = []
         self.deploy_order: list[str] = []  # task names in deployment order (for tests and the UI)
         self.finished_before_deploy: dict[str, set[str]] = {}
 
@@ -116,17 +123,14 @@ class JobMaster:
             self.status.on_event("schedule")
             eg.status.on_event("schedule")
             async with trio.open_nursery() as nursery:
-                if self.checkpoints is not None:
-                    nursery.start_soon(self.checkpoints.run, self._all_running)
+                self._nursery = nursery
+                self._start_checkpoint_driver()
                 await self._supervise(eg)
                 nursery.cancel_scope.cancel()
         finally:
             self.rm.remove_listener(self._on_taskmanager_lost)
             self.rm.release_slots(self.job_id)
-            for ev in eg.all_execution_vertices():
-                for partition in ev.produced_partitions:
-                    for te in self.task_executors:
-                        te.network.release_partition(partition.id)
+            self._release_partitions(eg)
         runtime_ms = int((trio.current_time() - started) * 1000)
         return JobResult(self.job_id, self.job_graph.job_name, self.status.state, runtime_ms, self.failure)
 
@@ -140,7 +144,16 @@ class JobMaster:
                     self._cancel_all()
                     continue
                 if self.failure is not None:
-                    self.status.on_event("fail")
+                    self.failures.append(self.failure)
+                    strategy = self.settings.restart_strategy
+                    decision = (
+                        None if strategy is None else strategy.on_failure(self.settings.processing_time_ms())
+                    )
+                    if decision is not None and decision.restart:
+                        self.status.on_event("restart")
+                        self._restart_delay_ms = decision.delay_ms
+                    else:
+                        self.status.on_event("fail")
                     self._cancel_all()
                     continue
                 if all(ev.current_execution.state.name == "FINISHED" for ev in eg.all_execution_vertices()):
@@ -152,7 +165,66 @@ class JobMaster:
             ):
                 self.status.on_event("all_terminal")
                 return
+            elif state is JobStatus.RESTARTING and all(
+                ev.current_execution.is_terminal for ev in eg.all_execution_vertices()
+            ):
+                await self._restart(eg)
+                continue
             await self._changed.wait()
+
+    def _release_partitions(self, eg: ExecutionGraph) -> None:
+        """Release the current attempts' result partitions on every TaskManager."""
+        for ev in eg.all_execution_vertices():
+            for partition in ev.produced_partitions:
+                for te in self.task_executors:
+                    te.network.release_partition(_partition_id(partition))
+
+    def _start_checkpoint_driver(self) -> None:
+        if self.checkpoints is None or self._nursery is None:
+            return
+        scope = trio.CancelScope()
+        self._driver_scope = scope
+        driver = self.checkpoints
+
+        async def run_driver() -> None:
+            with scope:
+                await driver.run(self._all_running)
+
+        self._nursery.start_soon(run_driver)
+
+    async def _restart(self, eg: ExecutionGraph) -> None:
+        """Every task is terminal: wait the restart delay, restore the latest completed
+        checkpoint and deploy new attempts of every execution (restart all)."""
+        await trio.sleep(self._restart_delay_ms / 1000)
+        if self._driver_scope is not None:
+            self._driver_scope.cancel()
+        latest_id = 0
+        self._restore_state = None
+        old = self.checkpoints
+        if old is not None:
+            latest = await trio.to_thread.run_sync(old.storage.latest_valid)
+            if latest.metadata is not None:
+                latest_id = latest.metadata.checkpoint_id
+                self._restore_state = await trio.to_thread.run_sync(
+                    _load_restore_state, old.storage, latest.metadata
+                )
+        self._release_partitions(eg)
+        for ev in eg.all_execution_vertices():
+            ev.reset_for_new_execution()
+        self.handles.clear()
+        self.executions.clear()
+        self._deployed_regions.clear()
+        self.failure = None
+        self.restarts += 1
+        self.checkpoints = self._checkpoint_driver(eg)
+        if self.checkpoints is not None:
+            last_used = old.coordinator.next_checkpoint_id - 1 if old is not None else latest_id
+            if last_used:
+                self.checkpoints.coordinator.restore_from(last_used)  # ids are never reused
+            if old is not None:
+                self.checkpoints.completed = list(old.completed)
+            self._start_checkpoint_driver()
+        self.status.on_event("restarted")
 
     def _checkpoint_driver(self, eg: ExecutionGraph) -> Any:
         s = self.settings
@@ -235,7 +307,9 @@ class JobMaster:
         execution.on_event("deploy")
         ejv = ev.job_vertex
         produced = [
-            ProducedPartition(p.id, p.num_subpartitions, p.result.job_edge, p.result.result_type.is_blocking)
+            ProducedPartition(
+                _partition_id(p), p.num_subpartitions, p.result.job_edge, p.result.result_type.is_blocking
+            )
             for p in ev.produced_partitions
         ]
         inputs = []
@@ -246,7 +320,9 @@ class JobMaster:
                     (
                         edge,
                         ChannelSpec(
-                            p.id, p.subpartition_of(ev), self._taskmanager_of(p.producer).taskmanager_id
+                            _partition_id(p),
+                            p.subpartition_of(ev),
+                            self._taskmanager_of(p.producer).taskmanager_id,
                         ),
                     )
                 )
@@ -271,6 +347,7 @@ class JobMaster:
             checkpoint_storage=None if self.checkpoints is None else self.checkpoints.storage,
             on_checkpoint_ack=None if self.checkpoints is None else self.checkpoints.on_acknowledge,
             on_checkpoint_decline=None if self.checkpoints is None else self.checkpoints.on_decline,
+            restore_state=self._restore_state,
         )
         self.executions[execution.attempt_id] = execution
         self.deploy_order.append(ev.task_name_with_subtask)
@@ -332,3 +409,21 @@ def raise_for_result(result: JobResult) -> None:
 def job_seed(job_graph: JobGraph) -> int:
     digest = hashlib.blake2b("/".join(v.id for v in job_graph.vertices).encode(), digest_size=4).digest()
     return int.from_bytes(digest, "little")
+
+
+def _load_restore_state(storage: Any, metadata: Any) -> dict[str, list[dict[str, Any]]]:
+    """Every operator's checkpointed payloads (checksums verified), tagged with their subtask."""
+    import pickle
+
+    state: dict[str, list[dict[str, Any]]] = {}
+    for op in metadata.operators:
+        for handle in op.state_handles:
+            payload = dict(pickle.loads(storage.read_state_file(handle.file)))
+            payload["subtask"] = handle.subtask_index
+            state.setdefault(op.operator_id, []).append(payload)
+    return state
+
+
+def _partition_id(partition: Any) -> str:
+    """Flink's ResultPartitionID: the partition plus the producing attempt, so a restart gets fresh ones."""
+    return f"{partition.id}@{partition.producer.current_execution.attempt_number}"

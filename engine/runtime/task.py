@@ -88,6 +88,7 @@ class TaskDeployment:
     checkpoint_storage: Any = None  # CheckpointStorage when checkpointing is on
     on_checkpoint_ack: Any = None  # (execution_id, checkpoint_id, acks, size_bytes) -> None
     on_checkpoint_decline: Any = None  # (execution_id, checkpoint_id, reason) -> None
+    restore_state: Any = None  # operator id -> list of checkpointed payloads to restore from
 
     @property
     def name_with_subtask(self) -> str:
@@ -298,6 +299,8 @@ class Task:
             self._nursery = nursery
             try:
                 self._build(nursery)
+                if self.d.restore_state:
+                    self._restore(self.d.restore_state)
                 for node_id in reversed(self.d.job_vertex.chained_node_ids):
                     self.guards[node_id].call("initialize_state")
                     self.guards[node_id].call("open")
@@ -459,6 +462,38 @@ class Task:
             notify = getattr(op, "notify_checkpoint_complete", None)
             if notify is not None:
                 notify(checkpoint_id)
+
+    def _restore(self, restore_state: dict[str, list[dict[str, Any]]]) -> None:
+        """Load checkpointed state: keyed state and timers of this subtask's key groups, and
+        a source's position for this subtask (recovery; state is redistributed by key group)."""
+        from engine.keys import KeyGroupRange
+
+        d = self.d
+        for op in self.operators:
+            payloads = restore_state.get(op.context.operator_id)
+            if not payloads:
+                continue
+            backend = op.context.keyed_backend
+            if backend is not None:
+                backend.restore([p["keyed"] for p in payloads if p.get("keyed") is not None])
+            timers = getattr(op, "timers", None)
+            internal: Any = getattr(timers, "internal", timers)
+            snapshots = [p["timers"] for p in payloads if p.get("timers") is not None]
+            if internal is not None and hasattr(internal, "restore") and snapshots:
+                key_groups = (
+                    backend.key_group_range
+                    if backend is not None
+                    else KeyGroupRange(0, op.context.max_parallelism - 1)
+                )
+                internal.restore(snapshots, key_groups)
+            if isinstance(op, SourceOperator):
+                mine = [
+                    p
+                    for p in payloads
+                    if p.get("subtask") == d.subtask_index and p.get("source_position") is not None
+                ]
+                if mine:
+                    op.reader.restore(mine[0]["source_position"])
 
     def _snapshot_operators(self) -> list[OperatorSnapshot]:
         """The synchronous part of a checkpoint: copy out every chained operator's state."""

@@ -31,6 +31,12 @@ class SourceReader:
         """Where the next read starts, as a JSON value (recorded by checkpoints); None: not replayable."""
         return None
 
+    def restore(self, position: Any) -> None:
+        """Continue from a position that ``position()`` returned (recovery rewinds sources here)."""
+        raise UsageError(
+            f"{type(self).__name__} cannot rewind: it is not replayable, so exactly-once recovery is impossible"
+        )
+
     async def next_batch(self) -> Batch | None:
         """The next batch, or None at the end of a bounded split. Cancellation: nothing is lost
         that was returned; the reader simply stops."""
@@ -52,6 +58,9 @@ class CollectionReader(SourceReader):
     def position(self) -> Any:
         return {"offset": self.offset}
 
+    def restore(self, position: Any) -> None:
+        self.offset = int(position["offset"])
+
     async def next_batch(self) -> Batch | None:
         if self.offset >= len(self.elements):
             return None
@@ -70,6 +79,9 @@ class NumberSequenceReader(SourceReader):
 
     def position(self) -> Any:
         return {"next": self.next}
+
+    def restore(self, position: Any) -> None:
+        self.next = int(position["next"])
 
     async def next_batch(self) -> Batch | None:
         if self.next >= self.stop:
@@ -108,6 +120,11 @@ class DataGeneratorReader(SourceReader):
 
     def position(self) -> Any:
         return {"next": self.next if self.next != math.inf else None, "emitted": self.emitted}
+
+    def restore(self, position: Any) -> None:
+        if position.get("next") is not None:
+            self.next = int(position["next"])
+        self.emitted = int(position.get("emitted", 0))
 
     async def next_batch(self) -> Batch | None:
         if self.next >= self.stop:

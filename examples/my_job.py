@@ -18,7 +18,7 @@ from engine.datastream import StreamExecutionEnvironment
 from engine.datastream.connectors.datagen import DataGeneratorSource
 from engine.datastream.window import TumblingEventTimeWindows
 
-EVENTS = 20_000
+EVENTS = 50_000
 KEYS = 50
 EVENT_SPACING_MS = 10
 MAX_DISORDER_MS = 2_000
@@ -36,6 +36,7 @@ def make_event(index: int) -> tuple[str, int, int]:
 
 def build(env: StreamExecutionEnvironment, sink: object = None) -> None:
     env.set_parallelism(2)
+    env.enable_checkpointing(100)  # aligned checkpoints every 100 ms while the job runs
     watermarks = WatermarkStrategy.for_bounded_out_of_orderness(
         Duration.of_millis(MAX_DISORDER_MS)
     ).with_timestamp_assigner(lambda event, _: event[2])
@@ -71,8 +72,10 @@ def main() -> None:
     got = Counter(results)
     want = Counter((key, total) for (key, _), total in expected.items())
     verdict = "matches" if got == want else "DOES NOT match"
+    checkpoints = outcome.get_accumulator_result("checkpoints_completed")
     print(
-        f"MyJob: {len(results)} window results from {EVENTS} events; {verdict} the Python oracle ({outcome})"
+        f"MyJob: {len(results)} window results from {EVENTS} events; {verdict} the Python oracle; "
+        f"{checkpoints} checkpoints completed ({outcome})"
     )
     if got != want:
         raise SystemExit(1)

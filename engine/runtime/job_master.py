@@ -132,7 +132,12 @@ class JobMaster:
             self.rm.release_slots(self.job_id)
             self._release_partitions(eg)
         runtime_ms = int((trio.current_time() - started) * 1000)
-        return JobResult(self.job_id, self.job_graph.job_name, self.status.state, runtime_ms, self.failure)
+        accumulators: dict[str, Any] = {"restarts": self.restarts}
+        if self.checkpoints is not None:
+            accumulators["checkpoints_completed"] = len(self.checkpoints.completed)
+        return JobResult(
+            self.job_id, self.job_graph.job_name, self.status.state, runtime_ms, self.failure, accumulators
+        )
 
     async def _supervise(self, eg: ExecutionGraph) -> None:
         while True:

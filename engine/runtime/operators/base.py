@@ -46,6 +46,19 @@ class OperatorContext:
     keyed_backend: Any = None  # the subtask's KeyedStateBackend when the operator is keyed
     key_selector: Any = None
 
+    def keyed_state_backend(self) -> Any:
+        """The task's keyed backend, or a heap backend over all key groups when the operator
+        runs outside a task (the operator test harnesses)."""
+        if self.keyed_backend is None:
+            from engine.keys import KeyGroupRange
+            from engine.state import create_keyed_backend
+
+            self.keyed_backend = create_keyed_backend(
+                "hashmap", self.operator_id, self.max_parallelism, KeyGroupRange(0, self.max_parallelism - 1),
+                self.processing_time_ms,
+            )  # fmt: skip
+        return self.keyed_backend
+
     def runtime_context(self, state_provider: Any = None) -> RuntimeContext:
         if state_provider is None and self.keyed_backend is not None:
             from engine.state.backend import RuntimeStateProvider

@@ -46,19 +46,7 @@ class _KeyedOperator(StreamOperator):
 
     def open(self) -> None:
         self._key_of = _key_function(self.key_selector)
-        self.backend = self.context.keyed_backend
-        if self.backend is None:
-            from engine.keys import KeyGroupRange
-            from engine.state import create_keyed_backend
-
-            ctx = self.context
-            self.backend = create_keyed_backend(
-                "hashmap",
-                ctx.operator_id,
-                ctx.max_parallelism,
-                KeyGroupRange(0, ctx.max_parallelism - 1),
-                ctx.processing_time_ms,
-            )
+        self.backend = self.context.keyed_state_backend()
 
     def _emit_final_state(self) -> None:
         if not self.context.batch_mode:

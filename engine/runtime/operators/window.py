@@ -160,19 +160,7 @@ class WindowOperator(StreamOperator):
     # -- lifecycle -----------------------------------------------------------------------------
     def open(self) -> None:
         self._key_of = _key_function(self.key_selector)
-        backend = self.context.keyed_backend
-        if backend is None:
-            from engine.keys import KeyGroupRange
-            from engine.state import create_keyed_backend
-
-            ctx = self.context
-            backend = create_keyed_backend(
-                "hashmap",
-                ctx.operator_id,
-                ctx.max_parallelism,
-                KeyGroupRange(0, ctx.max_parallelism - 1),
-                ctx.processing_time_ms,
-            )
+        backend = self.context.keyed_state_backend()
         self.backend = backend
         self.contents = backend.get_state(self.contents_descriptor)
         self.counts = backend.get_state(self.count_descriptor)

@@ -148,6 +148,7 @@ class CheckpointDriver:
         self.notify_complete = notify_complete
         self.fail_job = fail_job
         self.completed: list[int] = []
+        self.cleanup_failures: list[str] = []
         self._wake = trio.Event()
         self._actions: list[Any] = []
 
@@ -183,6 +184,13 @@ class CheckpointDriver:
             with trio.move_on_after(max(0, deadline - self.now_ms()) / 1000):
                 await self._wake.wait()
 
+    async def _discard(self, checkpoint_id: int) -> None:
+        """Best-effort cleanup, as in Flink: a late task write racing the removal must not fail the job."""
+        try:
+            await trio.to_thread.run_sync(self.storage.discard, checkpoint_id, True)
+        except OSError as exc:
+            self.cleanup_failures.append(f"checkpoint {checkpoint_id}: {exc}")
+
     async def _carry_out(self, action: Any) -> None:
         if isinstance(action, TriggerCheckpoint):
             self.trigger(action)
@@ -205,9 +213,9 @@ class CheckpointDriver:
             self.notify_complete(action.checkpoint_id)
         elif isinstance(action, SubsumeCheckpoints):
             for checkpoint_id in action.checkpoint_ids:
-                await trio.to_thread.run_sync(self.storage.discard, checkpoint_id, True)
+                await self._discard(checkpoint_id)
         elif isinstance(action, DiscardCheckpoint):
-            await trio.to_thread.run_sync(self.storage.discard, action.checkpoint_id, True)
+            await self._discard(action.checkpoint_id)
         elif isinstance(action, FailJob):
             self.fail_job(action.reason)
         elif isinstance(action, (NotifyCheckpointAborted, ScheduleNextTrigger)):

@@ -149,6 +149,8 @@ class JobMaster:
                     self._cancel_all()
                     continue
                 if self.failure is not None:
+                    if self._driver_scope is not None:
+                        self._driver_scope.cancel()  # no checkpoint can complete once tasks are cancelled
                     self.failures.append(self.failure)
                     strategy = self.settings.restart_strategy
                     decision = (

@@ -136,7 +136,7 @@ async def test_recovery_restores_state_and_rewinds_sources_exactly_once(
         result = await handle.wait()
         master = handle.job_master
     assert result.status.name == "FINISHED", result.failure
-    assert master.restarts == 1 and "injected failure" in str(master.failures[0])
+    assert master.restarts == 1 and "injected failure" in str(master.failures[0]), master.failures
     assert master.checkpoints is not None and master.checkpoints.completed
     # the sink is not transactional, so records after the checkpoint are emitted twice;
     # but the state is exactly once: each key's final running sum is the true total

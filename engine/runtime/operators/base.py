@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.codec.batch import Batch
+import numpy as np
+
+from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.datastream.functions import RuntimeContext
 
 
@@ -179,6 +181,25 @@ class ChainingOutput(Output):
     def emit_watermark_status(self, idle: bool) -> None:
         for target in self.status_targets:
             target(idle)
+
+
+class SideOutputs:
+    """Records a user function sent to side outputs (``ctx.output(tag, value)``) while one
+    batch is processed; ``flush`` emits them per tag as one batch each."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, tuple[list[Any], list[int]]] = {}
+
+    def add(self, tag: Any, value: Any, timestamp: int | None) -> None:
+        values, stamps = self.pending.setdefault(tag, ([], []))
+        values.append(value)
+        stamps.append(NO_TIMESTAMP if timestamp is None else timestamp)
+
+    def flush(self, output: Output) -> None:
+        if self.pending:
+            pending, self.pending = self.pending, {}
+            for tag, (values, stamps) in pending.items():
+                output.emit_side(tag, Batch(values, np.array(stamps, dtype=np.int64)))
 
 
 def results_of(value: Any) -> list[Any]:

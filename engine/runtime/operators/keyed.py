@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.codec.batch import Batch
 from engine.datastream import functions as fn
 from engine.datastream.data_stream import FieldAggregator
 from engine.datastream.state import ValueStateDescriptor
 from engine.errors import UsageError
-from engine.runtime.operators.base import StreamOperator, results_of
+from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
 from engine.time.timers import InternalTimerService
 
 
@@ -179,7 +179,7 @@ class _KeyedContext(fn.KeyedProcessFunction.OnTimerContext):
         self._operator = operator
         self._timestamp: int | None = None
         self._time_domain: str | None = None
-        self.side: dict[Any, tuple[list[Any], list[int]]] = {}
+        self.side = SideOutputs()
 
     def timestamp(self) -> int | None:
         return self._timestamp
@@ -194,9 +194,7 @@ class _KeyedContext(fn.KeyedProcessFunction.OnTimerContext):
         return self._time_domain
 
     def output(self, output_tag: Any, value: Any) -> None:
-        values, stamps = self.side.setdefault(output_tag, ([], []))
-        values.append(value)
-        stamps.append(NO_TIMESTAMP if self._timestamp is None else self._timestamp)
+        self.side.add(output_tag, value, self._timestamp)
 
 
 class KeyedProcessOperator(_KeyedOperator):
@@ -217,11 +215,7 @@ class KeyedProcessOperator(_KeyedOperator):
         self._ctx = _KeyedContext(self)
 
     def _flush_side(self) -> None:
-        ctx = self._ctx
-        if ctx.side:
-            for tag, (values, stamps) in ctx.side.items():
-                self.chain_output.emit_side(tag, Batch(values, np.array(stamps, dtype=np.int64)))
-            ctx.side = {}
+        self._ctx.side.flush(self.chain_output)
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)

@@ -10,7 +10,7 @@ from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream import functions as fn
 from engine.errors import UsageError
-from engine.runtime.operators.base import StreamOperator, results_of
+from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
 
 MAX_WATERMARK = (1 << 63) - 1
 
@@ -101,7 +101,7 @@ class _ProcessContext(fn.ProcessFunction.Context):
     def __init__(self, operator: ProcessOperator) -> None:
         self._operator = operator
         self._timestamp: int | None = None
-        self.side: dict[Any, tuple[list[Any], list[int]]] = {}
+        self.side = SideOutputs()
 
     def timestamp(self) -> int | None:
         return self._timestamp
@@ -110,9 +110,7 @@ class _ProcessContext(fn.ProcessFunction.Context):
         return _NonKeyedTimerService(self._operator)
 
     def output(self, output_tag: Any, value: Any) -> None:
-        values, stamps = self.side.setdefault(output_tag, ([], []))
-        values.append(value)
-        stamps.append(NO_TIMESTAMP if self._timestamp is None else self._timestamp)
+        self.side.add(output_tag, value, self._timestamp)
 
 
 class _NonKeyedTimerService:
@@ -156,10 +154,7 @@ class ProcessOperator(_UserFunctionOperator):
             counts.append(len(produced))
         stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
         self._emit(Batch(out, stamps))
-        if ctx.side:
-            for tag, (values, side_ts) in ctx.side.items():
-                self.chain_output.emit_side(tag, Batch(values, np.array(side_ts, dtype=np.int64)))
-            ctx.side = {}
+        ctx.side.flush(self.chain_output)
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from engine.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
 from engine.datastream.data_stream import (
+    ConnectedStreams,
     DataStream,
     DataStreamSink,
     KeyedStream,
@@ -17,8 +18,12 @@ from engine.datastream.execution_mode import (
 )
 from engine.datastream.functions import (
     AggregateFunction,
+    CoFlatMapFunction,
+    CoMapFunction,
+    CoProcessFunction,
     FilterFunction,
     FlatMapFunction,
+    KeyedCoProcessFunction,
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
@@ -37,6 +42,10 @@ __all__ = [
     "AggregateFunction",
     "CheckpointConfig",
     "CheckpointingMode",
+    "CoFlatMapFunction",
+    "CoMapFunction",
+    "CoProcessFunction",
+    "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
     "ExecutionConfig",
@@ -44,6 +53,7 @@ __all__ = [
     "FilterFunction",
     "FlatMapFunction",
     "KeySelector",
+    "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",

@@ -1,4 +1,4 @@
-"""``DataStream``, ``KeyedStream``, ``WindowedStream`` and ``DataStreamSink``, as in PyFlink.
+"""``DataStream``, ``KeyedStream``, ``ConnectedStreams``, ``WindowedStream`` and ``DataStreamSink``, as in PyFlink.
 
 Every call appends one Transformation to the environment and returns a stream that
 wraps it. Settings such as ``name``, ``uid`` or ``set_parallelism`` apply to the
@@ -35,6 +35,7 @@ from engine.graph.transformations import (
     SideOutputTransformation,
     SinkTransformation,
     Transformation,
+    TwoInputTransformation,
     UnionTransformation,
 )
 
@@ -250,6 +251,15 @@ class DataStream(_Configurable):
         )
         return DataStream(self._env, t)
 
+    def connect(self, ds: DataStream) -> ConnectedStreams:
+        """Two streams, possibly of different types, as the two inputs of one operator
+        (``map``/``flat_map``/``process`` with a Co*Function); state may be shared between them."""
+        if not isinstance(ds, DataStream):
+            raise UsageError(f"connect() takes a DataStream, got {ds!r}")
+        if ds._env is not self._env:
+            raise UsageError("connect() cannot combine streams of different StreamExecutionEnvironments")
+        return ConnectedStreams(self, ds)
+
     def _partition(self, partitioner: parts.Partitioner) -> DataStream:
         t = PartitionTransformation(
             id=self._env._new_id(),
@@ -449,6 +459,96 @@ class KeyedStream(DataStream):
 
     def slot_sharing_group(self, slot_sharing_group: str | SlotSharingGroup) -> Any:
         raise self._keyed_unsupported("slot_sharing_group()")
+
+
+class ConnectedStreams:
+    """Two streams feeding one two-input operator (from ``DataStream.connect``).
+
+    Keyed when both inputs are KeyedStreams (``key_by`` here keys both at once): the
+    operator then has one keyed state, shared by the two inputs, and timers; a record of
+    either input sees the state of its key.
+    """
+
+    def __init__(self, stream1: DataStream, stream2: DataStream) -> None:
+        self.stream1 = stream1
+        self.stream2 = stream2
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self.stream1._env
+
+    def get_type1(self) -> TypeInformation | None:
+        return self.stream1.get_type()
+
+    def get_type2(self) -> TypeInformation | None:
+        return self.stream2.get_type()
+
+    def key_by(
+        self,
+        key_selector1: fn.KeySelector | Callable[[Any], Any],
+        key_selector2: fn.KeySelector | Callable[[Any], Any],
+        key_type: TypeInformation | None = None,
+    ) -> ConnectedStreams:
+        """Partition both inputs by key, so that records of the two with equal keys meet in one
+        subtask (the key selectors must return keys of one type)."""
+        return ConnectedStreams(
+            self.stream1.key_by(key_selector1, key_type), self.stream2.key_by(key_selector2, key_type)
+        )
+
+    def _is_keyed(self) -> bool:
+        k1, k2 = self.stream1, self.stream2
+        if isinstance(k1, KeyedStream) and isinstance(k2, KeyedStream):
+            t1, t2 = k1.get_key_type(), k2.get_key_type()
+            if t1 is not None and t2 is not None and t1 != t2:
+                raise UsageError(
+                    f"the key types of the connected KeyedStreams differ: {t1!r} and {t2!r}; both inputs "
+                    f"must be keyed by keys of one type"
+                )
+            return True
+        return False
+
+    def _two_input(
+        self, name: str, operator: OperatorSpec, output_type: TypeInformation | None
+    ) -> DataStream:
+        env = self.stream1._env
+        keyed = operator.keyed
+        t = TwoInputTransformation(
+            id=env._new_id(),
+            name=name,
+            output_type=output_type,
+            inputs=[self.stream1._transformation, self.stream2._transformation],
+            operator=operator,
+            state_key_selector1=self.stream1._state_key() if keyed else None,
+            state_key_selector2=self.stream2._state_key() if keyed else None,
+        )
+        env._add_transformation(t)
+        return DataStream(env, t)
+
+    def map(self, func: fn.CoMapFunction, output_type: TypeInformation | None = None) -> DataStream:
+        """``map1`` on each record of input 1, ``map2`` on each of input 2, into one stream."""
+        output_type = check_type_info("map(output_type)", output_type)
+        spec = OperatorSpec("co_map", fn.wrap_co_map(func), keyed=self._is_keyed())
+        return self._two_input("Co-Map", spec, output_type)
+
+    def flat_map(self, func: fn.CoFlatMapFunction, output_type: TypeInformation | None = None) -> DataStream:
+        output_type = check_type_info("flat_map(output_type)", output_type)
+        spec = OperatorSpec("co_flat_map", fn.wrap_co_flat_map(func), keyed=self._is_keyed())
+        return self._two_input("Co-Flat Map", spec, output_type)
+
+    def process(
+        self,
+        func: fn.CoProcessFunction | fn.KeyedCoProcessFunction,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        """A CoProcessFunction (timestamps, side outputs), or on keyed inputs a
+        KeyedCoProcessFunction (also keyed state and timers)."""
+        output_type = check_type_info("process(output_type)", output_type)
+        keyed = self._is_keyed()
+        function = fn.wrap_co_process(func, keyed)
+        if keyed:
+            return self._two_input(
+                "Keyed Co-Process", OperatorSpec("keyed_co_process", function, keyed=True), output_type
+            )
+        return self._two_input("Co-Process", OperatorSpec("co_process", function), output_type)
 
 
 class WindowedStream:

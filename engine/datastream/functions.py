@@ -177,6 +177,64 @@ class KeyedProcessFunction(Function):
         return None
 
 
+class CoMapFunction(Function):
+    """A map over two connected streams: ``map1`` for the first input, ``map2`` for the second."""
+
+    def map1(self, value: Any) -> Any:
+        raise NotImplementedError
+
+    def map2(self, value: Any) -> Any:
+        raise NotImplementedError
+
+
+class CoFlatMapFunction(Function):
+    """A flat map over two connected streams; each method returns an iterable (or None)."""
+
+    def flat_map1(self, value: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def flat_map2(self, value: Any) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class CoProcessFunction(Function):
+    """Per-record processing of two connected streams, with time and side outputs
+    (timers need keyed inputs: use a KeyedCoProcessFunction)."""
+
+    class Context(ProcessFunction.Context):
+        pass
+
+    def process_element1(self, value: Any, ctx: CoProcessFunction.Context) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_element2(self, value: Any, ctx: CoProcessFunction.Context) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: Any) -> Iterable[Any] | None:
+        """Timers fire here when the inputs are keyed (then the function runs keyed)."""
+        return None
+
+
+class KeyedCoProcessFunction(Function):
+    """Per-record processing of two connected keyed streams, with keyed state shared by both
+    inputs (the same key sees one state) and timers."""
+
+    class Context(KeyedProcessFunction.Context):
+        pass
+
+    class OnTimerContext(KeyedProcessFunction.OnTimerContext):
+        pass
+
+    def process_element1(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_element2(self, value: Any, ctx: KeyedCoProcessFunction.Context) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(self, timestamp: int, ctx: KeyedCoProcessFunction.OnTimerContext) -> Iterable[Any] | None:
+        return None
+
+
 class WindowFunction(Function):
     def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any] | None:
         raise NotImplementedError
@@ -350,6 +408,44 @@ def wrap_keyed_process(fn: object) -> KeyedProcessFunction:
         return _KeyedProcessCallable(fn.process_element)
     return _wrap(
         "KeyedStream.process()", fn, KeyedProcessFunction, _KeyedProcessCallable, "a KeyedProcessFunction"
+    )
+
+
+def _check_two_input(api: str, fn: object, base: type, methods: tuple[str, str]) -> Any:
+    if not isinstance(fn, base):
+        raise UsageError(
+            f"{api} needs a {base.__name__} (with {methods[0]} and {methods[1]}, one per input), got {fn!r}"
+        )
+    return fn
+
+
+def wrap_co_map(fn: object) -> CoMapFunction:
+    checked: CoMapFunction = _check_two_input("ConnectedStreams.map()", fn, CoMapFunction, ("map1", "map2"))
+    return checked
+
+
+def wrap_co_flat_map(fn: object) -> CoFlatMapFunction:
+    checked: CoFlatMapFunction = _check_two_input(
+        "ConnectedStreams.flat_map()", fn, CoFlatMapFunction, ("flat_map1", "flat_map2")
+    )
+    return checked
+
+
+def wrap_co_process(fn: object, keyed: bool) -> CoProcessFunction | KeyedCoProcessFunction:
+    """A KeyedCoProcessFunction needs keyed inputs; on keyed inputs a CoProcessFunction runs
+    keyed (its state is keyed), as Flink allows."""
+    if isinstance(fn, KeyedCoProcessFunction):
+        if not keyed:
+            raise UsageError(
+                "a KeyedCoProcessFunction needs keyed connected streams: call "
+                "connected.key_by(key_selector1, key_selector2) first (or key_by both streams before connect)"
+            )
+        return fn
+    if isinstance(fn, CoProcessFunction):
+        return fn
+    raise UsageError(
+        "ConnectedStreams.process() needs a CoProcessFunction or (on keyed connected streams) a "
+        f"KeyedCoProcessFunction, with process_element1 and process_element2, got {fn!r}"
     )
 
 

@@ -1,8 +1,9 @@
 """StreamGraph: the job as written, one StreamNode per physical transformation.
 
 ``generate_stream_graph`` walks the environment's transformations the way Flink's
-StreamGraphGenerator does: physical transformations (source, one-input operator, sink)
-become StreamNodes; partitioning, union and side-output transformations are virtual and
+StreamGraphGenerator does: physical transformations (source, one- and two-input
+operators, sink) become StreamNodes (a two-input node's edges carry ``type_number`` 1 or
+2, the input they feed); partitioning, union and side-output transformations are virtual and
 only decide the partitioner, the inputs and the side-output tag of the StreamEdges.
 
 Rules applied here, as in Flink:
@@ -37,6 +38,7 @@ from engine.graph.transformations import (
     SinkTransformation,
     SourceTransformation,
     Transformation,
+    TwoInputTransformation,
     UnionTransformation,
 )
 
@@ -75,12 +77,25 @@ class StreamNode:
     @property
     def operator(self) -> OperatorSpec | None:
         t = self.transformation
-        return t.operator if isinstance(t, OneInputTransformation) else None
+        return t.operator if isinstance(t, (OneInputTransformation, TwoInputTransformation)) else None
 
     @property
     def state_key_selector(self) -> Any:
+        """The key selector of the (first) input when the operator is keyed, else None."""
         t = self.transformation
+        if isinstance(t, TwoInputTransformation):
+            return t.state_key_selector1
         return t.state_key_selector if isinstance(t, OneInputTransformation) else None
+
+    @property
+    def state_key_selector2(self) -> Any:
+        """The key selector of input 2 of a keyed two-input operator, else None."""
+        t = self.transformation
+        return t.state_key_selector2 if isinstance(t, TwoInputTransformation) else None
+
+    @property
+    def is_two_input(self) -> bool:
+        return isinstance(self.transformation, TwoInputTransformation)
 
     @property
     def is_source(self) -> bool:
@@ -176,6 +191,15 @@ class _Generator:
             inputs = self.transform(t.inputs[0])
             kind = "sink" if isinstance(t, SinkTransformation) else "operator"
             handles = [_Handle(self._add_node(t, kind, inputs).id)]
+        elif isinstance(t, TwoInputTransformation):
+            inputs1 = self.transform(t.inputs[0])
+            inputs2 = self.transform(t.inputs[1])
+            node = self._add_node(t, "operator", [])
+            for h in inputs1:
+                self._add_edge(h, node, type_number=1)
+            for h in inputs2:
+                self._add_edge(h, node, type_number=2)
+            handles = [_Handle(node.id)]
         elif isinstance(t, PartitionTransformation):
             handles = [
                 _Handle(h.node_id, t.partitioner, t.exchange_mode, h.side_output_tag)
@@ -238,10 +262,12 @@ class _Generator:
     def _slot_sharing_group(self, t: Transformation, inputs: list[_Handle]) -> str:
         if t.slot_sharing_group is not None:
             return t.slot_sharing_group
+        if isinstance(t, TwoInputTransformation):
+            inputs = [*self.transform(t.inputs[0]), *self.transform(t.inputs[1])]
         groups = {self.graph.nodes[h.node_id].slot_sharing_group for h in inputs}
         return groups.pop() if len(groups) == 1 else DEFAULT_SLOT_SHARING_GROUP
 
-    def _add_edge(self, handle: _Handle, target: StreamNode) -> None:
+    def _add_edge(self, handle: _Handle, target: StreamNode, type_number: int = 0) -> None:
         source = self.graph.nodes[handle.node_id]
         partitioner = handle.partitioner
         if partitioner is None:
@@ -254,13 +280,17 @@ class _Generator:
             )
         op = target.operator
         if op is not None and op.keyed and partitioner.name != "HASH":
-            raise UsageError(f"operator '{target.name}' needs a keyed input: call key_by(...) before it")
+            which = f"input {type_number} of " if type_number else ""
+            raise UsageError(
+                f"{which}operator '{target.name}' needs a keyed input: call key_by(...) before it"
+            )
         edge = StreamEdge(
             source_id=source.id,
             target_id=target.id,
             partitioner=partitioner,
             exchange_mode=handle.exchange_mode,
             side_output_tag=handle.side_output_tag,
+            type_number=type_number,
         )
         self.graph.edges.append(edge)
         source.out_edges.append(edge)

@@ -2,7 +2,7 @@
 
 Each transformation knows its inputs, output type, parallelism, max parallelism,
 uid, name, slot sharing group and chaining strategy. Physical ones (source, one-input
-operator, sink) become StreamNodes; virtual ones (partition, union, side output) only
+operator, two-input operator, sink) become StreamNodes; virtual ones (partition, union, side output) only
 shape the edges between them. Nothing here runs anything.
 """
 
@@ -118,6 +118,16 @@ class SourceTransformation(Transformation):
 class OneInputTransformation(Transformation):
     operator: OperatorSpec = field(default_factory=lambda: OperatorSpec("map"))
     state_key_selector: Any = None  # set when the input is a keyed stream
+
+
+@dataclass(eq=False)
+class TwoInputTransformation(Transformation):
+    """An operator over two inputs (``inputs[0]`` is input 1, ``inputs[1]`` input 2), from
+    ``connect``. Keyed when both inputs are keyed: one key selector per input, one keyed state."""
+
+    operator: OperatorSpec = field(default_factory=lambda: OperatorSpec("co_map"))
+    state_key_selector1: Any = None
+    state_key_selector2: Any = None
 
 
 @dataclass(eq=False)

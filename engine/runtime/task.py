@@ -145,6 +145,17 @@ class _Guard:
         except Exception as exc:
             raise self.fail(exc) from exc
 
+    def process_input(self, batch: Batch, process: Callable[[Batch], None]) -> None:
+        """One batch into ``process``, one of a two-input operator's ``process_batch1``/``2``."""
+        try:
+            if self.inject is not None:
+                self.inject(len(batch))
+            process(batch)
+        except OperatorFailure:
+            raise
+        except Exception as exc:
+            raise self.fail(exc) from exc
+
     def watermark(self, timestamp: int) -> None:
         try:
             self.operator.process_watermark(timestamp)
@@ -432,8 +443,8 @@ class Task:
             FrameReader(serializer_for(_edge_type(d.stream_graph, edge.stream_edge)))
             for edge, _ in d.input_channels
         ]
-        valve = WatermarkValve(len(specs))
         head_guard = self.guards[d.job_vertex.chained_node_ids[0]]
+        feed, valve_for, on_valve_action = self._input_routing(head_guard)
         aligner = (
             make_barrier_handler(len(specs), d.unaligned_checkpoints, d.aligned_timeout_ms)
             if d.checkpoint_storage is not None
@@ -447,9 +458,10 @@ class Task:
 
         async def process(channel: int, data: Any) -> None:
             self.buffers_in += 1
+            into = feed[channel]
             for batch in readers[channel].feed(data):
                 self.records_in += len(batch)
-                head_guard.process(batch)
+                into(batch)
                 await self._drain()
 
         await self._replay_channel_state(process)
@@ -468,9 +480,11 @@ class Task:
                 return
             actions: list[Any] = []
             if isinstance(event, Watermark):
-                actions = valve.input_watermark(channel, event.timestamp)
+                valve, local = valve_for[channel]
+                actions = valve.input_watermark(local, event.timestamp)
             elif isinstance(event, WatermarkStatus):
-                actions = valve.input_watermark_status(channel, event.idle)
+                valve, local = valve_for[channel]
+                actions = valve.input_watermark_status(local, event.idle)
             elif isinstance(event, CheckpointBarrier) and aligner is not None:
                 now = d.processing_time_ms()
                 self._first_barrier_ms.setdefault(event.checkpoint_id, now)
@@ -481,10 +495,7 @@ class Task:
             elif isinstance(event, EndOfPartition) and aligner is not None:
                 await self._on_alignment(aligner.on_end_of_partition(channel), blocked, persisting, readers)
             for action in actions:
-                if isinstance(action, EmitWatermark):
-                    head_guard.watermark(action.timestamp)
-                else:
-                    head_guard.status(action.idle)
+                on_valve_action(channel, action)
             if actions:
                 await self._drain()
 
@@ -507,6 +518,41 @@ class Task:
                 while held and not blocked:
                     await handle(*held.popleft())
             self._poke_timers()
+
+    def _input_routing(self, head_guard: _Guard) -> tuple[list[Any], list[tuple[WatermarkValve, int]], Any]:
+        """Per input channel: where its batches go, and its watermark valve with the channel's
+        index in it; and what to do with a valve's action. One valve over every channel for a
+        one-input head; a valve per input for a two-input head (Flink's per-input
+        StatusWatermarkValve), whose outputs the operator combines."""
+        channels = self.d.input_channels
+        head: Any = head_guard.operator
+        if not getattr(head, "two_inputs", False):
+            valve = WatermarkValve(len(channels))
+
+            def on_action(channel: int, action: Any) -> None:
+                if isinstance(action, EmitWatermark):
+                    head_guard.watermark(action.timestamp)
+                else:
+                    head_guard.status(action.idle)
+
+            return [head_guard.process] * len(channels), [(valve, i) for i in range(len(channels))], on_action
+        inputs = [edge.stream_edge.type_number for edge, _ in channels]
+        valves = {n: WatermarkValve(max(1, inputs.count(n))) for n in (1, 2)}
+
+        def into(process: Callable[[Batch], None]) -> Callable[[Batch], None]:
+            return lambda batch: head_guard.process_input(batch, process)
+
+        processes = {1: into(head.process_batch1), 2: into(head.process_batch2)}
+        valve_for = [(valves[n], inputs[:i].count(n)) for i, n in enumerate(inputs)]
+
+        def on_two_input_action(channel: int, action: Any) -> None:
+            n = inputs[channel]
+            if isinstance(action, EmitWatermark):
+                head_guard.call(f"process_watermark{n}", action.timestamp)
+            else:
+                head_guard.call(f"process_watermark_status{n}", action.idle)
+
+        return [processes[n] for n in inputs], valve_for, on_two_input_action
 
     async def _cancel_alignment(self, checkpoint_id: int) -> None:
         """The coordinator gave up ``checkpoint_id``: stop aligning (or persisting) for it, so

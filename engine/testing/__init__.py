@@ -5,6 +5,7 @@
 - ``collect(stream)`` / ``CollectingSink``: keep a job's output per subtask and merged.
 - ``assert_output(result, expected, ordered=False)``: compare with a readable diff.
 - ``OneInputStreamOperatorTestHarness``, ``KeyedOneInputStreamOperatorTestHarness``,
+  ``TwoInputStreamOperatorTestHarness``, ``KeyedTwoInputStreamOperatorTestHarness``,
   ``harness_for(stream)``: drive one operator or function without a cluster.
 - ``assert_exactly_once(build_job, read_output, ...)``: run a job with and without seeded
   failures and compare the outputs.
@@ -29,6 +30,8 @@ _EXPORTS = {
     "OutputDiff": "engine.testing.assertions",
     "OneInputStreamOperatorTestHarness": "engine.testing.harness",
     "KeyedOneInputStreamOperatorTestHarness": "engine.testing.harness",
+    "TwoInputStreamOperatorTestHarness": "engine.testing.harness",
+    "KeyedTwoInputStreamOperatorTestHarness": "engine.testing.harness",
     "ProcessFunctionTestHarnesses": "engine.testing.harness",
     "OperatorSubtaskState": "engine.testing.harness",
     "RegisteredTimer": "engine.testing.harness",

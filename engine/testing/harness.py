@@ -41,8 +41,13 @@ the same max parallelism: keyed state and timers are filtered to the new subtask
 groups (as recovery does), operator list state is split evenly and union state given
 whole. Restoring must happen before ``open``, as Flink's ``initializeState``.
 
+Two-input operators (``connect``) have ``TwoInputStreamOperatorTestHarness`` and
+``KeyedTwoInputStreamOperatorTestHarness``: ``process_element1``/``process_element2``
+and a watermark per input (``process_watermark1``/``process_watermark2``); the
+operator's event time is the minimum of the two, as in a task.
+
 What it does not do: run chains of operators, networks or checkpoint barriers (use the
-``weir_env`` fixture for that); two-input operators (weir has none yet).
+``weir_env`` fixture for that).
 """
 
 from __future__ import annotations
@@ -141,6 +146,13 @@ def _operator_for(function: Any, keyed: bool, key_selector: Any) -> StreamOperat
     if isinstance(function, StreamOperator):
         return function
     name = type(function).__name__
+    if isinstance(
+        function, (fn.CoMapFunction, fn.CoFlatMapFunction, fn.CoProcessFunction, fn.KeyedCoProcessFunction)
+    ):
+        raise UsageError(
+            f"{name} takes two inputs: test it with TwoInputStreamOperatorTestHarness "
+            f"(or KeyedTwoInputStreamOperatorTestHarness)"
+        )
     if isinstance(function, fn.KeyedProcessFunction):
         if not keyed:
             raise UsageError(
@@ -162,9 +174,41 @@ def _operator_for(function: Any, keyed: bool, key_selector: Any) -> StreamOperat
     if isinstance(function, fn.FilterFunction):
         return stateless.FilterOperator(name, function)
     raise UsageError(
-        f"a test harness wraps an operator or a ProcessFunction, KeyedProcessFunction, MapFunction, "
+        f"a one-input test harness wraps an operator or a ProcessFunction, KeyedProcessFunction, MapFunction, "
         f"FlatMapFunction, FilterFunction or ReduceFunction, got {function!r}; for a plain callable or a "
         f"window, build the stream with the DataStream API and use harness_for(stream)"
+    )
+
+
+def _two_input_operator_for(
+    function: Any, keyed: bool, key_selector1: Any, key_selector2: Any
+) -> StreamOperator:
+    from engine.runtime.operators import co
+
+    if isinstance(function, StreamOperator):
+        if not getattr(function, "two_inputs", False):
+            raise UsageError(
+                f"operator '{function.name}' has one input: test it with OneInputStreamOperatorTestHarness"
+            )
+        return function
+    name = type(function).__name__
+    if isinstance(function, fn.KeyedCoProcessFunction) or (
+        keyed and isinstance(function, fn.CoProcessFunction)
+    ):
+        if not keyed:
+            raise UsageError(
+                f"{name} is a KeyedCoProcessFunction: test it with KeyedTwoInputStreamOperatorTestHarness"
+            )
+        return co.KeyedCoProcessOperator(name, key_selector1, key_selector2, function)
+    if isinstance(function, fn.CoProcessFunction):
+        return co.CoProcessOperator(name, function)
+    if isinstance(function, fn.CoMapFunction):
+        return co.CoMapOperator(name, function, key_selector1, key_selector2)
+    if isinstance(function, fn.CoFlatMapFunction):
+        return co.CoFlatMapOperator(name, function, key_selector1, key_selector2)
+    raise UsageError(
+        f"a two-input test harness wraps a two-input operator or a CoMapFunction, CoFlatMapFunction, "
+        f"CoProcessFunction or KeyedCoProcessFunction, got {function!r}"
     )
 
 
@@ -177,8 +221,9 @@ def _check_index(what: str, value: object, low: int, high: int) -> int:
 # -- harnesses -------------------------------------------------------------------------------
 
 
-class OneInputStreamOperatorTestHarness:
-    """Drives a one-input operator (or function) without a cluster; see the module docstring."""
+class AbstractStreamOperatorTestHarness:
+    """What every harness does: the operator's context and life cycle, processing time,
+    snapshots, output, timers. The subclasses add the inputs."""
 
     __test__ = False  # not a pytest test class
 
@@ -201,7 +246,7 @@ class OneInputStreamOperatorTestHarness:
         _check_index("parallelism", parallelism, 1, max_parallelism)
         _check_index("subtask_index", subtask_index, 0, parallelism - 1)
         self._time_ms = int(processing_time_ms)
-        self.operator = _operator_for(operator, self.keyed, key_selector)
+        self.operator = self._make_operator(operator, key_selector)
         self.output = _CollectingOutput()
         self._opened = False
         self._closed = False
@@ -222,11 +267,37 @@ class OneInputStreamOperatorTestHarness:
         self._setup_keyed(key_selector)
         self.operator.setup(self.context, self.output)
 
+    def _make_operator(self, operator: Any, key_selector: Any) -> StreamOperator:
+        raise NotImplementedError
+
     def _setup_keyed(self, key_selector: Any) -> None:
         pass
 
+    def _check_keys(self, values: list[Any], input_index: int = 1) -> None:
+        pass
+
+    def _batch(
+        self, values: Iterable[Any], timestamps: Iterable[int | None] | None, input_index: int
+    ) -> Batch:
+        self._check_open()
+        values = list(values)
+        stamps = None
+        if timestamps is not None:
+            ts = list(timestamps)
+            if len(ts) != len(values):
+                raise UsageError(f"process_elements got {len(values)} values but {len(ts)} timestamps")
+            stamps = np.array([NO_TIMESTAMP if t is None else int(t) for t in ts], dtype=np.int64)
+        self._check_keys(values, input_index)
+        return Batch(values, stamps)
+
+    def _check_watermark(self, timestamp: int, previous: int) -> int:
+        self._check_open()
+        if timestamp < previous:
+            raise UsageError(f"watermarks never go back: got {timestamp} after {previous}")
+        return int(timestamp)
+
     # -- life cycle ----------------------------------------------------------------------------
-    def restore(self, *snapshots: OperatorSubtaskState) -> OneInputStreamOperatorTestHarness:
+    def restore(self, *snapshots: OperatorSubtaskState) -> Any:
         """Start from ``snapshots`` (of one or several old subtasks, any parallelism); before ``open``."""
         if self._opened:
             raise UsageError("restore() must come before open(), as Flink's initializeState()")
@@ -243,7 +314,7 @@ class OneInputStreamOperatorTestHarness:
         self._restored.extend(snapshots)
         return self
 
-    def open(self) -> OneInputStreamOperatorTestHarness:
+    def open(self) -> Any:
         """Restore (if asked), then ``initialize_state`` and ``open`` the operator."""
         if self._opened:
             raise UsageError("the harness is already open")
@@ -283,7 +354,7 @@ class OneInputStreamOperatorTestHarness:
         if self._opened:
             self.operator.close()
 
-    def __enter__(self) -> OneInputStreamOperatorTestHarness:
+    def __enter__(self) -> Any:
         if not self._opened:
             self.open()
         return self
@@ -298,41 +369,6 @@ class OneInputStreamOperatorTestHarness:
             raise UsageError("the harness is closed")
 
     # -- input ---------------------------------------------------------------------------------
-    def process_element(self, value: Any, timestamp: int | None = None) -> None:
-        """One record (a StreamRecord, or a value with an optional event timestamp)."""
-        if isinstance(value, StreamRecord):
-            value, timestamp = value.value, value.timestamp
-        self.process_elements([value], None if timestamp is None else [timestamp])
-
-    def process_elements(self, values: Iterable[Any], timestamps: Iterable[int | None] | None = None) -> None:
-        """Several records as one batch (as the task hands them over)."""
-        self._check_open()
-        values = list(values)
-        stamps = None
-        if timestamps is not None:
-            ts = list(timestamps)
-            if len(ts) != len(values):
-                raise UsageError(f"process_elements got {len(values)} values but {len(ts)} timestamps")
-            stamps = np.array([NO_TIMESTAMP if t is None else int(t) for t in ts], dtype=np.int64)
-        self._check_keys(values)
-        self.operator.process_batch(Batch(values, stamps))
-
-    def _check_keys(self, values: list[Any]) -> None:
-        pass
-
-    def process_watermark(self, timestamp: int) -> None:
-        """Event time advances to ``timestamp``: event-time timers and windows fire."""
-        self._check_open()
-        if timestamp < self.operator.current_watermark:
-            raise UsageError(
-                f"watermarks never go back: got {timestamp} after {self.operator.current_watermark}"
-            )
-        self.operator.process_watermark(int(timestamp))
-
-    def process_watermark_status(self, idle: bool) -> None:
-        self._check_open()
-        self.operator.process_watermark_status(bool(idle))
-
     def set_processing_time(self, timestamp_ms: int) -> None:
         """The clock moves to ``timestamp_ms``; every processing-time callback due by then fires."""
         self._check_open()
@@ -446,40 +482,117 @@ class OneInputStreamOperatorTestHarness:
         return len(self._timers(False))
 
 
-class KeyedOneInputStreamOperatorTestHarness(OneInputStreamOperatorTestHarness):
-    """A harness for keyed operators: a keyed state backend over this subtask's key groups.
+class OneInputStreamOperatorTestHarness(AbstractStreamOperatorTestHarness):
+    """Drives a one-input operator (or function) without a cluster; see the module docstring."""
 
-    ``key_selector`` is required when wrapping a function; an operator built by
-    ``harness_for`` brings its own. ``state_backend`` is ``"hashmap"`` (default) or
-    ``"lmdb"`` (in a temporary directory removed by ``close``).
-    """
+    def _make_operator(self, operator: Any, key_selector: Any) -> StreamOperator:
+        return _operator_for(operator, self.keyed, key_selector)
+
+    # -- input ---------------------------------------------------------------------------------
+    def process_element(self, value: Any, timestamp: int | None = None) -> None:
+        """One record (a StreamRecord, or a value with an optional event timestamp)."""
+        if isinstance(value, StreamRecord):
+            value, timestamp = value.value, value.timestamp
+        self.process_elements([value], None if timestamp is None else [timestamp])
+
+    def process_elements(self, values: Iterable[Any], timestamps: Iterable[int | None] | None = None) -> None:
+        """Several records as one batch (as the task hands them over)."""
+        self.operator.process_batch(self._batch(values, timestamps, 1))
+
+    def process_watermark(self, timestamp: int) -> None:
+        """Event time advances to ``timestamp``: event-time timers and windows fire."""
+        self.operator.process_watermark(self._check_watermark(timestamp, self.operator.current_watermark))
+
+    def process_watermark_status(self, idle: bool) -> None:
+        self._check_open()
+        self.operator.process_watermark_status(bool(idle))
+
+
+class TwoInputStreamOperatorTestHarness(AbstractStreamOperatorTestHarness):
+    """Drives a two-input operator (a CoMapFunction, CoFlatMapFunction, CoProcessFunction, or an
+    operator from ``harness_for(connected.map(...))``): records and watermarks per input. The
+    operator's watermark is the minimum over the inputs that are not idle."""
+
+    def _make_operator(self, operator: Any, key_selector: Any) -> StreamOperator:
+        return _two_input_operator_for(
+            operator, self.keyed, key_selector, getattr(self, "_key_selector2", None)
+        )
+
+    # -- input ---------------------------------------------------------------------------------
+    def _elements(self, index: int, value: Any, timestamp: int | None) -> None:
+        if isinstance(value, StreamRecord):
+            value, timestamp = value.value, value.timestamp
+        self._process(index, [value], None if timestamp is None else [timestamp])
+
+    def _process(self, index: int, values: Iterable[Any], timestamps: Iterable[int | None] | None) -> None:
+        batch = self._batch(values, timestamps, index)
+        process = self.operator.process_batch1 if index == 1 else self.operator.process_batch2  # type: ignore[attr-defined]
+        process(batch)
+
+    def process_element1(self, value: Any, timestamp: int | None = None) -> None:
+        """One record of input 1 (a StreamRecord, or a value with an optional timestamp)."""
+        self._elements(1, value, timestamp)
+
+    def process_element2(self, value: Any, timestamp: int | None = None) -> None:
+        """One record of input 2."""
+        self._elements(2, value, timestamp)
+
+    def process_elements1(
+        self, values: Iterable[Any], timestamps: Iterable[int | None] | None = None
+    ) -> None:
+        self._process(1, values, timestamps)
+
+    def process_elements2(
+        self, values: Iterable[Any], timestamps: Iterable[int | None] | None = None
+    ) -> None:
+        self._process(2, values, timestamps)
+
+    def _watermark(self, index: int, timestamp: int) -> None:
+        combined = self.operator.combined  # type: ignore[attr-defined]
+        ts = self._check_watermark(timestamp, combined.watermarks[index - 1])
+        getattr(self.operator, f"process_watermark{index}")(ts)
+
+    def process_watermark1(self, timestamp: int) -> None:
+        """Input 1's event time advances; the operator's moves to the minimum of both inputs."""
+        self._watermark(1, timestamp)
+
+    def process_watermark2(self, timestamp: int) -> None:
+        self._watermark(2, timestamp)
+
+    def process_both_watermarks(self, timestamp1: int, timestamp2: int | None = None) -> None:
+        """Both inputs' event time advances (to the same time unless ``timestamp2`` is given)."""
+        self._watermark(1, timestamp1)
+        self._watermark(2, timestamp1 if timestamp2 is None else timestamp2)
+
+    def process_watermark_status1(self, idle: bool) -> None:
+        """Input 1 becomes idle (or active): an idle input no longer holds event time back."""
+        self._check_open()
+        self.operator.process_watermark_status1(bool(idle))  # type: ignore[attr-defined]
+
+    def process_watermark_status2(self, idle: bool) -> None:
+        self._check_open()
+        self.operator.process_watermark_status2(bool(idle))  # type: ignore[attr-defined]
+
+
+class _KeyedHarness(AbstractStreamOperatorTestHarness):
+    """Keyed state for a harness: a keyed state backend over this subtask's key groups
+    (``"hashmap"``, or ``"lmdb"`` in a temporary directory removed by ``close``), keys checked
+    against them, and the state visible for assertions."""
 
     keyed = True
-
-    def __init__(
-        self,
-        operator: Any,
-        key_selector: Callable[[Any], Any] | fn.KeySelector | None = None,
-        *,
-        state_backend: str = "hashmap",
-        **kwargs: Any,
-    ) -> None:
-        if key_selector is None:
-            key_selector = getattr(operator, "key_selector", None)
-        if key_selector is None:
-            raise UsageError(
-                "KeyedOneInputStreamOperatorTestHarness needs a key_selector (a KeySelector or a callable)"
-            )
-        self._state_backend_kind = state_backend
-        self._lmdb_dir: str | None = None
-        super().__init__(operator, key_selector=fn.wrap_key_selector(key_selector), **kwargs)
+    _state_backend_kind = "hashmap"
+    _lmdb_dir: str | None = None
+    _key_ofs: dict[int, Callable[[Any], Any]]
 
     def _setup_keyed(self, key_selector: Any) -> None:
         from engine.state import create_keyed_backend
 
         ctx = self.context
         self.key_selector = key_selector
-        self._key_of = key_selector.get_key
+        self._key_ofs = {1: key_selector.get_key}
+        selector2 = getattr(self, "_key_selector2", None)
+        if selector2 is not None:
+            self._key_ofs[2] = selector2.get_key
         key_groups = compute_key_group_range_for_operator_index(
             ctx.max_parallelism, ctx.parallelism, ctx.subtask_index
         )
@@ -505,9 +618,10 @@ class KeyedOneInputStreamOperatorTestHarness(OneInputStreamOperatorTestHarness):
         """Whether ``key`` belongs to this subtask (its key group is in ``key_group_range``)."""
         return assign_to_key_group(key, self.context.max_parallelism) in self.key_group_range
 
-    def _check_keys(self, values: list[Any]) -> None:
+    def _check_keys(self, values: list[Any], input_index: int = 1) -> None:
+        key_of = self._key_ofs[input_index]
         for v in values:
-            key = self._key_of(v)
+            key = key_of(v)
             if not self.owns_key(key):
                 from engine.keys import assign_key_to_parallel_operator
 
@@ -584,6 +698,59 @@ class KeyedOneInputStreamOperatorTestHarness(OneInputStreamOperatorTestHarness):
                 backend.set_current_key(previous)
 
 
+class KeyedOneInputStreamOperatorTestHarness(_KeyedHarness, OneInputStreamOperatorTestHarness):
+    """A harness for keyed operators: a keyed state backend over this subtask's key groups.
+
+    ``key_selector`` is required when wrapping a function; an operator built by
+    ``harness_for`` brings its own. ``state_backend`` is ``"hashmap"`` (default) or
+    ``"lmdb"`` (in a temporary directory removed by ``close``).
+    """
+
+    def __init__(
+        self,
+        operator: Any,
+        key_selector: Callable[[Any], Any] | fn.KeySelector | None = None,
+        *,
+        state_backend: str = "hashmap",
+        **kwargs: Any,
+    ) -> None:
+        if key_selector is None:
+            key_selector = getattr(operator, "key_selector", None)
+        if key_selector is None:
+            raise UsageError(
+                "KeyedOneInputStreamOperatorTestHarness needs a key_selector (a KeySelector or a callable)"
+            )
+        self._state_backend_kind = state_backend
+        super().__init__(operator, key_selector=fn.wrap_key_selector(key_selector), **kwargs)
+
+
+class KeyedTwoInputStreamOperatorTestHarness(_KeyedHarness, TwoInputStreamOperatorTestHarness):
+    """A harness for keyed two-input operators (a KeyedCoProcessFunction, or a Co*Function on
+    keyed inputs): one key selector per input, one keyed state and one set of timers for both."""
+
+    def __init__(
+        self,
+        operator: Any,
+        key_selector1: Callable[[Any], Any] | fn.KeySelector | None = None,
+        key_selector2: Callable[[Any], Any] | fn.KeySelector | None = None,
+        *,
+        state_backend: str = "hashmap",
+        **kwargs: Any,
+    ) -> None:
+        if key_selector1 is None:
+            key_selector1 = getattr(operator, "key_selector", None)
+        if key_selector2 is None:
+            key_selector2 = getattr(operator, "key_selector2", None)
+        if key_selector1 is None or key_selector2 is None:
+            raise UsageError(
+                "KeyedTwoInputStreamOperatorTestHarness needs key_selector1 and key_selector2 "
+                "(a KeySelector or a callable for each input)"
+            )
+        self._state_backend_kind = state_backend
+        self._key_selector2 = fn.wrap_key_selector(key_selector2)
+        super().__init__(operator, key_selector=fn.wrap_key_selector(key_selector1), **kwargs)
+
+
 class ProcessFunctionTestHarnesses:
     """Shortcuts named as Flink's: a harness around a function, opened and ready."""
 
@@ -601,21 +768,38 @@ class ProcessFunctionTestHarnesses:
         harness.open()
         return harness
 
+    @staticmethod
+    def for_co_process_function(
+        function: fn.CoProcessFunction, **kwargs: Any
+    ) -> TwoInputStreamOperatorTestHarness:
+        harness = TwoInputStreamOperatorTestHarness(function, **kwargs)
+        harness.open()
+        return harness
 
-def harness_for(stream: Any, **kwargs: Any) -> OneInputStreamOperatorTestHarness:
+    @staticmethod
+    def for_keyed_co_process_function(
+        function: fn.KeyedCoProcessFunction, key_selector1: Any, key_selector2: Any, **kwargs: Any
+    ) -> KeyedTwoInputStreamOperatorTestHarness:
+        harness = KeyedTwoInputStreamOperatorTestHarness(function, key_selector1, key_selector2, **kwargs)
+        harness.open()
+        return harness
+
+
+def harness_for(stream: Any, **kwargs: Any) -> Any:
     """A harness around the operator that produced ``stream`` (built with the DataStream API),
-    keyed when the operator is. Keyword arguments go to the harness (parallelism,
-    subtask_index, max_parallelism, state_backend, processing_time_ms, ...). Not opened."""
-    from engine.graph.transformations import OneInputTransformation
+    keyed when the operator is, with two inputs when it came from ``connect``. Keyword
+    arguments go to the harness (parallelism, subtask_index, max_parallelism,
+    state_backend, processing_time_ms, ...). Not opened."""
+    from engine.graph.transformations import OneInputTransformation, TwoInputTransformation
     from engine.runtime.operators.factory import create_operator
 
     get_transformation = getattr(stream, "get_transformation", None)
     if get_transformation is None:
         raise UsageError(f"harness_for() needs a DataStream, got {stream!r}")
     transformation = get_transformation()
-    if not isinstance(transformation, OneInputTransformation):
+    if not isinstance(transformation, (OneInputTransformation, TwoInputTransformation)):
         raise UsageError(
-            f"harness_for() wraps a one-input operator (map, process, reduce, window, ...); the stream "
+            f"harness_for() wraps an operator (map, process, reduce, window, a connected map, ...); the stream "
             f"comes from '{transformation.name}' ({type(transformation).__name__})"
         )
     env = stream.get_execution_environment()
@@ -624,18 +808,27 @@ def harness_for(stream: Any, **kwargs: Any) -> OneInputStreamOperatorTestHarness
     operator = create_operator(node, {}, env.get_config().get_auto_watermark_interval())
     kwargs.setdefault("max_parallelism", node.max_parallelism)
     kwargs.setdefault("operator_id", node.uid or f"harness-{node.id}-{node.name}")
+    if node.is_two_input:
+        if node.state_key_selector is not None:
+            return KeyedTwoInputStreamOperatorTestHarness(
+                operator, node.state_key_selector, node.state_key_selector2, **kwargs
+            )
+        return TwoInputStreamOperatorTestHarness(operator, **kwargs)
     if node.state_key_selector is not None:
         return KeyedOneInputStreamOperatorTestHarness(operator, node.state_key_selector, **kwargs)
     return OneInputStreamOperatorTestHarness(operator, **kwargs)
 
 
 __all__ = [
+    "AbstractStreamOperatorTestHarness",
     "KeyedOneInputStreamOperatorTestHarness",
+    "KeyedTwoInputStreamOperatorTestHarness",
     "OneInputStreamOperatorTestHarness",
     "OperatorSubtaskState",
     "ProcessFunctionTestHarnesses",
     "RegisteredTimer",
     "StreamRecord",
+    "TwoInputStreamOperatorTestHarness",
     "Watermark",
     "WatermarkStatus",
     "harness_for",

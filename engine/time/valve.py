@@ -154,3 +154,38 @@ def _watermark_of(actions: list[WatermarkAction]) -> int | None:
         if isinstance(action, EmitWatermark):
             return action.timestamp
     return None
+
+
+class CombinedWatermark:
+    """A two-input (or n-input) operator's watermark from its inputs' watermarks, as Flink's
+    ``IndexedCombinedWatermarkStatus``: each input (already the output of its own valve) has
+    a watermark and an idle flag; the combined watermark is the minimum over the inputs
+    that are not idle, and only rises. When every input is idle the combined status is
+    idle and the watermark stays where it is. Pure."""
+
+    def __init__(self, num_inputs: int) -> None:
+        self.watermarks = [MIN_WATERMARK] * num_inputs
+        self.idle = [False] * num_inputs
+        self.current = MIN_WATERMARK
+        self.combined_idle = False
+
+    def _update(self) -> int | None:
+        active = [wm for wm, idle in zip(self.watermarks, self.idle) if not idle]
+        self.combined_idle = not active
+        if active and min(active) > self.current:
+            self.current = min(active)
+            return self.current
+        return None
+
+    def update_watermark(self, index: int, timestamp: int) -> int | None:
+        """Input ``index`` reached ``timestamp``: the new combined watermark when it rose, else None."""
+        if timestamp > self.watermarks[index]:
+            self.watermarks[index] = timestamp
+        return self._update()
+
+    def update_status(self, index: int, idle: bool) -> tuple[int | None, bool]:
+        """Input ``index`` became idle (or active): (the new combined watermark when it rose,
+        whether the combined idle status changed)."""
+        was_idle = self.combined_idle
+        self.idle[index] = idle
+        return self._update(), was_idle != self.combined_idle

@@ -13,4 +13,4 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "testing"
 
 def test_the_testing_examples_pass(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess(str(EXAMPLES), "-p", "no:cacheprovider", "-q")
-    result.assert_outcomes(passed=6)
+    result.assert_outcomes(passed=11)

@@ -234,8 +234,23 @@ def create_operator(
         )
     if kind == "keyed_process":
         return keyed.KeyedProcessOperator(node.name, node.state_key_selector, spec.function)
+    if kind in ("co_map", "co_flat_map", "co_process", "keyed_co_process"):
+        return _create_two_input_operator(node, kind, spec.function)
     if kind == "window":
         from engine.runtime.operators.window import create_window_operator
 
         return create_window_operator(node)
     raise UsageError(f"operator '{node.name}': unknown operator kind {kind!r}")
+
+
+def _create_two_input_operator(node: StreamNode, kind: str, function: Any) -> StreamOperator:
+    from engine.runtime.operators import co
+
+    selector1, selector2 = node.state_key_selector, node.state_key_selector2
+    if kind == "co_map":
+        return co.CoMapOperator(node.name, function, selector1, selector2)
+    if kind == "co_flat_map":
+        return co.CoFlatMapOperator(node.name, function, selector1, selector2)
+    if kind == "co_process":
+        return co.CoProcessOperator(node.name, function)
+    return co.KeyedCoProcessOperator(node.name, selector1, selector2, function)

@@ -1,0 +1,242 @@
+"""Two-input operators (``connect``): co-map, co-flat-map, co-process and keyed co-process.
+
+A two-input operator takes batches of either input (``process_batch1`` /
+``process_batch2``) and watermarks per input (``process_watermark1`` /
+``process_watermark2``, each already the minimum over that input's channels). Its own
+event time is the minimum over the inputs that are not idle (``CombinedWatermark``), so
+a slow input holds the operator back and an idle one does not; the operator reacts to
+it through the one-input hook ``process_watermark`` (timers fire there) and forwards it.
+
+On keyed connected streams the operator has one keyed state for both inputs: before
+each record the backend's current key is set from that input's key selector, so the
+records of both inputs with equal keys see the same state and timers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from engine.codec.batch import Batch
+from engine.datastream import functions as fn
+from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
+from engine.runtime.operators.keyed import (
+    KeyedProcessOperator,
+    _check_key,
+    _key_function,
+    _KeyedContext,
+    _KeyedOperator,
+)
+from engine.runtime.operators.stateless import _NonKeyedTimerService
+from engine.time.valve import CombinedWatermark
+
+
+class TwoInputStreamOperator(StreamOperator):
+    """Base of the two-input operators: per-input watermarks and idleness combined into one."""
+
+    two_inputs = True
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.combined = CombinedWatermark(2)
+
+    def process_batch(self, batch: Batch) -> None:  # pragma: no cover - the task calls 1 or 2
+        raise AssertionError(f"operator '{self.name}' has two inputs: process_batch1 or process_batch2")
+
+    def process_batch1(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def process_batch2(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    def process_watermark1(self, timestamp: int) -> None:
+        self._advance(self.combined.update_watermark(0, timestamp))
+
+    def process_watermark2(self, timestamp: int) -> None:
+        self._advance(self.combined.update_watermark(1, timestamp))
+
+    def process_watermark_status1(self, idle: bool) -> None:
+        self._on_status(0, idle)
+
+    def process_watermark_status2(self, idle: bool) -> None:
+        self._on_status(1, idle)
+
+    def _advance(self, watermark: int | None) -> None:
+        if watermark is not None:
+            self.process_watermark(watermark)
+
+    def _on_status(self, index: int, idle: bool) -> None:
+        watermark, status_changed = self.combined.update_status(index, idle)
+        self._advance(watermark)
+        if status_changed:
+            self.chain_output.emit_watermark_status(self.combined.combined_idle)
+
+
+def _with_key(backend: Any, selector: Any, operator: StreamOperator, f: Any) -> Any:
+    """``f`` with the backend's current key set from ``selector`` before each call (keyed inputs)."""
+    if backend is None or selector is None:
+        return f
+    key_of = _key_function(selector)
+
+    def call(v: Any) -> Any:
+        key = key_of(v)
+        _check_key(operator, key)
+        backend.set_current_key(key)
+        return f(v)
+
+    return call
+
+
+class _CoFunctionOperator(TwoInputStreamOperator):
+    def __init__(
+        self, name: str, function: Any, key_selector1: Any = None, key_selector2: Any = None
+    ) -> None:
+        super().__init__(name)
+        self.function = function
+        self.key_selector = key_selector1
+        self.key_selector2 = key_selector2
+
+    def open(self) -> None:
+        backend = self.context.keyed_state_backend() if self.key_selector is not None else None
+        self.backend = backend
+        self.function.open(self.context.runtime_context())
+
+    def _keyed_pair(self, f1: Any, f2: Any) -> tuple[Any, Any]:
+        return (
+            _with_key(self.backend, self.key_selector, self, f1),
+            _with_key(self.backend, self.key_selector2, self, f2),
+        )
+
+    def close(self) -> None:
+        self.function.close()
+
+
+class CoMapOperator(_CoFunctionOperator):
+    def open(self) -> None:
+        super().open()
+        self._map1, self._map2 = self._keyed_pair(self.function.map1, self.function.map2)
+
+    def _map(self, f: Any, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        self._emit(Batch([f(v) for v in batch.as_list()], batch.timestamps))
+
+    def process_batch1(self, batch: Batch) -> None:
+        self._map(self._map1, batch)
+
+    def process_batch2(self, batch: Batch) -> None:
+        self._map(self._map2, batch)
+
+
+class CoFlatMapOperator(_CoFunctionOperator):
+    def open(self) -> None:
+        super().open()
+        self._flat_map1, self._flat_map2 = self._keyed_pair(self.function.flat_map1, self.function.flat_map2)
+
+    def _flat_map(self, f: Any, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        out: list[Any] = []
+        counts = []
+        for v in batch.as_list():
+            produced = results_of(f(v))
+            out.extend(produced)
+            counts.append(len(produced))
+        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+        self._emit(Batch(out, stamps))
+
+    def process_batch1(self, batch: Batch) -> None:
+        self._flat_map(self._flat_map1, batch)
+
+    def process_batch2(self, batch: Batch) -> None:
+        self._flat_map(self._flat_map2, batch)
+
+
+class _CoProcessContext(fn.CoProcessFunction.Context):
+    def __init__(self, operator: CoProcessOperator) -> None:
+        self._operator = operator
+        self._timestamp: int | None = None
+        self.side = SideOutputs()
+
+    def timestamp(self) -> int | None:
+        return self._timestamp
+
+    def timer_service(self) -> Any:
+        return _NonKeyedTimerService(self._operator)
+
+    def output(self, output_tag: Any, value: Any) -> None:
+        self.side.add(output_tag, value, self._timestamp)
+
+
+class CoProcessOperator(_CoFunctionOperator):
+    """A CoProcessFunction on inputs that are not both keyed: timestamps and side outputs, no timers."""
+
+    def open(self) -> None:
+        super().open()
+        self._ctx = _CoProcessContext(self)
+
+    def _process(self, f: Any, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        ctx = self._ctx
+        out: list[Any] = []
+        counts = []
+        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
+            ctx._timestamp = ts
+            produced = results_of(f(v, ctx))
+            out.extend(produced)
+            counts.append(len(produced))
+        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+        self._emit(Batch(out, stamps))
+        ctx.side.flush(self.chain_output)
+
+    def process_batch1(self, batch: Batch) -> None:
+        self._process(self.function.process_element1, batch)
+
+    def process_batch2(self, batch: Batch) -> None:
+        self._process(self.function.process_element2, batch)
+
+
+class KeyedCoProcessOperator(TwoInputStreamOperator, KeyedProcessOperator):
+    """A KeyedCoProcessFunction (or a CoProcessFunction on keyed inputs): keyed state shared by
+    both inputs, event- and processing-time timers per key (``on_timer``), side outputs."""
+
+    def __init__(self, name: str, key_selector1: Any, key_selector2: Any, function: Any) -> None:
+        KeyedProcessOperator.__init__(self, name, key_selector1, function)
+        self.combined = CombinedWatermark(2)
+        self.key_selector2 = key_selector2
+
+    def open(self) -> None:
+        _KeyedOperator.open(self)
+        self.function.open(self.context.runtime_context())
+        self._ctx = _KeyedContext(self)
+        self._key_of2 = _key_function(self.key_selector2)
+        self._process1 = self.function.process_element1
+        self._process2 = self.function.process_element2
+
+    def _process_keyed(self, key_of: Any, f: Any, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        ctx = self._ctx
+        ctx._time_domain = None
+        backend = self.backend
+        out: list[Any] = []
+        counts = []
+        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
+            key = key_of(v)
+            _check_key(self, key)
+            self.current_key = key
+            backend.set_current_key(key)
+            ctx._timestamp = ts
+            produced = results_of(f(v, ctx))
+            out.extend(produced)
+            counts.append(len(produced))
+        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+        self._emit(Batch(out, stamps))
+        self._flush_side()
+
+    def process_batch1(self, batch: Batch) -> None:
+        self._process_keyed(self._key_of, self._process1, batch)
+
+    def process_batch2(self, batch: Batch) -> None:
+        self._process_keyed(self._key_of2, self._process2, batch)
+
+    def process_batch(self, batch: Batch) -> None:  # pragma: no cover - the task calls 1 or 2
+        TwoInputStreamOperator.process_batch(self, batch)

@@ -24,6 +24,7 @@ subtask; the TaskExecutor reports it to the JobMaster.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -118,6 +119,30 @@ class _WriterTarget:
 
     def status(self, idle: bool) -> None:
         self.writer.add_event(WatermarkStatus(idle))
+
+
+class _DrainLock:
+    """The task's lock between its input loop and its timers: a trio.Lock whose uncontended
+    acquire is not a scheduling point (the loops yield once per batch on their own, and a
+    scheduling point per buffer costs more than the buffer's processing)."""
+
+    def __init__(self) -> None:
+        self._lock = trio.Lock()
+
+    async def __aenter__(self) -> None:
+        try:
+            self._lock.acquire_nowait()
+        except trio.WouldBlock:
+            await self._lock.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._lock.release()
+
+
+#: How many input buffers or events a task handles between two scheduling points while
+#: its gate has more: enough to amortise the scheduler, few enough to stay fair to the
+#: other tasks of the thread (about 1 ms of work at most).
+ITEMS_PER_SCHEDULING_POINT = 8
 
 
 class _Guard:
@@ -255,8 +280,9 @@ class Task:
         self.buffers_in = 0
         self.records_in = 0
         self.backpressured_seconds = 0.0
-        self._drain_lock = trio.Lock()
+        self._drain_lock = _DrainLock()
         self._timer_changed = trio.Event()
+        self._armed_deadline = -math.inf  # what the timer loop waits for: a deadline, inf (nothing), -inf (busy)
         self._started = trio.current_time()
         self.gate: Any = None
 
@@ -431,7 +457,7 @@ class Task:
                 except (WeirError, Exception) as exc:
                     raise guard.fail(exc) from exc
                 await self._drain()
-            self._poke_timers()
+            self._poke_timers_if_due()
             await trio.lowlevel.checkpoint()
 
     async def _run_input(self) -> None:
@@ -499,10 +525,15 @@ class Task:
             if actions:
                 await self._drain()
 
+        budget = 0
         while True:
-            item = await gate.get_next()
+            item = gate.poll_next() if budget > 0 else None
             if item is None:
-                return
+                item = await gate.get_next()  # a scheduling point; parks when nothing is there
+                if item is None:
+                    return
+                budget = ITEMS_PER_SCHEDULING_POINT
+            budget -= 1
             async with self._drain_lock:
                 channel = item.channel_index
                 if item.is_buffer:
@@ -517,7 +548,7 @@ class Task:
                     await handle(channel, None, event)
                 while held and not blocked:
                     await handle(*held.popleft())
-            self._poke_timers()
+            self._poke_timers_if_due()
 
     def _input_routing(self, head_guard: _Guard) -> tuple[list[Any], list[tuple[WatermarkValve, int]], Any]:
         """Per input channel: where its batches go, and its watermark valve with the channel's
@@ -880,6 +911,13 @@ class Task:
     def _poke_timers(self) -> None:
         self._timer_changed.set()
 
+    def _poke_timers_if_due(self) -> None:
+        """After a batch: wake the timer loop only if an operator now has a processing-time
+        deadline earlier than the one it waits for (a busy loop looks again by itself)."""
+        deadline = self._next_deadline_ms()
+        if deadline is not None and deadline < self._armed_deadline:
+            self._poke_timers()
+
     async def _run_timers(self) -> None:
         """Fire processing-time callbacks when their time comes. Cancellation: stops firing."""
         d = self.d
@@ -909,13 +947,17 @@ class Task:
             if deadline is None or self._stop is not None:
                 # a source stopping with a savepoint is suspended: after its barrier it emits
                 # nothing, not even a periodic watermark (Flink's synchronous savepoint)
+                self._armed_deadline = math.inf
                 await self._timer_changed.wait()
+                self._armed_deadline = -math.inf
                 continue
             now = d.processing_time_ms()
             if now < deadline:
                 wake = trio.current_time() + (deadline - now) / 1000.0
+                self._armed_deadline = deadline
                 with trio.move_on_at(wake):
                     await self._timer_changed.wait()
+                self._armed_deadline = -math.inf
                 if d.processing_time_ms() < deadline:
                     continue
             async with self._drain_lock:

@@ -89,8 +89,14 @@ async def test_above_capacity_the_run_is_not_sustained_and_latency_grows(
     assert result.throughput < 0.6 * 2000
     trend = [point["mean_ms"] for point in result.trend]
     assert len(trend) >= 4
-    assert max(trend) > 2 * trend[0] and trend[-1] > 1000  # the backlog shows up as latency
-    assert result.latency.percentiles_us()["p99"] > 1_000_000
+    # The backlog shows up as latency: the last records were due when half the events had been
+    # processed, so they wait for the other half (4 s of work for 2 s of offered events). The
+    # curve in between grows in steps whose timing depends on Trio's randomised scheduling: a
+    # source that is behind emits everything due as one batch, and its records arrive together.
+    backlog_us = (OVERLOAD_EVENTS / 1000.0 - OVERLOAD_EVENTS / 2000.0) * 1e6
+    latency = result.latency.percentiles_us()
+    assert latency["max"] >= 0.9 * backlog_us and trend[-1] > 1000, (latency, trend)
+    assert latency["p99"] > 1_000_000
 
     report = {
         "suite": "test", "correctness": [],

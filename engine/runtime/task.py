@@ -282,7 +282,9 @@ class Task:
         self.backpressured_seconds = 0.0
         self._drain_lock = _DrainLock()
         self._timer_changed = trio.Event()
-        self._armed_deadline = -math.inf  # what the timer loop waits for: a deadline, inf (nothing), -inf (busy)
+        self._armed_deadline = (
+            -math.inf
+        )  # what the timer loop waits for: a deadline, inf (nothing), -inf (busy)
         self._started = trio.current_time()
         self.gate: Any = None
 

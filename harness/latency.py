@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import numpy.ctypeslib  # numpy loads it lazily, ~30 ms: not inside a measured run
 import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 

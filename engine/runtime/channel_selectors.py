@@ -69,14 +69,35 @@ class KeyGroupSelector(ChannelSelector):
             key_selector.fn if type(key_selector) is fn._KeySelectorCallable else key_selector.get_key
         )
         self.max_parallelism = max_parallelism
+        self._cache: dict[int, dict[str, int]] = {}
 
     def keys(self, batch: Batch) -> list[Any]:
         key_of = self.key_of
         return [key_of(v) for v in batch.as_list()]
 
+    #: String keys whose channel is remembered (a stream has far fewer distinct keys than records).
+    CACHE_ENTRIES = 1 << 16
+
     def select(self, batch: Batch, num_channels: int) -> np.ndarray:
-        hashes = java_hash_array(self.keys(batch))
-        return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
+        keys = self.keys(batch)
+        cache = self._cache.get(num_channels)
+        if cache is not None:
+            try:
+                # only str keys are cached: a str never equals a key of another type, so a hit is
+                # never a key whose Java hash differs (True == 1 == 1.0 in Python, not in Java)
+                return np.array([cache[k] for k in keys], dtype=np.int32)
+            except (KeyError, TypeError):
+                pass
+        else:
+            cache = self._cache[num_channels] = {}
+        hashes = java_hash_array(keys)
+        channels = np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
+        if len(cache) > self.CACHE_ENTRIES:
+            cache.clear()
+        for key, channel in zip(keys, channels.tolist()):
+            if type(key) is str:
+                cache[key] = channel
+        return channels
 
 
 def selector_for(

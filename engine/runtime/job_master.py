@@ -168,6 +168,12 @@ class JobMaster:
     # -- the job -------------------------------------------------------------------------------
     async def run(self) -> JobResult:
         """Run the job to a terminal status. Cancellation: tasks are cancelled with the cluster."""
+        from engine.runtime.gc_pauses import frozen_heap
+
+        with frozen_heap():  # short full collections while the job runs
+            return await self._run()
+
+    async def _run(self) -> JobResult:
         started = trio.current_time()
         eg = build_execution_graph(self.job_graph, self.job_id)
         self.execution_graph = eg

@@ -514,6 +514,9 @@ class RuntimeStateProvider:
 
     def __init__(self, backend: KeyedStateBackend) -> None:
         self.backend = backend
+        #: called before a state object is handed out (an operator that sets the current key
+        #: only once its function uses state hooks in here)
+        self.on_access: Callable[[], None] | None = None
 
     def get_state(self, kind: str, descriptor: Any) -> Any:
         if not isinstance(descriptor, StateDescriptor):
@@ -523,4 +526,6 @@ class RuntimeStateProvider:
                 f"{self._GETTERS.get(kind, kind)} got {descriptor!r}, a {descriptor.kind} state descriptor; "
                 f"use {self._GETTERS[descriptor.kind]} for it"
             )
+        if self.on_access is not None:
+            self.on_access()
         return self.backend.get_state(descriptor)

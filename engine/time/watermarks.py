@@ -30,13 +30,14 @@ timers (``timers.py``). Pure: no trio, no clock.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy, _CallableTimestampAssigner
 from engine.errors import UsageError
 
 NO_TIMESTAMP = int(np.iinfo(np.int64).min)  # a record without an event timestamp (== engine.codec.batch)
@@ -314,13 +315,15 @@ class TimestampAssignment:
             if previous_timestamps is None:
                 return np.full(n, NO_TIMESTAMP, dtype=np.int64)
             return np.asarray(previous_timestamps, dtype=np.int64)
-        extract = self.assigner.extract_timestamp
+        # a plain callable is called directly, and map() keeps the per-record loop in C;
+        # fromiter converts each result to int64 as int() would
+        assigner = self.assigner
+        extract = getattr(assigner, "_fn", None) if type(assigner) is _CallableTimestampAssigner else None
+        if extract is None:
+            extract = assigner.extract_timestamp
         records = values.tolist() if isinstance(values, np.ndarray) else values
         if previous_timestamps is None:
-            return np.fromiter((int(extract(v, NO_TIMESTAMP)) for v in records), dtype=np.int64, count=n)
-        previous = np.asarray(previous_timestamps, dtype=np.int64).tolist()
-        return np.fromiter(
-            (int(extract(v, p)) for v, p in zip(records, previous)),
-            dtype=np.int64,
-            count=n,
-        )
+            previous: Any = itertools.repeat(NO_TIMESTAMP, n)
+        else:
+            previous = np.asarray(previous_timestamps, dtype=np.int64).tolist()
+        return np.fromiter(map(extract, records, previous), dtype=np.int64, count=n)

@@ -49,6 +49,7 @@ class OperatorContext:
     key_selector: Any = None
     operator_state_backend: Any = None  # the subtask's OperatorStateBackend (list and union list state)
     is_restored: bool = False  # the task restored this operator from a checkpoint or savepoint
+    state_provider: Any = None  # the RuntimeStateProvider of the last runtime_context() on a keyed backend
 
     def operator_state(self) -> Any:
         """The subtask's operator state (created on first use, also outside a task)."""
@@ -75,7 +76,7 @@ class OperatorContext:
         if state_provider is None and self.keyed_backend is not None:
             from engine.state.backend import RuntimeStateProvider
 
-            state_provider = RuntimeStateProvider(self.keyed_backend)
+            state_provider = self.state_provider = RuntimeStateProvider(self.keyed_backend)
         return RuntimeContext(
             task_name=self.operator_name,
             index_of_this_subtask=self.subtask_index,

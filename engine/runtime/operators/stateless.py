@@ -22,17 +22,39 @@ def _callable(function: Any, method: str, wrapper: type) -> Any:
     return getattr(function, method)
 
 
+_NO_RECORD = object()
+
+
 def _keyed(operator: StreamOperator, f: Any) -> Any:
-    """On a keyed stream, set the state backend's current key before each call (keyed state)."""
+    """On a keyed stream, the function's keyed state follows the key of the record it is called
+    with. The current key is set before each call once the function has state; until then
+    (a map after key_by that keeps none) only the record is noted, and the key is set from it
+    if the function asks for a state object during the call, so state is always right and a
+    stateless function does not pay for extracting and hashing every key."""
     ctx = operator.context
     if ctx.keyed_backend is None or ctx.key_selector is None:
         return f
     backend = ctx.keyed_backend
     selector = ctx.key_selector
     key_of = selector.fn if type(selector) is fn._KeySelectorCallable else selector.get_key
+    provider = ctx.state_provider
+    eager = [provider is None or bool(list(backend.registered_state_names()))]
+    current = [_NO_RECORD]
+
+    def on_state_access() -> None:
+        if not eager[0]:
+            eager[0] = True
+            if current[0] is not _NO_RECORD:
+                backend.set_current_key(key_of(current[0]))
+
+    if provider is not None:
+        provider.on_access = on_state_access
 
     def call(v: Any) -> Any:
-        backend.set_current_key(key_of(v))
+        if eager[0]:
+            backend.set_current_key(key_of(v))
+        else:
+            current[0] = v
         return f(v)
 
     return call

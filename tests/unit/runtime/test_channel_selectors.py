@@ -1,0 +1,31 @@
+"""KeyGroupSelector: key -> key group -> subtask, the same with its string-key cache as without."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.codec.batch import Batch
+from engine.datastream.functions import wrap_key_selector
+from engine.keys import assign_key_to_parallel_operator
+from engine.runtime.channel_selectors import KeyGroupSelector
+
+keys = st.one_of(st.text(max_size=6), st.integers(-5, 5), st.booleans(), st.sampled_from([1.0, 0.0, -1.5]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(keys, max_size=20), max_size=6), st.integers(1, 7))
+def test_every_batch_goes_where_the_formula_says_cache_or_not(
+    batches: list[list[object]], channels: int
+) -> None:
+    selector = KeyGroupSelector(wrap_key_selector(lambda v: v), 128)
+    for batch in batches:  # later batches hit the cache filled by earlier ones
+        got = selector.select(Batch(list(batch)), channels).tolist()
+        assert got == [assign_key_to_parallel_operator(k, 128, channels) for k in batch]
+
+
+def test_a_str_key_and_an_equal_looking_key_of_another_type_are_told_apart() -> None:
+    selector = KeyGroupSelector(wrap_key_selector(lambda v: v), 128)
+    for batch in (["1", "True"], [1, True, 1.0], ["1", 1, True]):
+        got = selector.select(Batch(batch), 4).tolist()
+        assert got == [assign_key_to_parallel_operator(k, 128, 4) for k in batch]

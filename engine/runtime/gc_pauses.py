@@ -2,10 +2,9 @@
 
 A full (generation 2) collection walks every container object the process tracks: the
 modules, numba's and LLVM's compiled code, pyarrow, the cluster's own objects. With
-weir loaded that is tens of milliseconds, and it happens at moments nobody chose, in
-the one thread every task runs in: measured on the keyed-shuffle benchmark, gen-2
-collections of 35 to 86 ms were the whole tail of the latency distribution (p99 of
-40-120 ms where the rest of the run stayed under 15 ms).
+weir loaded that is tens of milliseconds (35 to 86 ms in traces of the keyed-shuffle
+benchmark), and it happens at moments nobody chose, in the one thread every task runs
+in, where it is latency for every record in flight.
 
 While at least one job runs, the objects that existed when the first job started are
 frozen (``gc.freeze``: moved to a generation collections never walk), so a full

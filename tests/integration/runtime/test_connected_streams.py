@@ -226,3 +226,59 @@ def test_a_keyed_co_process_job_is_exactly_once_under_failures(weir_env_factory,
     assert_output(
         report.clean_output, expected_matches(list(range(events)), [i * 2 for i in range(events // 2)])
     )
+
+
+def savepointed_pairs_job(parallelism: int, backend: str, out: list, savepoint: str | None = None) -> Any:
+    from engine.common import Configuration
+    from engine.graph.job_graph import generate_job_graph
+
+    conf = Configuration()
+    conf.set_string("state.backend.type", backend)
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    env.set_parallelism(parallelism)
+    stamps = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[0] * 10)
+    ones = env.from_source(
+        DataGeneratorSource(lambda i: (i, i * 10), 400, rate_limit=200.0, type_info=PAIR), stamps, "ones"
+    ).uid("ones")
+    twos = env.from_source(
+        DataGeneratorSource(lambda i: (i * 3, i * 300), 150, rate_limit=75.0, type_info=PAIR), stamps, "twos"
+    ).uid("twos")
+    (
+        ones.connect(twos)
+        .key_by(lambda e: e[0], lambda e: e[0])
+        .process(MatchPairs())
+        .uid("match")
+        .add_sink(out.append)
+        .set_parallelism(1)
+    )
+    if savepoint is not None:
+        env._restore_from(savepoint, False)
+    return env, generate_job_graph(env.get_stream_graph("savepointed pairs"))
+
+
+@pytest.mark.parametrize(("old_p", "new_p", "new_backend"), [(2, 3, "lmdb"), (2, 1, "hashmap")])
+async def test_a_keyed_co_process_job_stops_with_a_savepoint_and_resumes_at_another_parallelism(
+    old_p: int, new_p: int, new_backend: str, tmp_path: Any, autojump_clock: Any
+) -> None:
+    """Keyed state of both inputs and the pending timers move with their key groups."""
+    import trio
+
+    from engine.runtime.client import job_settings_for
+    from engine.runtime.minicluster import ClusterConfig, open_minicluster
+
+    first: list = []
+    env, graph = savepointed_pairs_job(old_p, "hashmap", first)
+    async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=4)) as cluster:
+        handle = cluster.submit(graph, job_settings_for(env))
+        await trio.sleep(1.0)
+        path = await handle.job_master.trigger_savepoint(str(tmp_path), "canonical", "no_drain")
+        result = await handle.wait()
+    assert result.status.name == "FINISHED", result.failure
+    expected = expected_matches(list(range(400)), [i * 3 for i in range(150)])
+    assert 0 < len(first) < len(expected)  # stopped midway
+    second: list = []
+    env, graph = savepointed_pairs_job(new_p, new_backend, second, savepoint=path)
+    async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=4)) as cluster:
+        result = await cluster.submit(graph, job_settings_for(env)).wait()
+    assert result.status.name == "FINISHED", result.failure
+    assert_output(first + second, expected)

@@ -407,6 +407,11 @@ def _consume(iterator: Iterator[Any]) -> None:
     deque(iterator, maxlen=0)
 
 
+#: ``encode_partitioned`` encodes each channel's records separately up to this many records per
+#: channel on average (measured crossover with the one-pass path: about 1,000 at 2 channels).
+SPLIT_ENCODE_RECORDS_PER_CHANNEL = 512
+
+
 class _Split:
     """A batch taken apart into columns, before the columns are checked."""
 
@@ -571,6 +576,15 @@ class ColumnarSerializer(BatchSerializer):
         channels, permutation, offsets, counts = self._group(batch, channels, num_channels)
         if len(batch) == 0:
             return [None] * int(num_channels)
+        if len(batch) <= SPLIT_ENCODE_RECORDS_PER_CHANNEL * num_channels:
+            # a small batch: one ``encode`` per channel costs less than the column plans of
+            # the one-pass path, whose fixed cost dominates below about a thousand records
+            # per channel (about half the time at 130 records over 2 channels)
+            frames: list[bytes | None] = [None] * int(num_channels)
+            bounds = offsets.tolist()
+            for c in np.flatnonzero(counts).tolist():
+                frames[c] = self.encode(batch.take(permutation[bounds[c] : bounds[c + 1]]))
+            return frames
         split, prepared = self._prepare(batch)
         ts = _timestamps(batch)
         sections = _Sections(counts)

@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.codec import kernels, reference
+from engine.codec import kernels, reference, serializers
 from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.codec.frame import HEADER_SIZE, parse_header
 from engine.codec.reader import FrameReader
@@ -194,6 +194,17 @@ PICKLED_BATCHES = st.lists(PICKLABLE, max_size=20).map(lambda v: (None, Batch(v)
 @PROPERTY_SETTINGS
 @given(st.one_of(routed(typed_batches()), routed(PICKLED_BATCHES)))
 def test_encode_partitioned_routes_every_record_in_order(case: tuple[Any, ...]) -> None:
+    # both ways of encoding: one pass over all channels, and one encode per channel (small batches)
+    saved = serializers.SPLIT_ENCODE_RECORDS_PER_CHANNEL
+    try:
+        for threshold in (0, 1 << 30):
+            serializers.SPLIT_ENCODE_RECORDS_PER_CHANNEL = threshold
+            _check_routed(case)
+    finally:
+        serializers.SPLIT_ENCODE_RECORDS_PER_CHANNEL = saved
+
+
+def _check_routed(case: tuple[Any, ...]) -> None:
     type_info, batch, channels, num_channels = case
     serializer = serializer_for(type_info)
     frames = serializer.encode_partitioned(batch, channels, num_channels)

@@ -58,6 +58,16 @@ BASIC_CASES = [
 NUMERIC = ["BOOLEAN", "BYTE", "SHORT", "INT", "LONG", "FLOAT", "DOUBLE"]
 
 
+@pytest.fixture(params=["one-pass", "per-channel"])
+def encode_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """encode_partitioned both ways: one pass over all channels, or one encode per channel."""
+    from engine.codec import serializers
+
+    threshold = 0 if request.param == "one-pass" else 1 << 30
+    monkeypatch.setattr(serializers, "SPLIT_ENCODE_RECORDS_PER_CHANNEL", threshold)
+    return str(request.param)
+
+
 def _batch(values: list[Any], with_timestamps: bool) -> Batch:
     if not with_timestamps:
         return Batch(values)
@@ -525,7 +535,7 @@ def _routed(values: list[Any], channels: np.ndarray, c: int) -> list[Any]:
     ],
 )
 def test_encode_partitioned_gives_each_channel_its_records_in_order(
-    type_info: TypeInformation | None, values: list[Any]
+    type_info: TypeInformation | None, values: list[Any], encode_path: str
 ) -> None:
     serializer = serializer_for(type_info)
     num_channels = 4
@@ -546,7 +556,7 @@ def test_encode_partitioned_gives_each_channel_its_records_in_order(
         assert decoded.timestamps.tolist() == _routed(ts.tolist(), channels, c)
 
 
-def test_a_single_channel_frame_equals_the_unpartitioned_frame() -> None:
+def test_a_single_channel_frame_equals_the_unpartitioned_frame(encode_path: str) -> None:
     cases: list[tuple[TypeInformation, list[Any]]] = [
         (Types.LONG(), [1, 2, 3]),
         (TUPLE_TYPE, [("a", 1), ("b", 2)]),
@@ -559,7 +569,7 @@ def test_a_single_channel_frame_equals_the_unpartitioned_frame() -> None:
         ]
 
 
-def test_encode_partitioned_of_rows_keeps_names_kinds_and_nulls() -> None:
+def test_encode_partitioned_of_rows_keeps_names_kinds_and_nulls(encode_path: str) -> None:
     serializer = serializer_for(Types.ROW_NAMED(["id", "tag"], [Types.LONG(), Types.STRING()]))
     rows = [Row(id=i, tag=None if i % 3 == 0 else f"t{i}") for i in range(10)]
     rows[4].set_row_kind(RowKind.UPDATE_AFTER)

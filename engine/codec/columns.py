@@ -307,6 +307,7 @@ class FixedColumn(ColumnCodec):
 
     def __init__(self, type_info: BasicTypeInfo) -> None:
         self.type_info = type_info
+        self._what = f"a {type_expr(type_info)} column"  # for errors; built once, not per frame
         name = type_info.name
         self.kind = {"Boolean": "bool", "Float": "float", "Double": "float", "Character": "char"}.get(
             name, "int"
@@ -433,7 +434,7 @@ class FixedColumn(ColumnCodec):
     # Decoding ---------------------------------------------------------------------------------
 
     def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
-        return read_fixed(payload, pos, n, self.wire_dtype, f"a {type_expr(self.type_info)} column")
+        return read_fixed(payload, pos, n, self.wire_dtype, self._what)
 
     def to_python(self, raw: Any) -> list[Any]:
         values: list[Any] = raw.tolist()

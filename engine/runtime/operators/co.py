@@ -16,11 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from engine.codec.batch import Batch
-from engine.datastream import functions as fn
-from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
+from engine.runtime.operators.base import StreamOperator
 from engine.runtime.operators.keyed import (
     KeyedProcessOperator,
     _check_key,
@@ -28,7 +25,12 @@ from engine.runtime.operators.keyed import (
     _KeyedContext,
     _KeyedOperator,
 )
-from engine.runtime.operators.stateless import _NonKeyedTimerService
+from engine.runtime.operators.stateless import (
+    _ProcessContext,
+    flat_map_batch,
+    map_batch,
+    process_batch_with,
+)
 from engine.time.valve import CombinedWatermark
 
 
@@ -119,7 +121,7 @@ class CoMapOperator(_CoFunctionOperator):
 
     def _map(self, f: Any, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        self._emit(Batch([f(v) for v in batch.as_list()], batch.timestamps))
+        self._emit(map_batch(f, batch))
 
     def process_batch1(self, batch: Batch) -> None:
         self._map(self._map1, batch)
@@ -135,14 +137,7 @@ class CoFlatMapOperator(_CoFunctionOperator):
 
     def _flat_map(self, f: Any, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        out: list[Any] = []
-        counts = []
-        for v in batch.as_list():
-            produced = results_of(f(v))
-            out.extend(produced)
-            counts.append(len(produced))
-        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
-        self._emit(Batch(out, stamps))
+        self._emit(flat_map_batch(f, batch))
 
     def process_batch1(self, batch: Batch) -> None:
         self._flat_map(self._flat_map1, batch)
@@ -151,42 +146,17 @@ class CoFlatMapOperator(_CoFunctionOperator):
         self._flat_map(self._flat_map2, batch)
 
 
-class _CoProcessContext(fn.CoProcessFunction.Context):
-    def __init__(self, operator: CoProcessOperator) -> None:
-        self._operator = operator
-        self._timestamp: int | None = None
-        self.side = SideOutputs()
-
-    def timestamp(self) -> int | None:
-        return self._timestamp
-
-    def timer_service(self) -> Any:
-        return _NonKeyedTimerService(self._operator)
-
-    def output(self, output_tag: Any, value: Any) -> None:
-        self.side.add(output_tag, value, self._timestamp)
-
-
 class CoProcessOperator(_CoFunctionOperator):
     """A CoProcessFunction on inputs that are not both keyed: timestamps and side outputs, no timers."""
 
     def open(self) -> None:
         super().open()
-        self._ctx = _CoProcessContext(self)
+        self._ctx = _ProcessContext(self)
 
     def _process(self, f: Any, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        ctx = self._ctx
-        out: list[Any] = []
-        counts = []
-        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
-            ctx._timestamp = ts
-            produced = results_of(f(v, ctx))
-            out.extend(produced)
-            counts.append(len(produced))
-        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
-        self._emit(Batch(out, stamps))
-        ctx.side.flush(self.chain_output)
+        self._emit(process_batch_with(f, self._ctx, batch))
+        self._ctx.side.flush(self.chain_output)
 
     def process_batch1(self, batch: Batch) -> None:
         self._process(self.function.process_element1, batch)
@@ -211,26 +181,6 @@ class KeyedCoProcessOperator(TwoInputStreamOperator, KeyedProcessOperator):
         self._key_of2 = _key_function(self.key_selector2)
         self._process1 = self.function.process_element1
         self._process2 = self.function.process_element2
-
-    def _process_keyed(self, key_of: Any, f: Any, batch: Batch) -> None:
-        self.metrics.records_in += len(batch)
-        ctx = self._ctx
-        ctx._time_domain = None
-        backend = self.backend
-        out: list[Any] = []
-        counts = []
-        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
-            key = key_of(v)
-            _check_key(self, key)
-            self.current_key = key
-            backend.set_current_key(key)
-            ctx._timestamp = ts
-            produced = results_of(f(v, ctx))
-            out.extend(produced)
-            counts.append(len(produced))
-        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
-        self._emit(Batch(out, stamps))
-        self._flush_side()
 
     def process_batch1(self, batch: Batch) -> None:
         self._process_keyed(self._key_of, self._process1, batch)

@@ -18,6 +18,7 @@ from engine.datastream.data_stream import FieldAggregator
 from engine.datastream.state import ValueStateDescriptor
 from engine.errors import UsageError
 from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
+from engine.runtime.operators.stateless import process_batch_with
 from engine.time.timers import InternalTimerService
 
 
@@ -219,23 +220,19 @@ class KeyedProcessOperator(_KeyedOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        ctx = self._ctx
-        ctx._time_domain = None
-        key_of = self._key_of
-        f = self._process
-        out: list[Any] = []
-        counts = []
+        self._process_keyed(self._key_of, self._process, batch)
+
+    def _process_keyed(self, key_of: Any, f: Any, batch: Batch) -> None:
+        """``f(value, ctx)`` per record with the record's key current in state and timers."""
+        self._ctx._time_domain = None
         backend = self.backend
-        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
+
+        def set_key(v: Any) -> None:
             key = key_of(v)
             self.current_key = key
             backend.set_current_key(key)
-            ctx._timestamp = ts
-            produced = results_of(f(v, ctx))
-            out.extend(produced)
-            counts.append(len(produced))
-        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
-        self._emit(Batch(out, stamps))
+
+        self._emit(process_batch_with(f, self._ctx, batch, set_key))
         self._flush_side()
 
     def _fire(self, event_time: bool, until: int) -> None:

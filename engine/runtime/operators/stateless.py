@@ -60,6 +60,39 @@ def _keyed(operator: StreamOperator, f: Any) -> Any:
     return call
 
 
+def map_batch(f: Any, batch: Batch) -> Batch:
+    """``f`` of every record, keeping the timestamps."""
+    return Batch([f(v) for v in batch.as_list()], batch.timestamps)
+
+
+def flat_map_batch(f: Any, batch: Batch) -> Batch:
+    """Everything ``f`` returns for each record, each result with its record's timestamp."""
+    out: list[Any] = []
+    counts = []
+    for v in batch.as_list():
+        produced = results_of(f(v))
+        out.extend(produced)
+        counts.append(len(produced))
+    ts = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+    return Batch(out, ts)
+
+
+def process_batch_with(f: Any, ctx: Any, batch: Batch, before: Any = None) -> Batch:
+    """``f(value, ctx)`` for every record with ``ctx.timestamp()`` set to the record's; the
+    results carry their record's timestamp. ``before(value)`` runs first (e.g. to set the key)."""
+    out: list[Any] = []
+    counts = []
+    for v, ts in zip(batch.as_list(), batch.timestamp_list()):
+        if before is not None:
+            before(v)
+        ctx._timestamp = ts
+        produced = results_of(f(v, ctx))
+        out.extend(produced)
+        counts.append(len(produced))
+    stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
+    return Batch(out, stamps)
+
+
 class _UserFunctionOperator(StreamOperator):
     def __init__(self, name: str, function: Any) -> None:
         super().__init__(name)
@@ -79,8 +112,7 @@ class MapOperator(_UserFunctionOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        f = self._map
-        self._emit(Batch([f(v) for v in batch.as_list()], batch.timestamps))
+        self._emit(map_batch(self._map, batch))
 
 
 class FlatMapOperator(_UserFunctionOperator):
@@ -90,15 +122,7 @@ class FlatMapOperator(_UserFunctionOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        f = self._flat_map
-        out: list[Any] = []
-        counts = []
-        for v in batch.as_list():
-            produced = results_of(f(v))
-            out.extend(produced)
-            counts.append(len(produced))
-        ts = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
-        self._emit(Batch(out, ts))
+        self._emit(flat_map_batch(self._flat_map, batch))
 
 
 class FilterOperator(_UserFunctionOperator):
@@ -120,7 +144,7 @@ class FilterOperator(_UserFunctionOperator):
 class _ProcessContext(fn.ProcessFunction.Context):
     """The context handed to ProcessFunction.process_element (one object, updated per record)."""
 
-    def __init__(self, operator: ProcessOperator) -> None:
+    def __init__(self, operator: StreamOperator) -> None:
         self._operator = operator
         self._timestamp: int | None = None
         self.side = SideOutputs()
@@ -165,18 +189,8 @@ class ProcessOperator(_UserFunctionOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        ctx = self._ctx
-        f = self._process
-        out: list[Any] = []
-        counts = []
-        for v, ts in zip(batch.as_list(), batch.timestamp_list()):
-            ctx._timestamp = ts
-            produced = results_of(f(v, ctx))
-            out.extend(produced)
-            counts.append(len(produced))
-        stamps = None if batch.timestamps is None else np.repeat(batch.timestamps, counts)
-        self._emit(Batch(out, stamps))
-        ctx.side.flush(self.chain_output)
+        self._emit(process_batch_with(self._process, self._ctx, batch))
+        self._ctx.side.flush(self.chain_output)
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):

@@ -161,17 +161,11 @@ class _Guard:
         return OperatorFailure(self.operator.name, self.subtask, self.parallelism, exc)
 
     def process(self, batch: Batch) -> None:
-        try:
-            if self.inject is not None:
-                self.inject(len(batch))
-            self.operator.process_batch(batch)
-        except OperatorFailure:
-            raise
-        except Exception as exc:
-            raise self.fail(exc) from exc
+        self.process_input(batch, self.operator.process_batch)
 
     def process_input(self, batch: Batch, process: Callable[[Batch], None]) -> None:
-        """One batch into ``process``, one of a two-input operator's ``process_batch1``/``2``."""
+        """One batch into ``process``: the operator's ``process_batch``, or one of a two-input
+        operator's ``process_batch1``/``2``."""
         try:
             if self.inject is not None:
                 self.inject(len(batch))
@@ -282,9 +276,8 @@ class Task:
         self.backpressured_seconds = 0.0
         self._drain_lock = _DrainLock()
         self._timer_changed = trio.Event()
-        self._armed_deadline = (
-            -math.inf
-        )  # what the timer loop waits for: a deadline, inf (nothing), -inf (busy)
+        # what the timer loop waits for: a deadline, inf (nothing), -inf (it is busy)
+        self._armed_deadline = -math.inf
         self._started = trio.current_time()
         self.gate: Any = None
 

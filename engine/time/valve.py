@@ -19,7 +19,9 @@ Events:
 - ``input_watermark_status(channel, idle=False)``: the channel counts again, but it is
   aligned only if its watermark is not behind the output; a channel that comes back
   behind does not drag the output back or hold it until it catches up (it re-joins
-  the minimum when it does). If the valve was idle, its status becomes active.
+  the minimum when it does). If the valve was idle, its status becomes active. A channel
+  that comes back aligned may lift the output to the new minimum of the aligned channels
+  at once (Flink waits for the next watermark; the output is the same, only earlier).
 
 A watermark on an idle channel makes the channel active first (weir's upstreams
 announce ``active`` before the first watermark after idleness, so this only matters for
@@ -93,11 +95,15 @@ class WatermarkValve:
                 self._advance_to_min_of_aligned(actions)
         elif not idle and self.idle[channel]:
             self.idle[channel] = False
-            if self.channel_watermarks[channel] >= self.current:
-                self.aligned[channel] = True
             if self.output_idle:
                 self.output_idle = False
                 actions.append(EmitWatermarkStatus(idle=False))
+            if self.channel_watermarks[channel] >= self.current:
+                self.aligned[channel] = True
+                # it may now be the slowest aligned channel, and ahead of the output (the
+                # channel that held the output went idle with no aligned channel left to
+                # advance to): the output follows at once rather than at its next watermark
+                self._advance_to_min_of_aligned(actions)
         return actions
 
     # ------------------------------------------------------------------ the original API

@@ -138,3 +138,31 @@ def test_bench_checkpoint_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     assert aligned["mode"] == "aligned" and unaligned["mode"] == "unaligned"
     assert unaligned["checkpoints_completed"] > 0 and unaligned["persisted_in_flight_bytes"] > 0
     assert report["parameters"]["backpressure_seconds"] == 1.5
+
+
+def test_run_a_two_input_job_prices_every_order() -> None:
+    """examples/currency_join.py: connect + key_by + KeyedCoProcessFunction, run by the CLI."""
+    result = CliRunner().invoke(main, ["run", str(EXAMPLES / "currency_join.py"), "-p", "2", "--no-live"])
+    assert result.exit_code == 0, result.output
+    assert "job 'currency join' FINISHED" in result.stderr
+    # every 250th order is printed; each came out priced in euro, whichever input came first
+    printed = sorted(
+        line for line in result.stdout.splitlines() if line.strip().startswith(("1>", "2>", "("))
+    )
+    assert len(printed) == 4, result.stdout
+
+
+def test_the_two_input_example_against_its_oracle() -> None:
+    import runpy
+
+    from engine.datastream import StreamExecutionEnvironment
+
+    module = runpy.run_path(str(EXAMPLES / "currency_join.py"))
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    out: list = []
+    module["build"](env, out.append, n=400)
+    env.execute("currency join")
+    rates = dict(module["RATES"])
+    expected = [(i, c, round(a / rates[c], 2)) for i, c, a in module["orders"](400)]
+    assert sorted(out) == sorted(expected)

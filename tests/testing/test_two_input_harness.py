@@ -161,6 +161,7 @@ def test_keyed_co_map_shares_one_state_per_key_between_the_inputs() -> None:
         h.process_element2(("a", 3))
         h.process_element2(("b", 1))
         assert h.extract_output_values() == [("a", 10), ("a", 7), ("b", -1)]
+        assert (h.operator.metrics.records_in, h.operator.metrics.records_out) == (3, 3)
         assert h.get_keyed_state(TOTAL, "a") == 7
         assert sorted(h.keys(TOTAL)) == ["a", "b"]
 
@@ -181,6 +182,7 @@ def test_keyed_co_process_timers_fire_when_both_inputs_pass_them(backend: str) -
         h.process_watermark2(1_100)
         assert h.extract_output_records() == [StreamRecord(("k", 2, 1_100), 1_100)]
         assert h.get_keyed_state(TOTAL, "k") is None
+        assert h.operator.metrics.records_in == 4  # both inputs count
     finally:
         h.close()
 

@@ -219,11 +219,11 @@ class KeyedProcessOperator(_KeyedOperator):
         self._ctx.side.flush(self.chain_output)
 
     def process_batch(self, batch: Batch) -> None:
-        self.metrics.records_in += len(batch)
         self._process_keyed(self._key_of, self._process, batch)
 
     def _process_keyed(self, key_of: Any, f: Any, batch: Batch) -> None:
         """``f(value, ctx)`` per record with the record's key current in state and timers."""
+        self.metrics.records_in += len(batch)
         self._ctx._time_domain = None
         backend = self.backend
 

@@ -194,12 +194,8 @@ class _Generator:
         elif isinstance(t, TwoInputTransformation):
             inputs1 = self.transform(t.inputs[0])
             inputs2 = self.transform(t.inputs[1])
-            node = self._add_node(t, "operator", [])
-            for h in inputs1:
-                self._add_edge(h, node, type_number=1)
-            for h in inputs2:
-                self._add_edge(h, node, type_number=2)
-            handles = [_Handle(node.id)]
+            numbers = [1] * len(inputs1) + [2] * len(inputs2)
+            handles = [_Handle(self._add_node(t, "operator", inputs1 + inputs2, numbers).id)]
         elif isinstance(t, PartitionTransformation):
             handles = [
                 _Handle(h.node_id, t.partitioner, t.exchange_mode, h.side_output_tag)
@@ -216,7 +212,10 @@ class _Generator:
         self.done[t.id] = handles
         return handles
 
-    def _add_node(self, t: Transformation, kind: str, inputs: list[_Handle]) -> StreamNode:
+    def _add_node(
+        self, t: Transformation, kind: str, inputs: list[_Handle], type_numbers: list[int] | None = None
+    ) -> StreamNode:
+        """``type_numbers``: which input of a two-input node each handle feeds (1 or 2)."""
         parallelism = t.parallelism if t.parallelism is not None else self.default_parallelism
         if t.parallelism_fixed:
             parallelism = 1
@@ -255,15 +254,13 @@ class _Generator:
                 )
             self.uids[t.uid] = node
         self.graph.nodes[node.id] = node
-        for h in inputs:
-            self._add_edge(h, node)
+        for h, number in zip(inputs, type_numbers or [0] * len(inputs)):
+            self._add_edge(h, node, number)
         return node
 
     def _slot_sharing_group(self, t: Transformation, inputs: list[_Handle]) -> str:
         if t.slot_sharing_group is not None:
             return t.slot_sharing_group
-        if isinstance(t, TwoInputTransformation):
-            inputs = [*self.transform(t.inputs[0]), *self.transform(t.inputs[1])]
         groups = {self.graph.nodes[h.node_id].slot_sharing_group for h in inputs}
         return groups.pop() if len(groups) == 1 else DEFAULT_SLOT_SHARING_GROUP
 

@@ -585,8 +585,9 @@ class ResultPartition:
     async def emit(self, subpartition: int, data: _Bytes) -> None:
         """Append ``data`` (any length) to the subpartition's buffers.
 
-        Not a scheduling point when the bytes fit in the current buffer; otherwise one per
-        new buffer, parking while the pool has none (backpressure).
+        Not a scheduling point unless the pool has no buffer for it: then it parks until one
+        is recycled (backpressure). The producing task yields once per batch on its own; a
+        scheduling point per buffer cost more than the buffer's processing.
 
         Cancellation: only while waiting for a buffer. The bytes written so far stay
         written, so the item is cut off: a cancelled emit leaves the partition fit only
@@ -628,7 +629,8 @@ class ResultPartition:
             sub.finish_current()
 
     async def _request_buffer(self) -> Buffer:
-        """A new buffer from the pool, timing any wait as backpressure.
+        """A new buffer from the pool, timing any wait as backpressure. A scheduling point
+        only when it has to wait.
 
         Cancellation: raises ``Cancelled`` before a buffer is taken; the wait so far is
         still counted in the backpressured time.
@@ -645,8 +647,6 @@ class ResultPartition:
             finally:
                 self._backpressured_since = None
                 self._backpressured_s += trio.current_time() - start
-        else:
-            await trio.lowlevel.cancel_shielded_checkpoint()
         self.buffers_requested += 1
         return buffer
 

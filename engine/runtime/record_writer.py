@@ -11,7 +11,6 @@ from collections import deque
 from typing import Any
 
 from engine.codec.batch import Batch
-from engine.network.buffer_pool import WouldBlock
 from engine.network.events import Event, Watermark
 from engine.runtime.channel_selectors import ChannelSelector
 
@@ -62,23 +61,14 @@ class RecordWriter:
         if n == 1 or self.selector.broadcast:
             frame = self.serializer.encode(batch)
             if n == 1:
-                await self._emit(0, frame)
+                await partition.emit(0, frame)
             else:
-                for channel in range(n):
-                    await self._emit(channel, frame)
+                await partition.broadcast_emit(frame)
         else:
             channels = self.selector.select(batch, n)
             frames = self.serializer.encode_partitioned(batch, channels, n)
             for channel, frame in enumerate(frames):
                 if frame is not None:
-                    await self._emit(channel, frame)
+                    await partition.emit(channel, frame)
         if self.flush_after_emit:
             partition.flush_all()
-
-    async def _emit(self, channel: int, frame: Any) -> None:
-        """Write a frame without a scheduling point when the pool has the buffers (the task
-        yields once per batch elsewhere); otherwise wait for buffers (backpressure)."""
-        try:
-            self.partition.emit_nowait(channel, frame)
-        except WouldBlock:
-            await self.partition.emit(channel, frame)

@@ -318,9 +318,7 @@ class TimestampAssignment:
         # a plain callable is called directly, and map() keeps the per-record loop in C;
         # fromiter converts each result to int64 as int() would
         assigner = self.assigner
-        extract = getattr(assigner, "_fn", None) if type(assigner) is _CallableTimestampAssigner else None
-        if extract is None:
-            extract = assigner.extract_timestamp
+        extract = assigner._fn if type(assigner) is _CallableTimestampAssigner else assigner.extract_timestamp
         records = values.tolist() if isinstance(values, np.ndarray) else values
         if previous_timestamps is None:
             previous: Any = itertools.repeat(NO_TIMESTAMP, n)

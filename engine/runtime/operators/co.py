@@ -7,9 +7,9 @@ event time is the minimum over the inputs that are not idle (``CombinedWatermark
 a slow input holds the operator back and an idle one does not; the operator reacts to
 it through the one-input hook ``process_watermark`` (timers fire there) and forwards it.
 
-On keyed connected streams the operator has one keyed state for both inputs: before
-each record the backend's current key is set from that input's key selector, so the
-records of both inputs with equal keys see the same state and timers.
+On keyed connected streams the operator has one keyed state for both inputs: a record's
+key comes from its input's key selector, so the records of both inputs with equal keys
+see the same state and timers.
 """
 
 from __future__ import annotations
@@ -18,14 +18,9 @@ from typing import Any
 
 from engine.codec.batch import Batch
 from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.keyed import (
-    KeyedProcessOperator,
-    _check_key,
-    _key_function,
-    _KeyedContext,
-    _KeyedOperator,
-)
+from engine.runtime.operators.keyed import KeyedProcessOperator, _key_function
 from engine.runtime.operators.stateless import (
+    _keyed,
     _ProcessContext,
     flat_map_batch,
     map_batch,
@@ -75,21 +70,6 @@ class TwoInputStreamOperator(StreamOperator):
             self.chain_output.emit_watermark_status(self.combined.combined_idle)
 
 
-def _with_key(backend: Any, selector: Any, operator: StreamOperator, f: Any) -> Any:
-    """``f`` with the backend's current key set from ``selector`` before each call (keyed inputs)."""
-    if backend is None or selector is None:
-        return f
-    key_of = _key_function(selector)
-
-    def call(v: Any) -> Any:
-        key = key_of(v)
-        _check_key(operator, key)
-        backend.set_current_key(key)
-        return f(v)
-
-    return call
-
-
 class _CoFunctionOperator(TwoInputStreamOperator):
     def __init__(
         self, name: str, function: Any, key_selector1: Any = None, key_selector2: Any = None
@@ -100,15 +80,13 @@ class _CoFunctionOperator(TwoInputStreamOperator):
         self.key_selector2 = key_selector2
 
     def open(self) -> None:
-        backend = self.context.keyed_state_backend() if self.key_selector is not None else None
-        self.backend = backend
+        if self.key_selector is not None:
+            self.context.keyed_state_backend()  # created outside a task (test harnesses)
         self.function.open(self.context.runtime_context())
 
     def _keyed_pair(self, f1: Any, f2: Any) -> tuple[Any, Any]:
-        return (
-            _with_key(self.backend, self.key_selector, self, f1),
-            _with_key(self.backend, self.key_selector2, self, f2),
-        )
+        """Each input's function with its records' keys current in the shared keyed state."""
+        return _keyed(self, f1, self.key_selector), _keyed(self, f2, self.key_selector2)
 
     def close(self) -> None:
         self.function.close()
@@ -174,10 +152,7 @@ class KeyedCoProcessOperator(TwoInputStreamOperator, KeyedProcessOperator):
         self.combined = CombinedWatermark(2)
         self.key_selector2 = key_selector2
 
-    def open(self) -> None:
-        _KeyedOperator.open(self)
-        self.function.open(self.context.runtime_context())
-        self._ctx = _KeyedContext(self)
+    def _bind_function(self) -> None:
         self._key_of2 = _key_function(self.key_selector2)
         self._process1 = self.function.process_element1
         self._process2 = self.function.process_element2

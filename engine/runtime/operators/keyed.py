@@ -208,12 +208,16 @@ class KeyedProcessOperator(_KeyedOperator):
     def open(self) -> None:
         super().open()
         self.function.open(self.context.runtime_context())
+        self._bind_function()
+        self._ctx = _KeyedContext(self)
+
+    def _bind_function(self) -> None:
+        """The user function's per-record entry point (two-input subclasses bind two)."""
         self._process = (
             self.function.fn
             if type(self.function) is fn._KeyedProcessCallable
             else self.function.process_element
         )
-        self._ctx = _KeyedContext(self)
 
     def _flush_side(self) -> None:
         self._ctx.side.flush(self.chain_output)

@@ -22,42 +22,53 @@ def _callable(function: Any, method: str, wrapper: type) -> Any:
     return getattr(function, method)
 
 
-_NO_RECORD = object()
+class _KeyOnStateUse:
+    """The current key of an operator whose user functions run on keyed records: set before
+    each call once a function has state; until then (a map after key_by that keeps none)
+    only the record is noted, and the key is set from it if a function asks for a state
+    object during the call. State is always right, and a stateless function does not pay
+    for extracting and hashing every key. One per operator, shared by its functions (a
+    connected map has one per input, each with its own key selector)."""
+
+    def __init__(self, backend: Any, provider: Any) -> None:
+        self.backend = backend
+        self.eager = provider is None or bool(list(backend.registered_state_names()))
+        self.record: Any = None
+        self.key_of: Any = None  # of the noted record; None: nothing noted yet
+        if provider is not None:
+            provider.on_access = self._on_state_access
+
+    def _on_state_access(self) -> None:
+        if not self.eager:
+            self.eager = True
+            if self.key_of is not None:
+                self.backend.set_current_key(self.key_of(self.record))
+
+    def wrap(self, f: Any, key_of: Any) -> Any:
+        backend = self.backend
+
+        def call(v: Any) -> Any:
+            if self.eager:
+                backend.set_current_key(key_of(v))
+            else:
+                self.record, self.key_of = v, key_of
+            return f(v)
+
+        return call
 
 
-def _keyed(operator: StreamOperator, f: Any) -> Any:
-    """On a keyed stream, the function's keyed state follows the key of the record it is called
-    with. The current key is set before each call once the function has state; until then
-    (a map after key_by that keeps none) only the record is noted, and the key is set from it
-    if the function asks for a state object during the call, so state is always right and a
-    stateless function does not pay for extracting and hashing every key."""
+def _keyed(operator: StreamOperator, f: Any, selector: Any = None) -> Any:
+    """``f`` with its keyed state following the key of each record (see ``_KeyOnStateUse``);
+    ``selector`` defaults to the operator's key selector. ``f`` itself on a non-keyed stream."""
     ctx = operator.context
-    if ctx.keyed_backend is None or ctx.key_selector is None:
+    selector = selector if selector is not None else ctx.key_selector
+    if ctx.keyed_backend is None or selector is None:
         return f
-    backend = ctx.keyed_backend
-    selector = ctx.key_selector
+    keys = getattr(operator, "_key_on_state_use", None)
+    if keys is None:
+        keys = operator._key_on_state_use = _KeyOnStateUse(ctx.keyed_backend, ctx.state_provider)  # type: ignore[attr-defined]
     key_of = selector.fn if type(selector) is fn._KeySelectorCallable else selector.get_key
-    provider = ctx.state_provider
-    eager = [provider is None or bool(list(backend.registered_state_names()))]
-    current = [_NO_RECORD]
-
-    def on_state_access() -> None:
-        if not eager[0]:
-            eager[0] = True
-            if current[0] is not _NO_RECORD:
-                backend.set_current_key(key_of(current[0]))
-
-    if provider is not None:
-        provider.on_access = on_state_access
-
-    def call(v: Any) -> Any:
-        if eager[0]:
-            backend.set_current_key(key_of(v))
-        else:
-            current[0] = v
-        return f(v)
-
-    return call
+    return keys.wrap(f, key_of)
 
 
 def map_batch(f: Any, batch: Batch) -> Batch:

@@ -37,7 +37,6 @@ __all__ = [
     "group_by_channel",
     "separator_bounds",
     "sum_by_channel",
-    "unpack_fixed",
     "utf8_bounds",
 ]
 
@@ -176,31 +175,6 @@ def gather_fixed(
         if p < 0 or p + (stop - start) * width > dst.shape[0]:
             raise UsageError("channel " + str(c) + "'s column does not fit the output buffer")
         _copy_records(dst, p, src, width, permutation, start, stop)
-
-
-@njit(cache=True)
-def unpack_fixed(src: ByteArray, start: int, count: int, width: int) -> ByteArray:
-    """A fresh, aligned copy of ``count`` fixed-width records at ``src[start:]`` (a frame payload).
-
-    The payload sits at any offset of a network buffer and the buffer is reused, so a
-    decoded column is copied out once; the caller views the result as the column's dtype.
-    """
-    size = count * width
-    if start < 0 or count < 0 or width < 1 or start + size > src.shape[0]:
-        raise UsageError(
-            "cannot unpack "
-            + str(count)
-            + " records of "
-            + str(width)
-            + " bytes at byte "
-            + str(start)
-            + " of a "
-            + str(src.shape[0])
-            + "-byte payload"
-        )
-    out = np.empty(size, np.uint8)
-    out[:] = src[start : start + size]
-    return out
 
 
 @njit(cache=True)

@@ -20,7 +20,6 @@ __all__ = [
     "group_by_channel",
     "separator_bounds",
     "sum_by_channel",
-    "unpack_fixed",
     "utf8_bounds",
 ]
 
@@ -81,16 +80,6 @@ def gather_fixed(
             i = int(permutation[k])
             dst[p : p + width] = src[i * width : (i + 1) * width]
             p += width
-
-
-def unpack_fixed(src: ByteArray, start: int, count: int, width: int) -> ByteArray:
-    """A copy of ``count`` records of ``width`` bytes at ``src[start:]``."""
-    size = count * width
-    if start < 0 or count < 0 or width < 1 or start + size > len(src):
-        raise UsageError(
-            f"cannot unpack {count} records of {width} bytes at byte {start} of a {len(src)}-byte payload"
-        )
-    return np.array(bytearray(src[start : start + size].tobytes()), dtype=np.uint8)
 
 
 def gather_strings(

@@ -347,15 +347,6 @@ def test_gather_strings_agrees_with_the_reference(
 
 
 @PROPERTY_SETTINGS
-@given(st.binary(max_size=80), st.integers(-2, 40), st.integers(-1, 20), st.sampled_from([0, 1, 2, 4, 8]))
-def test_unpack_fixed_agrees_with_the_reference(data: bytes, start: int, count: int, width: int) -> None:
-    src = np.frombuffer(data, dtype=np.uint8)
-    result = _same_outcome(kernels.unpack_fixed, reference.unpack_fixed, src, start, count, width)
-    if result is not None:
-        assert result.tolist() == reference.unpack_fixed(src, start, count, width).tolist()
-
-
-@PROPERTY_SETTINGS
 @given(st.lists(TEXT, max_size=30), st.integers(-1, 1))
 def test_separator_bounds_agrees_with_the_reference(strings: list[str], miscount: int) -> None:
     blob = np.frombuffer("\x00".join(strings).encode("utf-8", "surrogatepass"), dtype=np.uint8)

@@ -103,13 +103,3 @@ def test_sum_by_channel(impl: Any) -> None:
     assert out.tolist() == [3, 3, 4, 0]
     with pytest.raises(UsageError, match=re.escape("record 0 is routed to channel 5, outside 0..1")):
         impl.sum_by_channel(np.array([1]), np.array([5], dtype=np.int32), 2)
-
-
-@pytest.mark.parametrize("impl", TWINS, ids=["kernel", "reference"])
-def test_unpack_fixed_copies_records_out_of_a_payload(impl: Any) -> None:
-    payload = np.frombuffer(b"\x01" + np.array([7, -8], dtype="<i8").tobytes() + b"\x02", dtype=np.uint8)
-    out = impl.unpack_fixed(payload, 1, 2, 8)
-    assert out.view("<i8").tolist() == [7, -8]
-    assert out.flags.writeable and not np.shares_memory(out, payload)
-    with pytest.raises(UsageError, match="cannot unpack 3 records of 8 bytes at byte 1 of a 18-byte payload"):
-        impl.unpack_fixed(payload, 1, 3, 8)

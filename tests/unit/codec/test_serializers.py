@@ -354,6 +354,31 @@ def test_pickled_numpy_batches_stay_arrays_and_do_not_alias_the_payload() -> Non
     assert decoded.timestamps is not None and decoded.timestamps.tolist() == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.parametrize(
+    ("type_info", "values"),
+    [
+        (Types.LONG(), np.arange(5)),
+        (Types.DOUBLE(), np.arange(5.0)),
+        (Types.TUPLE([Types.INT(), Types.LONG()]), [(i, -i) for i in range(5)]),
+    ],
+)
+def test_columnar_batches_do_not_alias_the_payload_and_are_aligned(
+    type_info: TypeInformation, values: Any
+) -> None:
+    # the value column starts one byte after the timestamps (its flag byte): unaligned in the frame
+    serializer = serializer_for(type_info)
+    frame = bytearray(serializer.encode(Batch(values, np.arange(5))))
+    decoded = serializer.decode(parse_header(frame), memoryview(frame)[HEADER_SIZE:])
+    frame[HEADER_SIZE:] = b"\xff" * (len(frame) - HEADER_SIZE)
+    assert decoded.timestamps is not None and decoded.timestamps.tolist() == [0, 1, 2, 3, 4]
+    assert decoded.timestamps.flags.aligned and decoded.timestamps.flags.writeable
+    if isinstance(decoded.values, np.ndarray):
+        assert decoded.values.tolist() == [0, 1, 2, 3, 4]
+        assert decoded.values.flags.aligned and decoded.values.flags.writeable
+    else:
+        assert decoded.values == values
+
+
 def test_an_unpicklable_record_is_named() -> None:
     with pytest.raises(
         UsageError, match=r"record 1 cannot be sent on a stream of pickled values: got <function"

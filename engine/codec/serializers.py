@@ -69,7 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from engine.codec import kernels
-from engine.codec.batch import Batch
+from engine.codec.batch import Batch, TupleColumns
 from engine.codec.columns import (
     COLUMN_NULLS,
     COLUMN_STRING_LENGTHS,
@@ -469,6 +469,8 @@ class ColumnarSerializer(BatchSerializer):
             if not isinstance(values, list | tuple | np.ndarray):
                 values = list(values)
             return _Split([values])
+        if isinstance(values, TupleColumns) and len(values.columns) == self._arity and self._is_tuple:
+            return _Split(list(values.columns))  # already columns: no tuple is built or taken apart
         records: Sequence[Any] = values.tolist() if isinstance(values, np.ndarray) else values
         types = set(map(type, records))
         kinds = None
@@ -529,7 +531,7 @@ class ColumnarSerializer(BatchSerializer):
         for j, codec in enumerate(self.columns):
             column = split.columns[j]
             mask = None
-            if self._nullable[j] and any(map(is_, column, repeat(None))):
+            if self._nullable[j] and _may_hold_none(column) and any(map(is_, column, repeat(None))):
                 mask = np.fromiter(map(is_, column, repeat(None)), dtype=np.bool_, count=len(column))
                 placeholder = _placeholder(codec)
                 column = [placeholder if v is None else v for v in column]
@@ -663,6 +665,11 @@ class ColumnarSerializer(BatchSerializer):
             if self._is_tuple:
                 return list(zip(*columns))
             return _make_rows(columns, self._decoded_names, kinds)
+
+
+def _may_hold_none(column: Any) -> bool:
+    """False for a numpy column of numbers, which cannot hold None (no need to look)."""
+    return not isinstance(column, np.ndarray) or column.dtype.kind == "O"
 
 
 @contextmanager

@@ -64,7 +64,7 @@ are built with the cyclic garbage collector paused.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from operator import itemgetter
@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
 from engine.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from engine.datastream.data_stream import FieldAggregator, _Count, _Mean
 from engine.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
@@ -879,17 +879,16 @@ class VectorWindowOperator(StreamOperator):
                 f"{kind}() over {self.plan.dtype.__name__} ({exc})"
             ) from None
 
-    def _results(self, panes: PaneColumns) -> list[Any]:
+    def _results(self, panes: PaneColumns) -> Sequence[Any]:
         """The output records of ``panes``; for sum/min/max also what the per-record path stores."""
         with _gc_paused():
             return self._build_results(panes)
 
-    def _build_results(self, panes: PaneColumns) -> list[Any]:
+    def _build_results(self, panes: PaneColumns) -> Sequence[Any]:
         kind = self.plan.aggregation
-        if kind == "count":
-            return list(zip(self._keys_of(panes.keys), panes.counts.tolist()))
-        if kind == "mean":
-            return list(zip(self._keys_of(panes.keys), (panes.accs / panes.counts).tolist()))
+        if kind in ("count", "mean"):  # (key, value) records, built only if something reads them
+            keys = panes.keys if self._objects is None else self._objects.keys(panes.keys)
+            return TupleColumns([keys, panes.counts if kind == "count" else panes.accs / panes.counts])
         accs: list[Any] = panes.accs.tolist()
         if not self._keeps_first:
             return accs
@@ -907,7 +906,7 @@ class VectorWindowOperator(StreamOperator):
                 out.append(agg._set(first, acc) if acc > agg._get(first) else first)
         return out
 
-    def _canonical(self, panes: PaneColumns, results: list[Any]) -> list[Any]:
+    def _canonical(self, panes: PaneColumns, results: Sequence[Any]) -> Sequence[Any]:
         """What the per-record path would hold in ``window-contents`` for these panes."""
         kind = self.plan.aggregation
         if kind == "count":

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.codec.batch import Batch
+from engine.codec.batch import Batch, TupleColumns
 from engine.common import Time, Types
 from engine.common.types import Row
 from engine.datastream import OutputTag, StreamExecutionEnvironment
@@ -313,6 +313,23 @@ def test_numeric_streams_keyed_by_the_record_itself(agg: str, store: str) -> Non
         run.watermark(MAX_WM)
     assert fast.records() == slow.records() and fast.records()
     assert fast.op.statistics()["key_slots"] is None  # int64 keys are their own pane keys
+
+
+@pytest.mark.parametrize(("agg", "key", "keys_as"), [("count", 0, np.ndarray), ("mean", 1, list)])
+def test_count_and_mean_fire_columns_not_tuples(agg: str, key: int, keys_as: type) -> None:
+    events = [((k, f"s{k}", k * 10), t) for t in (1, 2) for k in (5, 9)]
+    fired: list[Batch] = []
+    run = Run(
+        vector_op(agg, 2, Types.TUPLE([Types.LONG(), Types.STRING(), Types.LONG()]), key=lambda r: r[key])
+    )
+    run.output.emit = fired.append  # type: ignore[method-assign]
+    run.batch(events)
+    run.watermark(MAX_WM)
+    (batch,) = fired
+    assert isinstance(batch.values, TupleColumns) and isinstance(batch.values.columns[0], keys_as)
+    assert batch.values._records is None  # nothing read the records yet
+    expected = {"count": [(5, 2), (9, 2)], "mean": [("s5", 50.0), ("s9", 90.0)]}[agg]
+    assert batch.as_list() == expected
 
 
 def test_a_selector_that_is_not_a_field_is_called_per_record() -> None:

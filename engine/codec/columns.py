@@ -237,6 +237,11 @@ class Prepared(ABC):
     def parts(self) -> list[Buffer]:
         """The column body of a single frame holding every record."""
 
+    def select(self, rows: np.ndarray) -> Prepared | None:
+        """The column of the records at ``rows`` if it can be cut from this one, else None
+        (the caller prepares those records' values again)."""
+        return None
+
     @abstractmethod
     def plan(
         self, channels: np.ndarray, permutation: Int64Array, offsets: Int64Array, counts: Int64Array
@@ -282,6 +287,9 @@ class _FixedPrepared(Prepared):
 
     def parts(self) -> list[Buffer]:
         return [self.array]
+
+    def select(self, rows: np.ndarray) -> Prepared:
+        return _FixedPrepared(self.array[rows])
 
     def plan(
         self, channels: np.ndarray, permutation: Int64Array, offsets: Int64Array, counts: Int64Array

@@ -701,3 +701,15 @@ def test_check_header_rejects_record_counts_the_payload_cannot_hold() -> None:
         ProtocolViolation, match=re.escape("codec 0 (pickle), but this channel carries typed columnar")
     ):
         longs.check_header(header._replace(codec=CODEC_PICKLE))
+
+
+@pytest.mark.parametrize("records", [10, 5_000])  # the small-batch path and the one-pass path
+def test_a_bad_record_in_a_partitioned_batch_is_named_by_its_place_in_the_batch(records: int) -> None:
+    serializer = serializer_for(Types.TUPLE([Types.STRING(), Types.INT()]))
+    values: list[Any] = [(f"k{i}", i) for i in range(records)]
+    values[7] = ("k7", 2**40)
+    channels = np.array([i % 2 for i in range(records)], dtype=np.int32)
+    with pytest.raises(
+        UsageError, match=r"record 7 does not match .*field 1 got 1099511627776 \(int\), outside the range"
+    ):
+        serializer.encode_partitioned(Batch(values), channels, 2)

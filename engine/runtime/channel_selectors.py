@@ -81,23 +81,28 @@ class KeyGroupSelector(ChannelSelector):
     def select(self, batch: Batch, num_channels: int) -> np.ndarray:
         keys = self.keys(batch)
         cache = self._cache.get(num_channels)
-        if cache is not None:
-            try:
-                # only str keys are cached: a str never equals a key of another type, so a hit is
-                # never a key whose Java hash differs (True == 1 == 1.0 in Python, not in Java)
-                return np.array([cache[k] for k in keys], dtype=np.int32)
-            except (KeyError, TypeError):
-                pass
-        else:
+        if cache is None:
             cache = self._cache[num_channels] = {}
-        hashes = java_hash_array(keys)
-        channels = np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
-        if len(cache) > self.CACHE_ENTRIES:
+        try:
+            # only str keys are cached: a str never equals a key of another type, so a hit is
+            # never a key whose Java hash differs (True == 1 == 1.0 in Python, not in Java)
+            return np.array([cache[k] for k in keys], dtype=np.int32)
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable key: the hashing below names it
+            return self._channels(keys, num_channels)
+        missing = list({k: None for k in keys if k not in cache})
+        if not all(type(k) is str for k in missing):  # keys of other types are never cached
+            return self._channels(keys, num_channels)
+        if len(cache) + len(missing) > self.CACHE_ENTRIES:
             cache.clear()
-        for key, channel in zip(keys, channels.tolist()):
-            if type(key) is str:
-                cache[key] = channel
-        return channels
+            missing = list(dict.fromkeys(keys))
+        cache.update(zip(missing, self._channels(missing, num_channels).tolist()))
+        return np.array([cache[k] for k in keys], dtype=np.int32)
+
+    def _channels(self, keys: list[Any], num_channels: int) -> np.ndarray:
+        hashes = java_hash_array(keys)
+        return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
 
 
 def selector_for(

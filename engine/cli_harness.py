@@ -180,6 +180,8 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--fraction", "fractions", type=click.FloatRange(min=0, min_open=True), multiple=True,
                      help="Repeatable: open-loop rates as fractions of the measured max throughput."),
         click.option("--seconds", type=click.FloatRange(min=0, min_open=True), help="Length of each open-loop run."),
+        click.option("--repeats", "latency_repeats", type=click.IntRange(min=1),
+                     help="Runs of each open-loop rate; the one with the median p99 stands for it."),
         click.option("--events", type=click.IntRange(min=1), help="Events in every data set of the suite."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
@@ -190,7 +192,7 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def _command_line(options: dict[str, Any]) -> str:
     parts = ["weir", "bench"]
     for name, flag in (("suite", "--suite"), ("spec", "--spec"), ("master", "--master"), ("seconds", "--seconds"),
-                       ("events", "--events")):  # fmt: skip
+                       ("latency_repeats", "--repeats"), ("events", "--events")):  # fmt: skip
         value = options.get(name)
         if value is not None and not (name == "master" and value == "local[*]"):
             parts += [flag, str(value)]

@@ -99,6 +99,14 @@ class RunResult:
     restarts: int = 0
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
+    def summary(self) -> dict[str, Any]:
+        """What one repeat of a measurement adds to the report: its rate, verdict and percentiles."""
+        return {
+            "throughput": self.throughput,
+            "sustained": self.sustained,
+            "latency_us": self.latency.percentiles_us(),
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
             "mode": self.mode,

@@ -16,8 +16,9 @@ from click.testing import CliRunner
 from engine.cli import main
 from engine.errors import UsageError
 from harness import report as rep
+from harness import sweep
 from harness.latency import LatencyHistogram
-from harness.runner import DataSet, Run, RunConfig
+from harness.runner import DataSet, Run, RunConfig, RunResult
 from harness.sweep import apply_flags, count_steps, load_spec, plan, suite_spec
 from workloads.testing import keyed_rows_dataset
 
@@ -157,6 +158,7 @@ def test_sweep_specs_expand_and_reject_mistakes(tmp_path: Path) -> None:
         (p.config.buffer_timeout_ms, p.config.checkpointing) for p in plan(flagged) if p.kind == "sweep"
     } == {(1, "unaligned"), (100, "unaligned")}
     assert all(e["fractions"] == [] and e["rates"] == [5000.0] for e in flagged["sweeps"])
+    assert {e["latency_repeats"] for e in apply_flags(quick, {"latency_repeats": 5})["sweeps"]} == {5}
     spec_file = tmp_path / "spec.yaml"
     spec_file.write_text("datasets:\n  k: {generator: keyed, events: 1000}\nsweeps:\n  - {query: q1}\n")
     with pytest.raises(UsageError, match="needs a nexmark data set"):
@@ -179,3 +181,53 @@ def test_results_directories_never_overwrite(tmp_path: Path) -> None:
     assert first.name == "2026-01-02-quick-abc1234"
     first.mkdir()
     assert rep.results_dir(tmp_path, "quick", "abc1234", day).name == "2026-01-02-quick-abc1234-2"
+
+
+def _result(config: RunConfig, p99_ms: float, rate: float | None) -> RunResult:
+    latency = LatencyHistogram()
+    latency.record_array([1000] * 99 + [int(p99_ms * 1000)] * 2)
+    return RunResult(
+        config=config, mode="rate" if rate else "throughput", target_rate=rate, records_emitted=100,
+        records_measured=100, records_out=100, throughput=rate or 1000.0, sustained=True if rate else None,
+        seconds=1.0, latency=latency, lag=LatencyHistogram(), trend=[], max_source_behind_ms=0.0,
+        checkpoints_completed=0,
+    )  # fmt: skip
+
+
+def test_a_rate_run_several_times_is_stood_for_by_its_median_p99_run(
+    made_report: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    p99s = iter([30.0, 4.0, 9.0])  # the repeats of the one open-loop rate, in the order they run
+    calls: list[float | None] = []
+
+    def fake_run_sync(ds: Any, config: RunConfig, rate: float | None = None, **_: Any) -> RunResult:
+        calls.append(rate)
+        return _result(config, next(p99s) if rate else 1.0, rate)
+
+    ds = DataSet(json.loads((made_report / "report.json").read_text())["datasets"]["keyed"]["directory"])
+    monkeypatch.setattr(sweep, "prepare_datasets", lambda *a, **k: {"keyed": ds})
+    monkeypatch.setattr(sweep, "run_sync", fake_run_sync)
+    spec = sweep.validate_spec(
+        {"datasets": {"keyed": {"generator": "keyed", "events": 200}}, "correctness": [],
+         "sweeps": [{"query": "keyed-shuffle", "buffer_timeouts_ms": [1], "fractions": [0.5],
+                     "throughput_repeats": 1, "latency_repeats": 3}]},
+        "test",
+    )  # fmt: skip
+    assert sweep.count_steps(spec) == 1 + 1 + 1 + 3  # data set, warm-up, throughput, 3 repeats
+    out = sweep.run_spec(spec, Path("unused"))
+    (configuration,) = out["configurations"]
+    half = configuration["runs"][1]
+    assert calls == [None, None, 500.0, 500.0, 500.0]  # warm-up, max throughput, three repeats
+    assert half["latency_us"]["p99"] == pytest.approx(9000, rel=0.01)  # the median of 30, 4 and 9 ms
+    assert [round(r["latency_us"]["p99"] / 1000) for r in half["repeats"]] == [30, 4, 9]
+    md = rep.markdown(
+        {**json.loads((made_report / "report.json").read_text()), "configurations": [configuration]}
+    )
+    assert "(median of 3 runs)" in md
+    assert " / ".join(rep._ms(r["latency_us"]["p99"]) for r in half["repeats"]) in md
+    with pytest.raises(UsageError, match="latency_repeats must be a positive integer"):
+        sweep.validate_spec(
+            {"datasets": {"keyed": {"generator": "keyed", "events": 200}},
+             "sweeps": [{"query": "keyed-shuffle", "latency_repeats": 0}]},
+            "test",
+        )  # fmt: skip

@@ -27,6 +27,7 @@ one Trio loop), keyed by subtask index, across restarts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ from engine.datastream.connectors.base import Sink
 from engine.runtime.operators.sinks import SinkOperator
 from harness.latency import LatencyHistogram
 from harness.replay import ReplayRun, now_ns
+
+_LAST = itemgetter(-1)  # a record's intended_ns
 
 ARRIVAL_BUCKET_NS = 100_000_000
 TREND_BUCKET_NS = 250_000_000
@@ -175,7 +178,7 @@ class LatencySinkOperator(SinkOperator):
         if state.first_arrival_ns is None:
             state.first_arrival_ns = now
         state.last_arrival_ns = now
-        self._intended.append(np.fromiter((v[-1] for v in values), dtype=np.int64, count=n))
+        self._intended.append(np.fromiter(map(_LAST, values), dtype=np.int64, count=n))
         self._stamps.append(batch.timestamps)
         self._arrivals.append(now)
         self._pending += n

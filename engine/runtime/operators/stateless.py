@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import length_hint
 from typing import Any
 
 import numpy as np
@@ -35,14 +36,43 @@ class _KeyOnStateUse:
         self.eager = provider is None or bool(list(backend.registered_state_names()))
         self.record: Any = None
         self.key_of: Any = None  # of the noted record; None: nothing noted yet
+        #: (records, their iterator, key selector) of a batch that ``call_all`` runs without noting
+        self._running: tuple[list[Any], Any, Any] | None = None
         if provider is not None:
             provider.on_access = self._on_state_access
 
     def _on_state_access(self) -> None:
-        if not self.eager:
-            self.eager = True
-            if self.key_of is not None:
-                self.backend.set_current_key(self.key_of(self.record))
+        if self.eager:
+            return
+        self.eager = True
+        if self._running is not None:
+            records, iterator, key_of = self._running
+            current = len(records) - length_hint(iterator) - 1  # the iterator is past the record
+            self.backend.set_current_key(key_of(records[current]))
+            del records[current + 1 :]  # the iterator ends here; ``call_all`` runs the rest eagerly
+        elif self.key_of is not None:
+            self.backend.set_current_key(self.key_of(self.record))
+
+    def call_all(self, f: Any, key_of: Any, records: list[Any]) -> list[Any]:
+        """``f`` of every record, in order, with state following each record's key. Until a
+        function uses state the loop is ``map`` in C with nothing noted per record: if ``f``
+        obtains state, the hook finds the record being processed from the iterator's position
+        (``length_hint``) and cuts the loop's own copy of the list short after it; the rest of
+        the batch then runs with the key set before each call."""
+        if self.eager:
+            call = self.wrap(f, key_of)
+            return [call(v) for v in records]
+        mine = list(records)  # the hook may shorten it: never the batch's own list
+        iterator = iter(mine)
+        self._running = (mine, iterator, key_of)
+        try:
+            out = list(map(f, iterator))
+        finally:
+            self._running = None
+        if len(out) < len(records):
+            call = self.wrap(f, key_of)
+            out.extend([call(v) for v in records[len(out) :]])
+        return out
 
     def wrap(self, f: Any, key_of: Any) -> Any:
         backend = self.backend
@@ -57,18 +87,24 @@ class _KeyOnStateUse:
         return call
 
 
-def _keyed(operator: StreamOperator, f: Any, selector: Any = None) -> Any:
-    """``f`` with its keyed state following the key of each record (see ``_KeyOnStateUse``);
-    ``selector`` defaults to the operator's key selector. ``f`` itself on a non-keyed stream."""
+def _key_tracking(operator: StreamOperator, selector: Any = None) -> tuple[_KeyOnStateUse | None, Any]:
+    """The operator's ``_KeyOnStateUse`` and the key function of ``selector`` (default: the
+    operator's key selector); ``(None, None)`` on a non-keyed stream."""
     ctx = operator.context
     selector = selector if selector is not None else ctx.key_selector
     if ctx.keyed_backend is None or selector is None:
-        return f
+        return None, None
     keys = getattr(operator, "_key_on_state_use", None)
     if keys is None:
         keys = operator._key_on_state_use = _KeyOnStateUse(ctx.keyed_backend, ctx.state_provider)  # type: ignore[attr-defined]
-    key_of = selector.fn if type(selector) is fn._KeySelectorCallable else selector.get_key
-    return keys.wrap(f, key_of)
+    return keys, selector.fn if type(selector) is fn._KeySelectorCallable else selector.get_key
+
+
+def _keyed(operator: StreamOperator, f: Any, selector: Any = None) -> Any:
+    """``f`` with its keyed state following the key of each record (see ``_KeyOnStateUse``);
+    ``selector`` defaults to the operator's key selector. ``f`` itself on a non-keyed stream."""
+    keys, key_of = _key_tracking(operator, selector)
+    return f if keys is None else keys.wrap(f, key_of)
 
 
 def map_batch(f: Any, batch: Batch) -> Batch:
@@ -119,11 +155,15 @@ class _UserFunctionOperator(StreamOperator):
 class MapOperator(_UserFunctionOperator):
     def open(self) -> None:
         super().open()
-        self._map = _keyed(self, _callable(self.function, "map", fn._MapCallable))
+        self._map = _callable(self.function, "map", fn._MapCallable)
+        self._keys, self._key_of = _key_tracking(self)
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        self._emit(map_batch(self._map, batch))
+        if self._keys is None:
+            self._emit(map_batch(self._map, batch))
+        else:
+            self._emit(Batch(self._keys.call_all(self._map, self._key_of, batch.as_list()), batch.timestamps))
 
 
 class FlatMapOperator(_UserFunctionOperator):
@@ -139,13 +179,15 @@ class FlatMapOperator(_UserFunctionOperator):
 class FilterOperator(_UserFunctionOperator):
     def open(self) -> None:
         super().open()
-        self._filter = _keyed(self, _callable(self.function, "filter", fn._FilterCallable))
+        self._filter = _callable(self.function, "filter", fn._FilterCallable)
+        self._keys, self._key_of = _key_tracking(self)
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
         f = self._filter
         values = batch.as_list()
-        keep = np.fromiter((bool(f(v)) for v in values), dtype=bool, count=len(values))
+        verdicts = map(f, values) if self._keys is None else self._keys.call_all(f, self._key_of, values)
+        keep = np.fromiter(map(bool, verdicts), dtype=bool, count=len(values))
         if keep.all():
             self._emit(batch)
         elif keep.any():

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from engine.common import Types
 from engine.datastream import MapFunction
 from engine.datastream.state import ValueStateDescriptor
@@ -81,3 +83,30 @@ def test_a_stateless_map_after_key_by_never_sets_the_current_key() -> None:
     out, h = run(MapFunction.__new__(type("Identity", (MapFunction,), {"map": lambda self, v: v})))
     assert out == RECORDS
     assert h.context.keyed_backend.current_key is None
+
+
+def test_state_obtained_mid_batch_follows_the_key_for_the_rest_of_that_batch() -> None:
+    h = KeyedOneInputStreamOperatorTestHarness(CountFromTheThirdRecord(), key_selector=lambda v: v[0])
+    h.open()
+    h.process_elements(RECORDS)  # one batch: the switch to keyed state comes at its third record
+    assert h.extract_output_values() == [("a", 0), ("b", 0), ("a", 1), ("c", 1), ("b", 1), ("a", 2)]
+    assert {k: h.get_keyed_state(COUNT, k) for k in "abc"} == {"a": 2, "b": 1, "c": 1}
+
+
+def test_a_failing_map_leaves_the_next_batch_unharmed() -> None:
+    class FailOnce(MapFunction):
+        def __init__(self) -> None:
+            self.failed = False
+
+        def map(self, value: tuple[str, int]) -> Any:
+            if not self.failed and value[0] == "c":
+                self.failed = True
+                raise ValueError("boom")
+            return value
+
+    h = KeyedOneInputStreamOperatorTestHarness(FailOnce(), key_selector=lambda v: v[0])
+    h.open()
+    with pytest.raises(Exception, match="boom"):
+        h.process_elements(RECORDS)
+    h.process_elements(RECORDS)
+    assert h.extract_output_values()[-6:] == RECORDS

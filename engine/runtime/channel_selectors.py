@@ -87,12 +87,13 @@ class KeyGroupSelector(ChannelSelector):
             # only str keys are cached: a str never equals a key of another type, so a hit is
             # never a key whose Java hash differs (True == 1 == 1.0 in Python, not in Java)
             return np.array([cache[k] for k in keys], dtype=np.int32)
-        except KeyError:
-            pass
+        except KeyError as miss:
+            if type(miss.args[0]) is not str:  # keys of other types are never cached
+                return self._channels(keys, num_channels)
         except TypeError:  # an unhashable key: the hashing below names it
             return self._channels(keys, num_channels)
         missing = list({k: None for k in keys if k not in cache})
-        if not all(type(k) is str for k in missing):  # keys of other types are never cached
+        if not all(type(k) is str for k in missing):  # a batch of str and other keys
             return self._channels(keys, num_channels)
         if len(cache) + len(missing) > self.CACHE_ENTRIES:
             cache.clear()

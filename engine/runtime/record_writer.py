@@ -3,6 +3,10 @@
 Operators only queue batches and watermarks here (synchronously); the task awaits
 ``drain`` after each input batch. Draining keeps the queue's order, so an event is never
 written ahead of records queued before it.
+
+The writers of one task share a ``FrameCache``: a batch that goes whole (one subpartition,
+or broadcast) to several outputs of the same type -- one stream consumed twice -- is
+serialized once and its frame written to each.
 """
 
 from __future__ import annotations
@@ -15,13 +19,38 @@ from engine.network.events import Event, Watermark
 from engine.runtime.channel_selectors import ChannelSelector
 
 
+class FrameCache:
+    """The frame of the last batch a task's writers serialized whole. It keeps that batch
+    alive, so an identity match is the same batch; the batch is not changed in between, as
+    every writer drains what one input batch produced before the task reads the next."""
+
+    __slots__ = ("batch", "frame", "serializer")
+
+    def __init__(self) -> None:
+        self.batch: Batch | None = None
+        self.serializer: Any = None
+        self.frame = b""
+
+    def encode(self, serializer: Any, batch: Batch) -> bytes:
+        if batch is not self.batch or serializer is not self.serializer:
+            self.frame = serializer.encode(batch)
+            self.batch, self.serializer = batch, serializer
+        return self.frame
+
+
 class RecordWriter:
     def __init__(
-        self, partition: Any, selector: ChannelSelector, serializer: Any, flush_after_emit: bool
+        self,
+        partition: Any,
+        selector: ChannelSelector,
+        serializer: Any,
+        flush_after_emit: bool,
+        frames: FrameCache | None = None,
     ) -> None:
         self.partition = partition
         self.selector = selector
         self.serializer = serializer
+        self.frames = frames if frames is not None else FrameCache()
         self.flush_after_emit = flush_after_emit
         self.num_channels: int = partition.num_subpartitions
         self.pending: deque[Batch | Event] = deque()
@@ -59,7 +88,7 @@ class RecordWriter:
         n = self.num_channels
         self.records_out += len(batch)
         if n == 1 or self.selector.broadcast:
-            frame = self.serializer.encode(batch)
+            frame = self.frames.encode(self.serializer, batch)
             if n == 1:
                 await partition.emit(0, frame)
             else:

@@ -57,7 +57,7 @@ from engine.runtime.checkpointing import OperatorSnapshot, write_operator_snapsh
 from engine.runtime.operators.base import ChainingOutput, OperatorContext, StreamOperator
 from engine.runtime.operators.factory import SourceOperator, create_operator, create_source
 from engine.runtime.operators.sinks import SinkOperator
-from engine.runtime.record_writer import RecordWriter
+from engine.runtime.record_writer import FrameCache, RecordWriter
 from engine.state.operator_state import OperatorStateBackend, repartition_operator_state
 from engine.time.valve import WatermarkValve
 from engine.time.watermarks import EmitWatermark
@@ -306,6 +306,7 @@ class Task:
             if isinstance(op, SinkOperator) and type(op).drain is not SinkOperator.drain:
                 self.async_sinks.append(op)
         writers_by_edge: dict[int, _WriterTarget] = {}
+        frames = FrameCache()
         for produced in d.produced:
             partition = self.network.create_result_partition(
                 produced.partition_id, produced.num_subpartitions, blocking=produced.blocking
@@ -320,6 +321,7 @@ class Task:
                 ),
                 serializer_for(_edge_type(graph, stream_edge)),
                 flush_after_emit=d.buffer_timeout_ms == 0,
+                frames=frames,
             )
             self.writers.append(writer)
             writers_by_edge[id(stream_edge)] = _WriterTarget(writer)

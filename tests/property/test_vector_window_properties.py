@@ -182,7 +182,7 @@ def test_dense_accumulate_agrees_with_the_reference(
 )
 def test_int_key_slots_agrees_with_the_reference(keys: list[int], direct: int) -> None:
     table_size = 1 << (2 * len(keys) + 1).bit_length()
-    state = np.zeros(1, np.int64)
+    state = np.zeros(2, np.int64)
     slot_keys = np.zeros(len(keys) + 1, np.int64)
     slots = wk.int_key_slots(
         np.array(keys, np.int64), np.full(direct, -1, np.int32), np.zeros(table_size, np.int64),
@@ -191,6 +191,7 @@ def test_int_key_slots_agrees_with_the_reference(keys: list[int], direct: int) -
     reference: dict[int, int] = {}
     assert slots.tolist() == wk.int_key_slots_reference(keys, reference)
     assert slot_keys[: state[0]].tolist() == list(reference)
+    assert state[1] == max(keys, default=-(2**63))
 
 
 # -- the operators and the oracle ------------------------------------------------------------------

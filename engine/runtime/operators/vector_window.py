@@ -322,20 +322,6 @@ class PaneColumns:
     def __len__(self) -> int:
         return len(self.starts)
 
-    @staticmethod
-    def concat(parts: list[PaneColumns], dtype: Any, with_firsts: bool) -> PaneColumns:
-        if not parts:
-            empty = np.zeros(0, np.int64)
-            return PaneColumns(empty, empty, empty, np.zeros(0, dtype), [] if with_firsts else None)
-        firsts = [f for part in parts for f in (part.firsts or ())] if with_firsts else None
-        return PaneColumns(
-            np.concatenate([part.starts for part in parts]),
-            np.concatenate([part.keys for part in parts]),
-            np.concatenate([part.counts for part in parts]),
-            np.concatenate([part.accs for part in parts]),
-            firsts,
-        )
-
 
 class _HashPanes:
     """Panes in one hash table of rows (``engine.time.window_kernels``): memory grows with the
@@ -489,7 +475,7 @@ class _DensePanes:
         self.direct = np.full(_MIN_TABLE, -1, np.int32)
         self.table_keys = np.zeros(2 * _MIN_TABLE, np.int64)
         self.table_slots = np.full(2 * _MIN_TABLE, -1, np.int32)
-        self._key_state = np.zeros(1, np.int64)
+        self._key_state = np.zeros(2, np.int64)  # slots given out; the largest key of the last call
 
     def _alloc(self, windows: int, keys: int) -> None:
         """(Re)allocate for ``windows`` window slots and ``keys`` key slots, keeping the contents."""
@@ -537,15 +523,17 @@ class _DensePanes:
             self.table_keys = np.zeros(size, np.int64)
             self.table_slots = np.full(size, -1, np.int32)
             wk.rebuild_int_key_table(self.slot_keys, self.n_keys, self.table_keys, self.table_slots)
-        if len(keys):
-            top = int(keys.max())
-            if len(self.direct) <= top < max(_DIRECT_KEYS, 8 * need):  # a denser range: widen ``direct``
-                self._widen_direct(1 << top.bit_length())
-        self._key_state[0] = self.n_keys
+        key_state = self._key_state
+        key_state[0] = self.n_keys
         slots = wk.int_key_slots(
-            keys, self.direct, self.table_keys, self.table_slots, self.slot_keys, self._key_state
+            keys, self.direct, self.table_keys, self.table_slots, self.slot_keys, key_state
         )
-        self.n_keys = int(self._key_state[0])
+        self.n_keys = int(key_state[0])
+        top = int(key_state[1])
+        if len(self.direct) <= top < max(_DIRECT_KEYS, 8 * self.n_keys):
+            # keys of a denser range than ``direct`` covers: widen it for the next batches (the
+            # keys hashed until now move into it)
+            self._widen_direct(1 << top.bit_length())
         return slots
 
     def _widen_direct(self, size: int) -> None:
@@ -581,7 +569,8 @@ class _DensePanes:
         new_windows = np.empty(n * self.per_record, np.int64)
         landed = np.empty(n, np.bool_)
         new_keys = self.slot_keys[before : self.n_keys] if self.int_keys else keys[:0]
-        top = int(slots.max()) + 1 if n else 0
+        # int keys: every slot is below n_keys; other keys come as slots already
+        top = self.n_keys if self.int_keys else int(slots.max()) + 1 if n else 0
         if top > self.key_capacity:
             wanted = max(top, 2 * self.key_capacity)
             if self.windows * wanted > DENSE_CELLS:
@@ -615,27 +604,25 @@ class _DensePanes:
         return int(self.win_start[live].min()) + self.size - 1 if live.any() else None
 
     def _columns(self, windows: np.ndarray, clear: bool) -> PaneColumns:
-        parts = []
-        for w in windows.tolist():
-            k = self.order[w, : self.win_count[w]]
-            keys = self.slot_keys[k] if self.int_keys else k.astype(np.int64)
-            firsts = self.firsts[w, k].tolist() if self.firsts is not None else None
-            parts.append(
-                PaneColumns(
-                    np.full(len(k), self.win_start[w], np.int64),
-                    keys,
-                    self.count[w, k],
-                    self.acc[w, k],
-                    firsts,
-                )
-            )
-            if clear:
-                self.count[w, k] = 0
-                if self.firsts is not None:
+        """The panes of window slots ``windows``, window by window, each in creation order."""
+        sizes = self.win_count[windows]
+        n = int(sizes.sum())
+        columns = PaneColumns(
+            np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, self.dtype), None
+        )
+        if self.firsts is not None:  # read before the kernel clears the windows
+            firsts: list[Any] = []
+            for w, size in zip(windows.tolist(), sizes.tolist()):
+                k = self.order[w, :size]
+                firsts.extend(self.firsts[w, k].tolist())
+                if clear:
                     self.firsts[w, k] = None
-                self.win_count[w] = 0
-                self.win_live[w] = False
-        return PaneColumns.concat(parts, self.dtype, self.firsts is not None)
+            columns.firsts = firsts
+        wk.dense_collect(
+            windows, self.win_start, self.win_live, self.win_count, self.order, self.slot_keys, self.int_keys,
+            self.count, self.acc, clear, columns.starts, columns.keys, columns.counts, columns.accs,
+        )  # fmt: skip
+        return columns
 
     def _windows(self, until: int | None) -> np.ndarray:
         live = np.flatnonzero(self.win_live)
@@ -1015,7 +1002,7 @@ class VectorWindowOperator(StreamOperator):
             self._replace_store(dense=False)
         if self._objects is None and len(new_keys):  # object keys are checked when they get a slot
             self.check_new_keys(new_keys)
-        if self.event_time and not landed.all():
+        if self.event_time and np.count_nonzero(landed) != n:
             late = np.flatnonzero(~landed)
             if self.late_data_tag is not None:
                 self.chain_output.emit_side(self.late_data_tag, batch.take(late))

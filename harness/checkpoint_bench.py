@@ -9,6 +9,10 @@ so the printed ratios compare like with like:
    out, subpartition queues grow, the sources block). An aligned barrier waits behind
    every queued buffer; an unaligned one overtakes them and persists them instead.
    Reported: median and maximum checkpoint duration, and the in-flight bytes persisted.
+   These records carry a ``PAYLOAD_BYTES`` string, so the in-flight buffers hold what a
+   real job's would: with (key, count) pairs alone, packed to a few bytes per record, the
+   buffers take in most of a short run, the sources finish early and no checkpoint is
+   left to measure under backpressure.
 2. What does checkpointing every second cost in throughput? The same job with a
    discarding sink, with checkpoints every ``interval_ms`` and without: records/s of each
    and their ratio.
@@ -35,6 +39,8 @@ from engine.datastream.connectors.datagen import DataGeneratorSource
 from engine.runtime.operators.sinks import SinkOperator
 
 KEYS = 1000
+#: The string each record of the backpressure runs carries.
+PAYLOAD_BYTES = 64
 
 
 class _SlowSinkOperator(SinkOperator):
@@ -92,8 +98,9 @@ class CheckpointRun:
 
 
 def build_job(
-    records: int, parallelism: int, mode: str, interval_ms: int, sink: Any
+    records: int, parallelism: int, mode: str, interval_ms: int, sink: Any, payload_bytes: int = 0
 ) -> StreamExecutionEnvironment:
+    """The benchmark's job; ``payload_bytes`` > 0: (key, count, payload) records."""
     conf = Configuration()
     conf.set_integer("local.number-taskmanager", 1)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -102,23 +109,31 @@ def build_job(
         env.enable_checkpointing(interval_ms)
         if mode == "unaligned":
             env.get_checkpoint_config().enable_unaligned_checkpoints()
-    pair = Types.TUPLE([Types.LONG(), Types.LONG()])
-    (
-        env.from_source(
-            DataGeneratorSource(lambda i: i, records, type_info=Types.LONG()),
-            WatermarkStrategy.no_watermarks(),
-            "numbers",
-        )
-        .map(lambda n: (n % KEYS, n), output_type=pair)
-        .key_by(lambda p: p[0], key_type=Types.LONG())
-        .reduce(lambda a, b: (a[0], a[1] + b[1]))
-        .sink_to(sink)
+    numbers = env.from_source(
+        DataGeneratorSource(lambda i: i, records, type_info=Types.LONG()),
+        WatermarkStrategy.no_watermarks(),
+        "numbers",
     )
+    if payload_bytes:
+        payload = "x" * payload_bytes
+        triple = Types.TUPLE([Types.LONG(), Types.LONG(), Types.STRING()])
+        keyed = numbers.map(lambda n: (n % KEYS, n, payload), output_type=triple).key_by(
+            lambda p: p[0], key_type=Types.LONG()
+        )
+        keyed.reduce(lambda a, b: (a[0], a[1] + b[1], a[2])).sink_to(sink)
+    else:
+        pair = Types.TUPLE([Types.LONG(), Types.LONG()])
+        keyed = numbers.map(lambda n: (n % KEYS, n), output_type=pair).key_by(
+            lambda p: p[0], key_type=Types.LONG()
+        )
+        keyed.reduce(lambda a, b: (a[0], a[1] + b[1])).sink_to(sink)
     return env
 
 
-def run_one(records: int, parallelism: int, mode: str, interval_ms: int, sink: Any) -> CheckpointRun:
-    env = build_job(records, parallelism, mode, interval_ms, sink)
+def run_one(
+    records: int, parallelism: int, mode: str, interval_ms: int, sink: Any, payload_bytes: int = 0
+) -> CheckpointRun:
+    env = build_job(records, parallelism, mode, interval_ms, sink, payload_bytes)
     result = env.execute(f"checkpoint bench {mode}")
     seconds = max(result.get_net_runtime(), 1) / 1000
     stats = result.get_accumulator_result("checkpoint_stats") or []
@@ -151,6 +166,7 @@ def run_checkpoint_bench(
         "backpressure_interval_ms": backpressure_interval_ms,
         "backpressure_seconds": backpressure_seconds,
         "keys": KEYS,
+        "backpressure_payload_bytes": PAYLOAD_BYTES,
         "python": platform.python_version(),
         "machine": platform.machine(),
     }
@@ -162,8 +178,8 @@ def run_checkpoint_bench(
         min(records, 20_000), parallelism, "aligned", interval_ms, DiscardingSink()
     )  # warm-up (JIT, imports)
     runs = [
-        run_one(bp_records, parallelism, "aligned", backpressure_interval_ms, slow),
-        run_one(bp_records, parallelism, "unaligned", backpressure_interval_ms, slow),
+        run_one(bp_records, parallelism, "aligned", backpressure_interval_ms, slow, PAYLOAD_BYTES),
+        run_one(bp_records, parallelism, "unaligned", backpressure_interval_ms, slow, PAYLOAD_BYTES),
         run_one(records, parallelism, "none", interval_ms, DiscardingSink()),
         run_one(records, parallelism, "aligned", interval_ms, DiscardingSink()),
     ]
@@ -185,7 +201,8 @@ def format_report(report: dict[str, Any]) -> str:
     p = report["parameters"]
     lines = [
         f"checkpoints under backpressure (slow sink, {p['sink_rate_per_subtask']:,.0f} records/s per subtask, "
-        f"p={p['parallelism']}, checkpoint every {p['backpressure_interval_ms']} ms):"
+        f"p={p['parallelism']}, {p.get('backpressure_payload_bytes', 0)}-byte payloads, "
+        f"checkpoint every {p['backpressure_interval_ms']} ms):"
     ]
     for run in report["runs"][:2]:
         lines.append(

@@ -10,6 +10,7 @@ Header, little endian::
     1       1     codec           0 = pickled, 1 = typed columnar
     2       1     flags           bit 0: the payload has a timestamp column
                                   bit 1: the payload has a row-kind column (ROW types)
+                                  bit 2: the timestamp column is packed (with bit 0 only)
     3       1     pad             0
     4       4     record count    uint32
     8       4     payload length  uint32 (bytes after the header)
@@ -34,6 +35,7 @@ __all__ = [
     "CODEC_PICKLE",
     "FLAG_ROW_KINDS",
     "FLAG_TIMESTAMPS",
+    "FLAG_TIMESTAMPS_PACKED",
     "HEADER_SIZE",
     "MAGIC",
     "MAX_PAYLOAD_BYTES",
@@ -48,7 +50,10 @@ CODEC_COLUMNAR = 1
 CODEC_NAMES = {CODEC_PICKLE: "pickle", CODEC_COLUMNAR: "typed columnar"}
 FLAG_TIMESTAMPS = 0x01
 FLAG_ROW_KINDS = 0x02
-_KNOWN_FLAGS = FLAG_TIMESTAMPS | FLAG_ROW_KINDS
+#: The timestamp column is packed like a LONG column (``engine.codec.columns``): keeps a
+#: batch's event times, which lie close together, to one, two or four bytes each.
+FLAG_TIMESTAMPS_PACKED = 0x04
+_KNOWN_FLAGS = FLAG_TIMESTAMPS | FLAG_ROW_KINDS | FLAG_TIMESTAMPS_PACKED
 
 #: The largest payload a frame may announce (1 GiB). Larger batches must be split by
 #: the sender; a header announcing more is taken as corrupt, not buffered.
@@ -69,6 +74,10 @@ class FrameHeader(NamedTuple):
     @property
     def has_timestamps(self) -> bool:
         return bool(self.flags & FLAG_TIMESTAMPS)
+
+    @property
+    def timestamps_packed(self) -> bool:
+        return bool(self.flags & FLAG_TIMESTAMPS_PACKED)
 
     @property
     def has_row_kinds(self) -> bool:
@@ -112,6 +121,10 @@ def parse_header(
     if flags & ~_KNOWN_FLAGS:
         raise ProtocolViolation(
             f"{where}: unknown flag bits 0x{flags & ~_KNOWN_FLAGS:02x} in flags 0x{flags:02x}"
+        )
+    if flags & FLAG_TIMESTAMPS_PACKED and not flags & FLAG_TIMESTAMPS:
+        raise ProtocolViolation(
+            f"{where}: flags 0x{flags:02x} pack a timestamp column the frame does not have"
         )
     if pad != 0:
         raise ProtocolViolation(f"{where}: pad byte is 0x{pad:02x}, expected 0x00")

@@ -17,6 +17,10 @@ Strings travel as one UTF-8 blob per column. ``separator_bounds`` and
 ``utf8_bounds`` find where each string starts and ends in such a blob, for the
 two wire layouts (NUL-separated, or concatenated with code point lengths).
 
+Integer columns can travel *packed* (frame of reference): ``int_range`` finds the
+smallest and largest value in one pass, ``pack_deltas`` writes every value minus the
+smallest into a narrower unsigned array and ``unpack_deltas`` adds it back.
+
 Bad arguments (a channel outside ``0..num_channels - 1``, lengths that overrun the
 blob) raise ``UsageError`` from inside the kernels.
 
@@ -35,8 +39,11 @@ __all__ = [
     "gather_fixed",
     "gather_strings",
     "group_by_channel",
+    "int_range",
+    "pack_deltas",
     "separator_bounds",
     "sum_by_channel",
+    "unpack_deltas",
     "utf8_bounds",
 ]
 
@@ -279,3 +286,29 @@ def utf8_bounds(blob: ByteArray, code_point_lengths: Int64Array) -> tuple[Int64A
             "the strings' lengths cover " + str(p) + " bytes of a UTF-8 blob of " + str(size) + " bytes"
         )
     return starts, ends
+
+
+@njit(cache=True)
+def int_range(values: Int64Array) -> tuple[int, int]:
+    """``(smallest, largest)`` of a non-empty int64 array, in one pass."""
+    lo = values[0]
+    hi = values[0]
+    for i in range(1, values.shape[0]):
+        v = values[i]
+        lo = min(lo, v)  # branch-free: the compiler vectorizes the loop
+        hi = max(hi, v)
+    return lo, hi
+
+
+@njit(cache=True)
+def pack_deltas(values: Int64Array, base: int, out: npt.NDArray[np.unsignedinteger]) -> None:
+    """``out[i] = values[i] - base``; the caller chose ``out``'s width to hold every difference."""
+    for i in range(values.shape[0]):
+        out[i] = values[i] - base
+
+
+@njit(cache=True)
+def unpack_deltas(deltas: npt.NDArray[np.unsignedinteger], base: int, out: Int64Array) -> None:
+    """``out[i] = base + deltas[i]`` (wrapping like int64 arithmetic: a corrupt frame cannot overflow)."""
+    for i in range(deltas.shape[0]):
+        out[i] = base + np.int64(deltas[i])

@@ -18,8 +18,11 @@ __all__ = [
     "gather_fixed",
     "gather_strings",
     "group_by_channel",
+    "int_range",
+    "pack_deltas",
     "separator_bounds",
     "sum_by_channel",
+    "unpack_deltas",
     "utf8_bounds",
 ]
 
@@ -148,3 +151,21 @@ def utf8_bounds(blob: ByteArray, code_point_lengths: Int64Array) -> tuple[Int64A
     if end != len(data):
         raise UsageError(f"the strings' lengths cover {end} bytes of a UTF-8 blob of {len(data)} bytes")
     return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+
+def int_range(values: Int64Array) -> tuple[int, int]:
+    """``(smallest, largest)`` of a non-empty int64 array."""
+    as_ints = values.tolist()
+    return min(as_ints), max(as_ints)
+
+
+def pack_deltas(values: Int64Array, base: int, out: npt.NDArray[np.unsignedinteger]) -> None:
+    """``out[i] = values[i] - base``; every difference fits ``out``'s width."""
+    for i, v in enumerate(values.tolist()):
+        out[i] = v - base
+
+
+def unpack_deltas(deltas: npt.NDArray[np.unsignedinteger], base: int, out: Int64Array) -> None:
+    """``out[i] = base + deltas[i]``, wrapped to int64."""
+    for i, d in enumerate(deltas.tolist()):
+        out[i] = (base + d + (1 << 63)) % (1 << 64) - (1 << 63)

@@ -15,14 +15,15 @@ frame header, see ``engine.codec.frame``):
 
 Typed columnar payload, in order (integers little endian)::
 
-    [timestamps   n × int64]   if header flag FLAG_TIMESTAMPS
+    [timestamps   n × int64]   if header flag FLAG_TIMESTAMPS; packed like a LONG column
+                               (width, base, differences) if also FLAG_TIMESTAMPS_PACKED
     [row kinds    n × uint8]   if header flag FLAG_ROW_KINDS (RowKind values; ROW types only)
     per field, in declared order:
-        column flags  uint8    COLUMN_NULLS | COLUMN_STRING_LENGTHS
+        column flags  uint8    COLUMN_NULLS | COLUMN_STRING_LENGTHS | COLUMN_PACKED
         [null mask    n × uint8]  if COLUMN_NULLS (ROW fields only; 1 = None)
         column body
 
-Pickle payload: ``[timestamps n × int64]`` then ``pickle.dumps(values, protocol=5)``,
+Pickle payload: ``[timestamps]`` (as above) then ``pickle.dumps(values, protocol=5)``,
 where ``values`` is the batch's list, or its numpy array if the batch holds one (so an
 untyped batch keeps its representation).
 
@@ -72,6 +73,7 @@ from engine.codec import kernels
 from engine.codec.batch import Batch, TupleColumns
 from engine.codec.columns import (
     COLUMN_NULLS,
+    COLUMN_PACKED,
     COLUMN_STRING_LENGTHS,
     ByteArray,
     ColumnCodec,
@@ -87,7 +89,9 @@ from engine.codec.columns import (
     describe_value,
     fixed_plan,
     pickle_values,
+    prepare_int64,
     read_fixed,
+    read_packed,
     type_expr,
     unpickle,
 )
@@ -97,6 +101,7 @@ from engine.codec.frame import (
     CODEC_PICKLE,
     FLAG_ROW_KINDS,
     FLAG_TIMESTAMPS,
+    FLAG_TIMESTAMPS_PACKED,
     HEADER,
     HEADER_SIZE,
     MAGIC,
@@ -127,11 +132,24 @@ def _nbytes(part: Buffer) -> int:
     return part.nbytes if isinstance(part, np.ndarray | memoryview) else len(part)
 
 
-def _timestamps(batch: Batch) -> np.ndarray | None:
+def _timestamps(batch: Batch) -> tuple[int, Prepared | None]:
+    """The frame flags of the batch's timestamp column, and the column ready for the wire."""
     ts = batch.timestamps
     if ts is None:
-        return None
-    return np.ascontiguousarray(ts, dtype=_I64)
+        return 0, None
+    column = prepare_int64(np.ascontiguousarray(ts, dtype=_I64))
+    return (FLAG_TIMESTAMPS | FLAG_TIMESTAMPS_PACKED if column.flags else FLAG_TIMESTAMPS), column
+
+
+def _read_timestamps(view: memoryview, header: FrameHeader) -> tuple[np.ndarray | None, int]:
+    """The timestamp column at the start of a payload (None if the frame has none), and the
+    position after it."""
+    if not header.has_timestamps:
+        return None, 0
+    if header.timestamps_packed:
+        return read_packed(view, 0, header.record_count, "the timestamp column")
+    raw, pos = read_fixed(view, 0, header.record_count, _I64, "the timestamp column")
+    return copy_out(raw, np.dtype(np.int64)), pos
 
 
 def _as_payload(payload: memoryview | bytes | bytearray, header: FrameHeader) -> memoryview:
@@ -239,11 +257,13 @@ class BatchSerializer(ABC):
             )
         if header.has_row_kinds and not self._has_row_kinds:
             raise ProtocolViolation(f"{where}: row-kind flag set on a stream of {type_expr(self.type_info)}")
-        per_record = self._min_record_bytes + (8 if header.has_timestamps else 0)
+        per_record = self._min_record_bytes + (
+            (1 if header.timestamps_packed else 8) if header.has_timestamps else 0
+        )
         per_record += 1 if header.has_row_kinds else 0
         if header.record_count * per_record > header.payload_length + self._slack_bytes:
             raise ProtocolViolation(
-                f"{where}: {header.record_count} records need at least {per_record} bytes each, "
+                f"{where}: {header.record_count} records need at least {per_record} byte{'s' if per_record > 1 else ''} each, "
                 f"but the payload length is {header.payload_length}"
             )
 
@@ -319,11 +339,10 @@ class PickleSerializer(BatchSerializer):
 
     def encode(self, batch: Batch) -> bytes:
         values = self._values(batch)
-        ts = _timestamps(batch)
+        flags, ts = _timestamps(batch)
         data = self._pickle(values)
-        parts: list[Buffer] = [] if ts is None else [ts]
+        parts: list[Buffer] = [] if ts is None else ts.parts()
         parts.append(data)
-        flags = 0 if ts is None else FLAG_TIMESTAMPS
         header = pack_header(self.codec, flags, len(values), sum(map(_nbytes, parts)))
         return b"".join([header, *parts])
 
@@ -332,10 +351,10 @@ class PickleSerializer(BatchSerializer):
     ) -> list[bytes | None]:
         channels, permutation, offsets, counts = self._group(batch, channels, num_channels)
         values = self._values(batch)
-        ts = _timestamps(batch)
+        flags, ts = _timestamps(batch)
         sections = _Sections(counts)
         if ts is not None:
-            sections.add(fixed_plan(ts, permutation, offsets, counts))
+            sections.add(ts.plan(channels, permutation, offsets, counts))
         bounds = list(zip(offsets[:-1].tolist(), offsets[1:].tolist()))
         if isinstance(values, np.ndarray):
             pieces = [self._pickle(values[permutation[a:b]]) if b > a else b"" for a, b in bounds]
@@ -350,17 +369,13 @@ class PickleSerializer(BatchSerializer):
                 out[p : p + len(pieces[c])] = np.frombuffer(pieces[c], dtype=np.uint8)
 
         sections.add(ColumnPlan(np.array([len(p) for p in pieces], dtype=np.int64), write))
-        return sections.frames(self.codec, 0 if ts is None else FLAG_TIMESTAMPS)
+        return sections.frames(self.codec, flags)
 
     def decode(self, frame_header: FrameHeader, payload: memoryview) -> Batch:
         self._check_codec(frame_header)
         view = _as_payload(payload, frame_header)
         n = frame_header.record_count
-        ts = None
-        pos = 0
-        if frame_header.has_timestamps:
-            raw, pos = read_fixed(view, 0, n, _I64, "the timestamp column")
-            ts = copy_out(raw, np.dtype(np.int64))
+        ts, pos = _read_timestamps(view, frame_header)
         values = unpickle(view[pos:], "a pickled batch")
         if not isinstance(values, list | np.ndarray) or len(values) != n:
             raise ProtocolViolation(
@@ -444,7 +459,9 @@ class ColumnarSerializer(BatchSerializer):
         self._min_record_bytes = sum(c.min_record_bytes for c in columns)
         self._slack_bytes = sum(isinstance(c, StringColumn) for c in columns)
         self._allowed_flags = [
-            (COLUMN_NULLS if nullable else 0) | (COLUMN_STRING_LENGTHS if isinstance(c, StringColumn) else 0)
+            (COLUMN_NULLS if nullable else 0)
+            | (COLUMN_STRING_LENGTHS if isinstance(c, StringColumn) else 0)
+            | (COLUMN_PACKED if c.packs else 0)
             for c, nullable in zip(columns, self._nullable)
         ]
 
@@ -557,16 +574,13 @@ class ColumnarSerializer(BatchSerializer):
     def _frame(
         self,
         n: int,
-        ts: np.ndarray | None,
+        timestamps: tuple[int, Prepared | None],
         kinds: np.ndarray | None,
         prepared: list[tuple[int, np.ndarray | None, Prepared]],
     ) -> bytes:
         """One frame of ``n`` records from their checked columns."""
-        parts: list[Buffer] = []
-        flags = 0
-        if ts is not None:
-            parts.append(ts)
-            flags |= FLAG_TIMESTAMPS
+        flags, ts = timestamps
+        parts: list[Buffer] = [] if ts is None else ts.parts()
         if kinds is not None:
             parts.append(kinds)
             flags |= FLAG_ROW_KINDS
@@ -585,7 +599,7 @@ class ColumnarSerializer(BatchSerializer):
         frame is cut from them (fixed-width columns by indexing their arrays, the others
         prepared again from the channel's values)."""
         split, prepared = self._prepare(batch)
-        ts = _timestamps(batch)
+        ts_flags, ts = _timestamps(batch)
         frames: list[bytes | None] = [None] * len(counts)
         bounds = offsets.tolist()
         for c in np.flatnonzero(counts).tolist():
@@ -607,7 +621,7 @@ class ColumnarSerializer(BatchSerializer):
                 mine.append((column_flags, None if mask is None else mask[rows], q))
             frames[c] = self._frame(
                 len(rows),
-                None if ts is None else ts[rows],
+                (ts_flags, None if ts is None else ts.select(rows)),
                 None if split.kinds is None else split.kinds[rows],
                 mine,
             )
@@ -625,12 +639,10 @@ class ColumnarSerializer(BatchSerializer):
             # about a thousand records per channel
             return self._frames_by_channel(batch, permutation, offsets, counts)
         split, prepared = self._prepare(batch)
-        ts = _timestamps(batch)
         sections = _Sections(counts)
-        flags = 0
+        flags, ts = _timestamps(batch)
         if ts is not None:
-            sections.add(fixed_plan(ts, permutation, offsets, counts))
-            flags |= FLAG_TIMESTAMPS
+            sections.add(ts.plan(channels, permutation, offsets, counts))
         if split.kinds is not None:
             sections.add(fixed_plan(split.kinds, permutation, offsets, counts))
             flags |= FLAG_ROW_KINDS
@@ -647,11 +659,7 @@ class ColumnarSerializer(BatchSerializer):
         self._check_codec(frame_header)
         view = _as_payload(payload, frame_header)
         n = frame_header.record_count
-        pos = 0
-        ts = None
-        if frame_header.has_timestamps:
-            raw, pos = read_fixed(view, pos, n, _I64, "the timestamp column")
-            ts = copy_out(raw, np.dtype(np.int64))
+        ts, pos = _read_timestamps(view, frame_header)
         kinds = None
         if frame_header.has_row_kinds:
             if not self._is_row:

@@ -177,7 +177,8 @@ def _header(
         (_header(length=2**32 - 1), "payload length 4294967295 exceeds the 1073741824-byte frame limit"),
         (
             _header(count=10**9, length=100),
-            "1000000000 records need at least 8 bytes each, but the payload length is 100",
+            # a LONG may be packed down to one byte
+            "1000000000 records need at least 1 byte each, but the payload length is 100",
         ),
         (_header(codec=0), "codec 0 (pickle), but this channel carries typed columnar Types.LONG()"),
         (_header(flags=2), "row-kind flag set on a stream of Types.LONG()"),

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 
 from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.codec.columns import COLUMN_PACKED
 from engine.codec.frame import (
     CODEC_COLUMNAR,
     CODEC_PICKLE,
     FLAG_ROW_KINDS,
     FLAG_TIMESTAMPS,
+    FLAG_TIMESTAMPS_PACKED,
     HEADER_SIZE,
     MAGIC,
     parse_header,
@@ -301,12 +303,73 @@ def test_a_batch_can_be_decoded_from_bytes_and_then_its_buffer_reused() -> None:
 
 
 def test_the_frame_header_is_as_documented() -> None:
-    frame = serializer_for(Types.LONG()).encode(Batch([1, 2, 3], np.array([1, 2, 3])))
+    wide = [-(2**40), 0, 2**40]  # spans 2**32 or more: raw int64
+    frame = serializer_for(Types.LONG()).encode(Batch(wide, np.array(wide)))
     magic, codec, flags, pad, count, length = struct.unpack_from("<BBBBII", frame)
     assert (magic, codec, flags, pad, count) == (MAGIC, CODEC_COLUMNAR, FLAG_TIMESTAMPS, 0, 3)
     assert length == len(frame) - HEADER_SIZE == 3 * 8 + 1 + 3 * 8
+    assert frame[HEADER_SIZE + 24] == 0  # column flags: raw
     pickled = serializer_for(None).encode(Batch([1]))
     assert pickled[1] == CODEC_PICKLE
+
+
+def test_long_columns_and_timestamps_that_lie_close_together_travel_packed() -> None:
+    longs = serializer_for(Types.LONG())
+    frame = longs.encode(Batch([10, 11, 300], np.array([1000, 1001, 1002])))
+    _, _, flags, _, count, length = struct.unpack_from("<BBBBII", frame)
+    assert (flags, count) == (FLAG_TIMESTAMPS | FLAG_TIMESTAMPS_PACKED, 3)
+    payload = frame[HEADER_SIZE:]
+    # timestamps: width 1, base 1000, differences 0 1 2; column flags COLUMN_PACKED; the
+    # column: width 2 (300 - 10 needs two bytes), base 10, differences 0 1 290
+    assert payload == (
+        struct.pack("<Bq3B", 1, 1000, 0, 1, 2)
+        + bytes([COLUMN_PACKED])
+        + struct.pack("<Bq3H", 2, 10, 0, 1, 290)
+    )
+    assert length == len(payload) == 12 + 1 + 15
+    decoded = decode_frame(longs, frame)
+    assert decoded.values.tolist() == [10, 11, 300] and decoded.timestamps.tolist() == [1000, 1001, 1002]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("values", "width"),
+    [
+        ([5, 5 + 255] * 3, 1),
+        ([5, 5 + 256] * 3, 2),
+        ([-(2**63), -(2**63) + 2**16 - 1] * 3, 2),
+        ([2**63 - 2**16, 2**63 - 1] * 3, 2),
+        ([2**63 - 2**16 - 1, 2**63 - 1] * 3, 4),
+        ([0, 2**32 - 1] * 3, 4),
+        ([0, 2**32] * 3, None),
+        ([-(2**63), 2**63 - 1] * 3, None),
+        ([7, 8], None),  # two values: the 9 bytes of width and base would cost more than they save
+    ],
+)
+def test_a_long_column_packs_to_the_narrowest_width_that_holds_its_span(
+    values: list[int], width: int | None
+) -> None:
+    longs = serializer_for(Types.LONG())
+    frame = longs.encode(Batch(values))
+    flags = frame[HEADER_SIZE]
+    if width is None:
+        assert flags == 0 and len(frame) == HEADER_SIZE + 1 + 8 * len(values)
+    else:
+        assert flags == COLUMN_PACKED and frame[HEADER_SIZE + 1] == width
+        assert len(frame) == HEADER_SIZE + 1 + 9 + width * len(values)
+    assert decode_frame(longs, frame).values.tolist() == values
+
+
+def test_a_packed_column_of_a_bad_width_is_a_protocol_violation() -> None:
+    longs = serializer_for(Types.LONG())
+    frame = bytearray(longs.encode(Batch([1, 2, 3, 4])))
+    assert frame[HEADER_SIZE] == COLUMN_PACKED
+    frame[HEADER_SIZE + 1] = 3
+    with pytest.raises(ProtocolViolation, match="packed 3 bytes per value; packed widths are 1, 2 and 4"):
+        decode_frame(longs, bytes(frame))
+    frame = bytearray(longs.encode(Batch([1, 2, 3, 4], np.array([5, 6, 7, 8]))))
+    frame[2] = FLAG_TIMESTAMPS_PACKED  # packed timestamps, but no timestamp column
+    with pytest.raises(ProtocolViolation, match="pack a timestamp column the frame does not have"):
+        decode_frame(longs, bytes(frame))
 
 
 def test_strings_are_one_utf8_blob_split_by_nul() -> None:
@@ -691,10 +754,15 @@ def test_check_header_rejects_record_counts_the_payload_cannot_hold() -> None:
     longs = serializer_for(Types.LONG())
     header = parse_header(longs.encode(Batch([1, 2])))
     longs.check_header(header)
+    with pytest.raises(  # a LONG column may be packed to a byte per record
+        ProtocolViolation, match="18 records need at least 1 byte each, but the payload length is 17"
+    ):
+        longs.check_header(header._replace(record_count=18))
+    doubles = serializer_for(Types.DOUBLE())
     with pytest.raises(
         ProtocolViolation, match="3 records need at least 8 bytes each, but the payload length is 17"
     ):
-        longs.check_header(header._replace(record_count=3))
+        doubles.check_header(parse_header(doubles.encode(Batch([1.0, 2.0])))._replace(record_count=3))
     with pytest.raises(ProtocolViolation, match=r"row-kind flag set on a stream of Types.LONG\(\)"):
         longs.check_header(header._replace(flags=FLAG_ROW_KINDS))
     with pytest.raises(

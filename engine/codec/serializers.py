@@ -287,7 +287,7 @@ class BatchSerializer(ABC):
         if channels.dtype not in (np.int32, np.int64):
             channels = channels.astype(np.int64)
         permutation, offsets = kernels.group_by_channel(channels, int(num_channels))
-        return channels, permutation, offsets, np.diff(offsets)
+        return channels, permutation, offsets, offsets[1:] - offsets[:-1]
 
     def _check_codec(self, header: FrameHeader) -> None:
         if header.codec != self.codec:
@@ -589,8 +589,8 @@ class ColumnarSerializer(BatchSerializer):
             if mask is not None:
                 parts.append(mask.view(np.uint8))
             parts.extend(p.parts())
-        header = pack_header(self.codec, flags, n, sum(map(_nbytes, parts)))
-        return b"".join([header, *parts])
+        payload = b"".join(parts)  # then its length: cheaper than summing the parts' sizes
+        return pack_header(self.codec, flags, n, len(payload)) + payload
 
     def _frames_by_channel(
         self, batch: Batch, permutation: Int64Array, offsets: Int64Array, counts: Int64Array
@@ -602,7 +602,7 @@ class ColumnarSerializer(BatchSerializer):
         ts_flags, ts = _timestamps(batch)
         frames: list[bytes | None] = [None] * len(counts)
         bounds = offsets.tolist()
-        for c in np.flatnonzero(counts).tolist():
+        for c in [c for c, k in enumerate(counts.tolist()) if k]:
             rows = permutation[bounds[c] : bounds[c + 1]]
             picked: list[int] | None = None
             mine = []

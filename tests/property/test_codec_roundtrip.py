@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.codec import kernels, reference, serializers
+from engine.codec import columns, kernels, reference, serializers
 from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.codec.frame import HEADER_SIZE, parse_header
 from engine.codec.reader import FrameReader
@@ -424,6 +424,14 @@ def test_long_columns_and_timestamps_round_trip_packed_or_not(values: list[int],
     ts = np.array(values, np.int64)
     batch = Batch(np.array(values, np.int64) if as_array else values, ts)
     longs = serializer_for(Types.LONG())
+    columns.PACK_MIN_VALUES, saved_min = 0, columns.PACK_MIN_VALUES  # pack even short columns
+    try:
+        _round_trip_every_way(longs, batch, values)
+    finally:
+        columns.PACK_MIN_VALUES = saved_min
+
+
+def _round_trip_every_way(longs: BatchSerializer, batch: Batch, values: list[int]) -> None:
     decoded = _decode(longs, longs.encode(batch))
     assert decoded.values.tolist() == values
     assert decoded.timestamps is not None and decoded.timestamps.tolist() == values

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.codec.columns import COLUMN_PACKED
+from engine.codec import columns
+from engine.codec.columns import COLUMN_PACKED, PACK_MIN_VALUES
 from engine.codec.frame import (
     CODEC_COLUMNAR,
     CODEC_PICKLE,
@@ -313,6 +314,23 @@ def test_the_frame_header_is_as_documented() -> None:
     assert pickled[1] == CODEC_PICKLE
 
 
+@pytest.fixture
+def pack_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pack columns of any length (by default only columns of PACK_MIN_VALUES values or more)."""
+    monkeypatch.setattr(columns, "PACK_MIN_VALUES", 0)
+
+
+def test_only_long_columns_of_many_values_travel_packed() -> None:
+    longs = serializer_for(Types.LONG())
+    for n, packed in [(PACK_MIN_VALUES - 1, False), (PACK_MIN_VALUES, True)]:
+        values = list(range(n))
+        frame = longs.encode(Batch(values, np.array(values)))
+        assert bool(frame[2] & FLAG_TIMESTAMPS_PACKED) is packed
+        decoded = decode_frame(longs, frame)
+        assert decoded.values.tolist() == values and decoded.timestamps.tolist() == values  # type: ignore[union-attr]
+
+
+@pytest.mark.usefixtures("pack_small")
 def test_long_columns_and_timestamps_that_lie_close_together_travel_packed() -> None:
     longs = serializer_for(Types.LONG())
     frame = longs.encode(Batch([10, 11, 300], np.array([1000, 1001, 1002])))
@@ -331,6 +349,7 @@ def test_long_columns_and_timestamps_that_lie_close_together_travel_packed() -> 
     assert decoded.values.tolist() == [10, 11, 300] and decoded.timestamps.tolist() == [1000, 1001, 1002]  # type: ignore[union-attr]
 
 
+@pytest.mark.usefixtures("pack_small")
 @pytest.mark.parametrize(
     ("values", "width"),
     [
@@ -359,6 +378,7 @@ def test_a_long_column_packs_to_the_narrowest_width_that_holds_its_span(
     assert decode_frame(longs, frame).values.tolist() == values
 
 
+@pytest.mark.usefixtures("pack_small")
 def test_a_packed_column_of_a_bad_width_is_a_protocol_violation() -> None:
     longs = serializer_for(Types.LONG())
     frame = bytearray(longs.encode(Batch([1, 2, 3, 4])))

@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.codec import columns
+from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.codec.columns import COLUMN_PACKED, PACK_MIN_VALUES
 from engine.codec.frame import (
     CODEC_COLUMNAR,

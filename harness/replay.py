@@ -187,7 +187,7 @@ class _Chunk:
     own pays Arrow's per-call cost for every small open-loop batch (24 us for 130 rows,
     against 10 us for slicing lists converted ahead)."""
 
-    __slots__ = ("converted", "lists", "next", "rows", "schedule", "size")
+    __slots__ = ("converted", "intended", "lists", "next", "rows", "schedule", "size")
 
     def __init__(self, rows: Any, schedule: np.ndarray) -> None:
         self.rows = rows
@@ -196,6 +196,14 @@ class _Chunk:
         self.next = 0
         self.converted = 0  # rows [0, converted) are in ``lists``
         self.lists: dict[str, list[Any]] = {}
+        self.intended: np.ndarray | None = None  # open loop: every row's intended time (ns)
+
+    def intended_ns(self, anchor: int, ns_per_unit: float) -> np.ndarray:
+        """Every row's intended emission time, computed once per chunk (per batch, the
+        arithmetic over a batch-size window cost more than the rows that were due)."""
+        if self.intended is None:
+            self.intended = anchor + (self.schedule * ns_per_unit).astype(np.int64)
+        return self.intended
 
     def values(self, start: int, end: int, columns: list[str], intended: list[int]) -> list[tuple[Any, ...]]:
         if end > self.converted:
@@ -301,18 +309,17 @@ class ReplayReader(SourceReader):
             n = min(self.source.batch_size, chunk.size - start)
             intended = np.full(n, now, dtype=np.int64)
         else:
-            ns_per_unit = 1e9 / run.schedule_rate
-            due_first = anchor + int(chunk.schedule[start] * ns_per_unit)
+            times = chunk.intended_ns(anchor, 1e9 / run.schedule_rate)
+            due_first = int(times[start])
             # wait for the first row, plus up to batch_wait for more rows to share its batch
             full_at = min(start + self.source.batch_size, chunk.size) - 1
-            wake = min(due_first + run.batch_wait_ns, anchor + int(chunk.schedule[full_at] * ns_per_unit))
+            wake = min(due_first + run.batch_wait_ns, int(times[full_at]))
             if wake > now:
                 await trio.sleep_until(max(wake, due_first) / 1e9)
                 now = now_ns()
-            window = chunk.schedule[start : start + self.source.batch_size]
-            intended = anchor + (window * ns_per_unit).astype(np.int64)
-            n = max(1, int(np.searchsorted(intended, now, side="right")))
-            intended = intended[:n]
+            window = times[start : start + self.source.batch_size]
+            n = max(1, int(window.searchsorted(now, side="right")))
+            intended = window[:n]
             behind = now - int(intended[0])
             if behind > self.stats.max_behind_ns:
                 self.stats.max_behind_ns = behind
@@ -325,7 +332,7 @@ class ReplayReader(SourceReader):
         stats.last_emit_ns = now
         warm = run.warmup_end_ns
         if warm is not None:
-            measured = n - int(np.searchsorted(intended, warm, side="left"))
+            measured = n - int(intended.searchsorted(warm, side="left"))
             if measured:
                 stats.emitted_measured += measured
                 if stats.first_measured_ns is None:

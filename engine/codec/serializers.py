@@ -706,10 +706,17 @@ class ColumnarSerializer(BatchSerializer):
                 for i in np.flatnonzero(mask).tolist():
                     values[i] = None
             columns.append(values)
+        if len(columns[0]) < _GC_PAUSE_RECORDS:  # too few records to trigger a collection
+            return list(zip(*columns)) if self._is_tuple else _make_rows(columns, self._decoded_names, kinds)
         with _gc_paused():
             if self._is_tuple:
                 return list(zip(*columns))
             return _make_rows(columns, self._decoded_names, kinds)
+
+
+#: Batches of at least this many records are built with the garbage collector paused (a
+#: collection is due every 700 new containers; below that, pausing costs more than it saves).
+_GC_PAUSE_RECORDS = 700
 
 
 def _may_hold_none(column: Any) -> bool:

@@ -28,6 +28,7 @@ import trio
 
 from engine.errors import UsageError, WeirError
 from engine.network.buffer_pool import NetworkBufferPool, NetworkBufferPoolStatistics
+from engine.network.flusher import SharedFlusher
 from engine.network.gate import (
     InputChannel,
     InputGate,
@@ -182,6 +183,8 @@ class NetworkEnvironment:
         self._nursery: trio.Nursery | None = None
         self._to_start: list[tuple[Callable[[], Awaitable[None]], str]] = []
         self._stopped = False
+        #: The output flusher of this TaskManager's partitions (``flush_by_timer``)
+        self.output_flusher = SharedFlusher(self._spawn)
         registry.register(self)
 
     # --- partitions -------------------------------------------------------------------
@@ -328,6 +331,15 @@ class NetworkEnvironment:
         self._spawn(
             server.run, f"network server {connection.server_taskmanager}->{connection.client_taskmanager}"
         )
+
+    def flush_by_timer(self, partition: ResultPartition, buffer_timeout_ms: int) -> bool:
+        """Have this TaskManager's shared output flusher flush ``partition`` every
+        ``buffer_timeout_ms``; False (and nothing registered) while the environment is not
+        running, when the caller has to run its own timer (``run_output_flusher``)."""
+        if self._nursery is None:
+            return False
+        self.output_flusher.register(partition, buffer_timeout_ms)
+        return True
 
     def _spawn(self, fn: Callable[[], Awaitable[None]], name: str) -> None:
         if self._nursery is not None:

@@ -73,7 +73,7 @@ class KeyGroupSelector(ChannelSelector):
 
     def keys(self, batch: Batch) -> list[Any]:
         key_of = self.key_of
-        return [key_of(v) for v in batch.as_list()]
+        return list(map(key_of, batch.as_list()))
 
     #: String keys whose channel is remembered (a stream has far fewer distinct keys than records).
     CACHE_ENTRIES = 1 << 16
@@ -86,7 +86,7 @@ class KeyGroupSelector(ChannelSelector):
         try:
             # only str keys are cached: a str never equals a key of another type, so a hit is
             # never a key whose Java hash differs (True == 1 == 1.0 in Python, not in Java)
-            return np.array([cache[k] for k in keys], dtype=np.int32)
+            return np.fromiter(map(cache.__getitem__, keys), np.int32, len(keys))
         except KeyError as miss:
             if type(miss.args[0]) is not str:  # keys of other types are never cached
                 return self._channels(keys, num_channels)
@@ -99,7 +99,7 @@ class KeyGroupSelector(ChannelSelector):
             cache.clear()
             missing = list(dict.fromkeys(keys))
         cache.update(zip(missing, self._channels(missing, num_channels).tolist()))
-        return np.array([cache[k] for k in keys], dtype=np.int32)
+        return np.fromiter(map(cache.__getitem__, keys), np.int32, len(keys))
 
     def _channels(self, keys: list[Any], num_channels: int) -> np.ndarray:
         hashes = java_hash_array(keys)

@@ -250,6 +250,7 @@ class Task:
         self.operators: list[StreamOperator] = []  # chain order, head first
         self.guards: dict[int, _Guard] = {}
         self.writers: list[RecordWriter] = []
+        self._flushed_by_timer: list[Any] = []  # partitions the TaskManager's shared flusher flushes
         self.partitions: list[Any] = []
         self.async_sinks: list[SinkOperator] = []
         self.keyed_backends: list[Any] = []
@@ -395,9 +396,13 @@ class Task:
                     self.guards[node_id].call("open")
                 if on_running is not None:
                     on_running()
-                if self.d.buffer_timeout_ms > 0:
+                timeout = self.d.buffer_timeout_ms
+                if timeout > 0:
                     for partition in self.partitions:
-                        nursery.start_soon(run_output_flusher, partition, self.d.buffer_timeout_ms)
+                        if self.network.flush_by_timer(partition, timeout):
+                            self._flushed_by_timer.append(partition)
+                        else:  # the environment is not running (tests): a timer of the task's own
+                            nursery.start_soon(run_output_flusher, partition, timeout)
                 nursery.start_soon(self._run_timers)
                 head = self.operators[0]
                 if isinstance(head, SourceOperator):
@@ -407,6 +412,8 @@ class Task:
                 self._input_ended = True
                 await self._finish()
             finally:
+                for partition in self._flushed_by_timer:
+                    self.network.output_flusher.unregister(partition, self.d.buffer_timeout_ms)
                 self._close_all()
             nursery.cancel_scope.cancel()
 

@@ -109,7 +109,7 @@ def _keyed(operator: StreamOperator, f: Any, selector: Any = None) -> Any:
 
 def map_batch(f: Any, batch: Batch) -> Batch:
     """``f`` of every record, keeping the timestamps."""
-    return Batch([f(v) for v in batch.as_list()], batch.timestamps)
+    return Batch(list(map(f, batch.as_list())), batch.timestamps)
 
 
 def flat_map_batch(f: Any, batch: Batch) -> Batch:

@@ -8,7 +8,7 @@ import trio.testing
 
 from engine.errors import UsageError
 from engine.network.buffer_pool import NetworkBufferPool
-from engine.network.flusher import FlushPolicy, run_output_flusher
+from engine.network.flusher import FlushPolicy, SharedFlusher, run_output_flusher
 from engine.network.partition import ResultPartition
 
 
@@ -76,3 +76,59 @@ async def test_the_flusher_stops_when_the_partition_is_released(
         await trio.sleep(0.12)
         partition.release()
     assert trio.current_time() == pytest.approx(0.15)
+
+
+def _shared(nursery: trio.Nursery) -> tuple[SharedFlusher, list[str]]:
+    started: list[str] = []
+
+    def spawn(fn: object, name: str) -> None:
+        started.append(name)
+        nursery.start_soon(fn)  # type: ignore[arg-type]
+
+    return SharedFlusher(spawn), started
+
+
+async def test_partitions_of_one_timeout_share_a_timer_and_are_flushed_at_the_same_tick(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    first, second = make_partition(), make_partition()
+    views = [first.create_subpartition_view(0), second.create_subpartition_view(1)]
+    seen: list[float] = []
+    async with trio.open_nursery() as nursery:
+        flusher, started = _shared(nursery)
+        flusher.register(first, 100)
+        await trio.sleep(0.03)  # the second registers a third of an interval later
+        flusher.register(second, 100)
+        first.emit_nowait(0, b"a")
+        second.emit_nowait(1, b"b")
+        for view in views:
+            await view.wait_available()
+            seen.append(trio.current_time())
+        assert started == ["output flusher 100 ms"]  # one timer for both
+        assert flusher.partitions(100) == [first, second]
+        for partition in (first, second):
+            await partition.finish()
+    assert seen == [pytest.approx(0.1), pytest.approx(0.1)]  # the first tick of the shared timer
+    assert flusher.partitions(100) == []  # finished partitions leave; the timer ended with the last
+
+
+async def test_a_shared_timer_per_timeout_and_none_for_zero_or_minus_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with trio.open_nursery() as nursery:
+        flusher, started = _shared(nursery)
+        a, b, c = make_partition(), make_partition(), make_partition()
+        flusher.register(a, 0)
+        flusher.register(b, -1)
+        assert started == [] and flusher.partitions(0) == [] and flusher.partitions(-1) == []
+        flusher.register(a, 10)
+        flusher.register(c, 50)
+        assert started == ["output flusher 10 ms", "output flusher 50 ms"]
+        await trio.sleep(0.2)
+        flusher.unregister(a, 10)
+        c.release()
+        await trio.sleep(0.2)
+        assert flusher.partitions(10) == [] and flusher.partitions(50) == []
+        flusher.register(b, 10)  # a new timer once the old one ended
+        assert started[-1] == "output flusher 10 ms" and len(started) == 3
+        flusher.unregister(b, 10)

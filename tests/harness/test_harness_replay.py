@@ -71,6 +71,25 @@ async def test_open_loop_emits_on_schedule_and_stamps_intended_times(
     assert run.max_behind_ns == 0
 
 
+async def test_a_reader_that_fell_behind_catches_up_in_open_loop_batches(
+    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    run = ReplayRun(schedule_rate=1000.0, open_loop_batch_rows=30)  # 1 row per ms
+    reader = ReplaySource(keyed_dir, "events", ["value"], run).create_reader(0, 1)
+    first = await reader.next_batch()
+    assert first is not None and len(first) == 1
+    await trio.sleep(0.1)  # a stall: 100 rows are due
+    sizes = []
+    while sum(sizes) < 100:
+        batch = await reader.next_batch()
+        assert batch is not None
+        sizes.append(len(batch))
+    assert sizes[:4] == [30, 30, 30, 10]  # everything due, at most 30 rows at a time
+    assert run.max_behind_ns >= 99_000_000
+    with pytest.raises(UsageError, match="at least one row"):
+        ReplayRun(open_loop_batch_rows=0)
+
+
 def test_rates_are_records_per_second_of_the_replayed_tables(keyed_dir: Path) -> None:
     ds = DataSet(keyed_dir)
     rate, limit = schedule_for(ds, get_query("keyed-window"), 250.0, 2.0)

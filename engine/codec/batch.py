@@ -14,6 +14,7 @@ they received, so a batch may be handed to several consumers (e.g. chained succe
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -135,7 +136,7 @@ class Batch:
         if all(isinstance(b.values, np.ndarray) for b in batches):
             values: Any = np.concatenate([b.values for b in batches])
         else:
-            values = [v for b in batches for v in b.as_list()]
+            values = list(chain.from_iterable(b.as_list() for b in batches))
         if all(b.timestamps is None for b in batches):
             ts = None
         else:

@@ -410,7 +410,12 @@ def _dense_tumbling(
 ) -> None:
     """``dense_accumulate`` for tumbling windows (one window per record): a run of records in
     one window looks its slot up once, and the loop body is a load and a store per record
-    (half the time per record of the general loop)."""
+    (half the time per record of the general loop).
+
+    The fold of a record into its pane is written out here and in ``dense_accumulate`` on
+    purpose: as a shared njit helper it measured 60 ns per record (a call per record, its
+    arrays passed each time), and inlined with ``inline="always"`` 15 ns, against 4.7 ns
+    written out. Keep the two copies alike; the property tests hold both to the reference."""
     n = times.shape[0]
     min_start = state[MIN_START]
     fresh = state[NEW]

@@ -81,16 +81,29 @@ async def run_output_flusher(partition: ResultPartition, buffer_timeout_ms: int)
     Returns at once for 0 and -1 (no timer). Cancellation: stops between flushes; a
     flush is never half done.
     """
-    policy = FlushPolicy(buffer_timeout_ms)
+    await _flush_every(FlushPolicy(buffer_timeout_ms), {partition: None})
+
+
+def _live(group: dict[ResultPartition, None]) -> bool:
+    """Drop the finished and released partitions of ``group``; whether any is left."""
+    for partition in [p for p in group if p.is_finished or p.is_released]:
+        del group[partition]
+    return bool(group)
+
+
+async def _flush_every(policy: FlushPolicy, group: dict[ResultPartition, None]) -> None:
+    """Flush every partition of ``group`` on the policy's ticks until none is left (it may
+    change between ticks: partitions come and go)."""
     interval = policy.interval_s
     if interval is None:
         return
     deadline = trio.current_time() + interval
-    while not partition.is_finished and not partition.is_released:
+    while _live(group):
         await trio.sleep_until(deadline)
-        if partition.is_finished or partition.is_released:
+        if not _live(group):
             return
-        partition.flush_all()
+        for partition in list(group):
+            partition.flush_all()
         deadline = policy.next_flush_at(deadline, trio.current_time())
 
 
@@ -124,19 +137,8 @@ class SharedFlusher:
         return list(self._groups.get(buffer_timeout_ms, ()))
 
     async def _run(self, buffer_timeout_ms: int, group: dict[ResultPartition, None]) -> None:
-        policy = FlushPolicy(buffer_timeout_ms)
-        interval = policy.interval_s
-        assert interval is not None
-        deadline = trio.current_time() + interval
         try:
-            while group:
-                await trio.sleep_until(deadline)
-                for partition in list(group):
-                    if partition.is_finished or partition.is_released:
-                        del group[partition]
-                    else:
-                        partition.flush_all()
-                deadline = policy.next_flush_at(deadline, trio.current_time())
+            await _flush_every(FlushPolicy(buffer_timeout_ms), group)
         finally:
             if self._groups.get(buffer_timeout_ms) is group:
                 del self._groups[buffer_timeout_ms]

@@ -220,14 +220,14 @@ _PACK_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("u1"), 2: np.dtype("<u2"),
 PACK_MIN_VALUES = 512
 
 
-def pack_int64(values: np.ndarray, min_values: int | None = None) -> tuple[np.ndarray, int] | None:
+def pack_int64(values: np.ndarray) -> tuple[np.ndarray, int] | None:
     """An int64 column packed: ``(differences, base)``, the differences in the narrowest of
     1, 2 or 4 unsigned bytes that holds ``value - base`` for every value (``base`` is the
-    smallest). None when the column is shorter than ``min_values`` (``PACK_MIN_VALUES``; at
-    least 3: below, the width and base cost more than a byte per value saves), or its values
-    span 2**32 or more."""
+    smallest). None when the column is shorter than ``PACK_MIN_VALUES`` (read at each call;
+    at least 3: below, the width and base cost more than a byte per value saves), or its
+    values span 2**32 or more."""
     n = len(values)
-    if n < max(PACK_MIN_VALUES if min_values is None else min_values, 3):
+    if n < max(PACK_MIN_VALUES, 3):
         return None
     lo, hi = kernels.int_range(values)
     span = int(hi) - int(lo)

@@ -570,7 +570,7 @@ class _DensePanes:
         landed = np.empty(n, np.bool_)
         new_keys = self.slot_keys[before : self.n_keys] if self.int_keys else keys[:0]
         # int keys: every slot is below n_keys; other keys come as slots already
-        top = self.n_keys if self.int_keys else int(slots.max()) + 1 if n else 0
+        top = self.n_keys if self.int_keys else (int(slots.max()) + 1 if n else 0)
         if top > self.key_capacity:
             wanted = max(top, 2 * self.key_capacity)
             if self.windows * wanted > DENSE_CELLS:

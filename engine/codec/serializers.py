@@ -109,6 +109,7 @@ from engine.codec.frame import (
     FrameHeader,
     pack_header,
 )
+from engine.codec.small import SMALL_BATCH_RECORDS, SmallCodec
 from engine.common.typeinfo import PickledBytesTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from engine.common.types import Row, RowKind
 from engine.errors import ProtocolViolation, UsageError
@@ -122,6 +123,7 @@ __all__ = [
 ]
 
 _I64 = np.dtype("<i8")
+_CHANNEL_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _U8 = np.dtype("u1")
 
 #: bytes-like: a part of a payload (numpy arrays export their buffer).
@@ -464,6 +466,7 @@ class ColumnarSerializer(BatchSerializer):
             | (COLUMN_PACKED if c.packs else 0)
             for c, nullable in zip(columns, self._nullable)
         ]
+        self._small = SmallCodec.for_schema(type_info, columns)
 
     def describe(self) -> str:
         inner = ", ".join(c.describe() for c in self.columns)
@@ -568,6 +571,10 @@ class ColumnarSerializer(BatchSerializer):
     # -- encoding ----------------------------------------------------------------------------------
 
     def encode(self, batch: Batch) -> bytes:
+        if self._small is not None and len(batch) < SMALL_BATCH_RECORDS:
+            frame = self._small.encode(batch)
+            if frame is not None:
+                return frame
         split, prepared = self._prepare(batch)
         return self._frame(len(batch), _timestamps(batch), split.kinds, prepared)
 
@@ -630,6 +637,17 @@ class ColumnarSerializer(BatchSerializer):
     def encode_partitioned(
         self, batch: Batch, channels: npt.NDArray[np.int32], num_channels: int
     ) -> list[bytes | None]:
+        if (
+            self._small is not None
+            and 0 < len(batch) < SMALL_BATCH_RECORDS
+            and type(channels) is np.ndarray
+            and channels.dtype in _CHANNEL_DTYPES
+            and channels.shape == (len(batch),)
+            and type(num_channels) is int
+        ):
+            frames = self._small.encode_partitioned(batch, channels, num_channels)
+            if frames is not None:
+                return frames
         channels, permutation, offsets, counts = self._group(batch, channels, num_channels)
         if len(batch) == 0:
             return [None] * int(num_channels)
@@ -658,6 +676,10 @@ class ColumnarSerializer(BatchSerializer):
     def decode(self, frame_header: FrameHeader, payload: memoryview) -> Batch:
         self._check_codec(frame_header)
         view = _as_payload(payload, frame_header)
+        if self._small is not None:
+            batch = self._small.decode(frame_header, view)
+            if batch is not None:
+                return batch
         n = frame_header.record_count
         ts, pos = _read_timestamps(view, frame_header)
         kinds = None

@@ -39,6 +39,7 @@ from engine.codec.batch import Batch
 from engine.common.typeinfo import TypeInformation, Types
 from engine.datastream.connectors.base import Source
 from engine.errors import UsageError
+from engine.network.ticker import sleep_until
 from engine.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader
 from workloads import dataset
 
@@ -329,7 +330,7 @@ class ReplayReader(SourceReader):
             full_at = min(start + rows, chunk.size) - 1
             wake = min(due_first + run.batch_wait_ns, int(times[full_at]))
             if wake > now:
-                await trio.sleep_until(max(wake, due_first) / 1e9)
+                await sleep_until(max(wake, due_first) / 1e9)
                 now = now_ns()
             window = times[start : start + rows]
             n = max(1, int(window.searchsorted(now, side="right")))

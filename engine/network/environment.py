@@ -37,6 +37,7 @@ from engine.network.gate import (
     RemoteInputChannel,
 )
 from engine.network.partition import ResultPartition, ResultPartitionStatistics, SubpartitionView
+from engine.network.ticker import Ticker
 from engine.network.transport import (
     Connection,
     ConnectionStatistics,
@@ -183,8 +184,10 @@ class NetworkEnvironment:
         self._nursery: trio.Nursery | None = None
         self._to_start: list[tuple[Callable[[], Awaitable[None]], str]] = []
         self._stopped = False
+        #: The one timer of this TaskManager's sleepers (flusher, sources), running with ``run``
+        self.ticker = Ticker()
         #: The output flusher of this TaskManager's partitions (``flush_by_timer``)
-        self.output_flusher = SharedFlusher(self._spawn)
+        self.output_flusher = SharedFlusher(self._spawn, self.ticker.sleep_until)
         registry.register(self)
 
     # --- partitions -------------------------------------------------------------------
@@ -366,6 +369,7 @@ class NetworkEnvironment:
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                nursery.start_soon(self.ticker.run, name=f"ticker {self.taskmanager_id}")
                 to_start, self._to_start = self._to_start, []
                 for fn, name in to_start:
                     nursery.start_soon(fn, name=name)

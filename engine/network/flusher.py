@@ -17,7 +17,8 @@ flushed at the same tick, so N producing tasks cost one timer wake-up per interv
 of N, and a consumer reading from several of them finds all their data at once (one
 wake-up instead of one per producer). At a 1 ms timeout with two producers that is about
 a tenth of the thread's time at small batches. The bound is the same: a byte waits at most
-one interval. ``run_output_flusher`` is the one-partition timer.
+one interval. The shared timers sleep on the TaskManager's ``Ticker`` (one Trio timer for
+the flusher and the sources). ``run_output_flusher`` is the one-partition timer.
 """
 
 from __future__ import annotations
@@ -91,7 +92,11 @@ def _live(group: dict[ResultPartition, None]) -> bool:
     return bool(group)
 
 
-async def _flush_every(policy: FlushPolicy, group: dict[ResultPartition, None]) -> None:
+async def _flush_every(
+    policy: FlushPolicy,
+    group: dict[ResultPartition, None],
+    sleep_until: Callable[[float], Awaitable[None]] = trio.sleep_until,
+) -> None:
     """Flush every partition of ``group`` on the policy's ticks until none is left (it may
     change between ticks: partitions come and go)."""
     interval = policy.interval_s
@@ -99,7 +104,7 @@ async def _flush_every(policy: FlushPolicy, group: dict[ResultPartition, None]) 
         return
     deadline = trio.current_time() + interval
     while _live(group):
-        await trio.sleep_until(deadline)
+        await sleep_until(deadline)
         if not _live(group):
             return
         for partition in list(group):
@@ -113,8 +118,13 @@ class SharedFlusher:
     its last partition has gone. A partition leaves when it is unregistered, or when a tick
     finds it finished or released."""
 
-    def __init__(self, spawn: Callable[[Callable[[], Awaitable[None]], str], None]) -> None:
+    def __init__(
+        self,
+        spawn: Callable[[Callable[[], Awaitable[None]], str], None],
+        sleep_until: Callable[[float], Awaitable[None]] = trio.sleep_until,
+    ) -> None:
         self._spawn = spawn
+        self._sleep_until = sleep_until
         self._groups: dict[int, dict[ResultPartition, None]] = {}
 
     def register(self, partition: ResultPartition, buffer_timeout_ms: int) -> None:
@@ -138,7 +148,7 @@ class SharedFlusher:
 
     async def _run(self, buffer_timeout_ms: int, group: dict[ResultPartition, None]) -> None:
         try:
-            await _flush_every(FlushPolicy(buffer_timeout_ms), group)
+            await _flush_every(FlushPolicy(buffer_timeout_ms), group, self._sleep_until)
         finally:
             if self._groups.get(buffer_timeout_ms) is group:
                 del self._groups[buffer_timeout_ms]

@@ -52,6 +52,7 @@ from engine.graph.stream_graph import StreamEdge, StreamGraph
 from engine.network.environment import ChannelSpec
 from engine.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
 from engine.network.flusher import run_output_flusher
+from engine.network.ticker import use_ticker
 from engine.runtime.channel_selectors import selector_for
 from engine.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
 from engine.runtime.operators.base import ChainingOutput, OperatorContext, StreamOperator
@@ -385,6 +386,8 @@ class Task:
     async def run(self, on_running: Callable[[], None] | None = None) -> None:
         """Run the attempt to its end. Cancellation: operators are closed, partitions dropped;
         the cancellation propagates to the caller (the TaskExecutor reports CANCELED)."""
+        # this task's sleeps (an open-loop source's) share the TaskManager's timer
+        use_ticker(self.network.ticker)
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:

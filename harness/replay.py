@@ -229,6 +229,40 @@ class _Chunk:
         return list(zip(*(self.lists[c][start:end] for c in columns), intended))
 
 
+class _Prefetch:
+    """The next chunk of a reader, read in a worker thread while the reader replays the
+    current one. Decoding and taking a 16 k-row chunk holds the Trio thread for 2 to 8 ms
+    (pyarrow releases the GIL, so in a thread it runs beside the loop); at half the maximum
+    rate such a stall in the one thread took 100 ms and more to drain, and set the p99.
+    A system task runs the read (a reader has no nursery of its own); the reader awaits
+    the result when it needs the chunk."""
+
+    def __init__(self, chunks: Iterator[_Chunk]) -> None:
+        self._done = trio.Event()
+        self._chunk: _Chunk | None = None
+        self._error: BaseException | None = None
+        trio.lowlevel.spawn_system_task(self._read, chunks, name="replay chunk prefetch")
+
+    async def _read(self, chunks: Iterator[_Chunk]) -> None:
+        try:
+            self._chunk = await trio.to_thread.run_sync(next, chunks, None)
+        except Exception as exc:  # handed to the reader: a system task must not raise
+            self._error = exc
+        except BaseException:  # the run is ending: nobody waits for the chunk
+            self._error = trio.ClosedResourceError("the replay prefetch was cancelled")
+            raise
+        finally:
+            self._done.set()
+
+    async def result(self) -> _Chunk | None:
+        """The chunk (None after the last). Cancellation: the read goes on; its chunk is
+        still there for the next call."""
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._chunk
+
+
 class ReplayReader(SourceReader):
     def __init__(self, source: ReplaySource, subtask: int, parallelism: int) -> None:
         self.source = source
@@ -240,6 +274,7 @@ class ReplayReader(SourceReader):
         self._skip = 0
         self._chunks: Iterator[_Chunk] | None = None
         self._chunk: _Chunk | None = None
+        self._ahead: _Prefetch | None = None
         self._done = False
 
     def position(self) -> Any:
@@ -253,11 +288,13 @@ class ReplayReader(SourceReader):
         self._skip = rows
         self._chunks = None
         self._chunk = None
+        self._ahead = None  # a read of the old position still running is dropped
         self._done = False
 
     def close(self) -> None:
         self._chunks = None
         self._chunk = None
+        self._ahead = None
 
     def _read_chunks(self) -> Iterator[_Chunk]:
         import pyarrow as pa
@@ -298,20 +335,25 @@ class ReplayReader(SourceReader):
                 if truncated:
                     return
 
-    def _current(self) -> _Chunk | None:
+    async def _current(self) -> _Chunk | None:
+        """The chunk being replayed; the next one is read by a worker thread meanwhile."""
         while self._chunk is None or self._chunk.next >= self._chunk.size:
             if self._chunks is None:
                 self._chunks = self._read_chunks()
-            self._chunk = next(self._chunks, None)
+            if self._ahead is None:
+                self._ahead = _Prefetch(self._chunks)
+            ahead, self._ahead = self._ahead, None
+            self._chunk = await ahead.result()
             if self._chunk is None:
                 return None
+            self._ahead = _Prefetch(self._chunks)
         return self._chunk
 
     async def next_batch(self) -> Batch | None:
         """Cancellation: nothing is lost; rows not yet returned are emitted after a restart."""
         if self._done:
             return None
-        chunk = self._current()
+        chunk = await self._current()
         now = now_ns()
         run = self.run
         anchor = run.anchor(now)

@@ -97,9 +97,12 @@ FAIL_ONCE = {"armed": True}
 
 
 def explode_once(n: int) -> int:
-    if n == 9_000 and FAIL_ONCE["armed"]:
+    # record 9,500 of subtask 0 comes 9.5 s after its start (1,000 records/s), half way
+    # between two checkpoints: a failure on a checkpoint's tick would leave which comes
+    # first, the barrier or the failing batch, to the order of two tasks woken together
+    if n == 9_500 and FAIL_ONCE["armed"]:
         FAIL_ONCE["armed"] = False
-        raise RuntimeError("injected failure at record 9000")
+        raise RuntimeError("injected failure at record 9500")
     return n
 
 

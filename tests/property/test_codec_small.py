@@ -17,7 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from engine.codec import small
+from engine.codec import columns, small
 from engine.codec.batch import Batch
 from engine.codec.frame import HEADER_SIZE, parse_header
 from engine.codec.serializers import ColumnarSerializer, serializer_for
@@ -108,7 +108,9 @@ def test_frames_decode_to_what_the_full_path_decodes(case: tuple[ColumnarSeriali
     if nul:  # a string holds U+0000: the lengths layout, which only the full path reads
         assert mine is None
         return
-    assert mine is not None
+    if mine is None:  # only a column long enough to be packed may be declined
+        assert len(batch) >= columns.PACK_MIN_VALUES
+        return
     assert same_records(theirs.as_list(), mine.as_list())
     assert (mine.timestamps is None) == (theirs.timestamps is None)
     if mine.timestamps is not None:

@@ -14,7 +14,6 @@ import trio
 
 from engine.codec.batch import Batch
 from engine.errors import UsageError
-from engine.network.ticker import sleep_until
 
 DEFAULT_BATCH_SIZE = 4096
 
@@ -180,7 +179,7 @@ class DataGeneratorReader(_SplitReader):
         if self.rate is not None:
             if self.started_at is None:
                 self.started_at = trio.current_time()
-            await sleep_until(self.started_at + self.emitted / self.rate)
+            await trio.sleep_until(self.started_at + self.emitted / self.rate)
         n = self.batch_size
         split = self.splits[0]
         start, stop, stride = split

@@ -342,8 +342,9 @@ class ReplayReader(SourceReader):
                 self._chunks = self._read_chunks()
             if self._ahead is None:
                 self._ahead = _Prefetch(self._chunks)
-            ahead, self._ahead = self._ahead, None
-            self._chunk = await ahead.result()
+            # kept until its chunk is taken: a poll cancelled here finds the same read next time
+            self._chunk = await self._ahead.result()
+            self._ahead = None
             if self._chunk is None:
                 return None
             self._ahead = _Prefetch(self._chunks)

@@ -27,6 +27,7 @@ checkpoint can rewind the replay exactly.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,13 +211,15 @@ class _Chunk:
         self.next = 0
         self.converted = 0  # rows [0, converted) are in ``lists``
         self.lists: dict[str, list[Any]] = {}
-        self.intended: np.ndarray | None = None  # open loop: every row's intended time (ns)
+        self.intended: list[int] | None = None  # open loop: every row's intended time (ns)
 
-    def intended_ns(self, anchor: int, ns_per_unit: float) -> np.ndarray:
+    def intended_ns(self, anchor: int, ns_per_unit: float) -> list[int]:
         """Every row's intended emission time, computed once per chunk (per batch, the
-        arithmetic over a batch-size window cost more than the rows that were due)."""
+        arithmetic over a batch-size window cost more than the rows that were due), as a
+        list: a batch takes a slice of it, and numpy calls on a few hundred rows cost more
+        than the rows."""
         if self.intended is None:
-            self.intended = anchor + (self.schedule * ns_per_unit).astype(np.int64)
+            self.intended = (anchor + (self.schedule * ns_per_unit).astype(np.int64)).tolist()
         return self.intended
 
     def values(self, start: int, end: int, columns: list[str], intended: list[int]) -> list[tuple[Any, ...]]:
@@ -362,37 +365,37 @@ class ReplayReader(SourceReader):
             self._done = True
             return None
         start = chunk.next
+        # Python lists, not numpy, for the batch's own intended times: open-loop batches hold
+        # a few hundred rows, where a numpy call costs more than the rows it looks at
         if run.schedule_rate is None:
             n = min(self.source.batch_size, chunk.size - start)
-            intended = np.full(n, now, dtype=np.int64)
+            intended = [now] * n
         else:
             times = chunk.intended_ns(anchor, 1e9 / run.schedule_rate)
-            due_first = int(times[start])
-            rows = min(self.source.batch_size, run.open_loop_batch_rows)
+            due_first = times[start]
+            stop = min(start + min(self.source.batch_size, run.open_loop_batch_rows), chunk.size)
             # wait for the first row, plus up to batch_wait for more rows to share its batch
-            full_at = min(start + rows, chunk.size) - 1
-            wake = min(due_first + run.batch_wait_ns, int(times[full_at]))
+            wake = min(due_first + run.batch_wait_ns, times[stop - 1])
             if wake > now:
                 await sleep_until(max(wake, due_first) / 1e9)
                 now = now_ns()
-            window = times[start : start + rows]
-            n = max(1, int(window.searchsorted(now, side="right")))
-            intended = window[:n]
-            behind = now - int(intended[0])
+            n = max(1, bisect_right(times, now, start, stop) - start)
+            intended = times[start : start + n]
+            behind = now - intended[0]
             if behind > self.stats.max_behind_ns:
                 self.stats.max_behind_ns = behind
         end = start + n
         chunk.next = end
-        values = chunk.values(start, end, self.source.columns, intended.tolist())
+        values = chunk.values(start, end, self.source.columns, intended)
         self.emitted += n
         stats = self.stats
         stats.emitted += n
         stats.last_emit_ns = now
         warm = run.warmup_end_ns
         if warm is not None:
-            measured = n - int(intended.searchsorted(warm, side="left"))
+            measured = n - bisect_left(intended, warm)
             if measured:
                 stats.emitted_measured += measured
                 if stats.first_measured_ns is None:
-                    stats.first_measured_ns = max(warm, int(intended[n - measured]))
+                    stats.first_measured_ns = max(warm, intended[n - measured])
         return Batch(values)

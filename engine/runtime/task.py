@@ -123,21 +123,37 @@ class _WriterTarget:
 
 
 class _DrainLock:
-    """The task's lock between its input loop and its timers: a trio.Lock whose uncontended
-    acquire is not a scheduling point (the loops yield once per batch on their own, and a
-    scheduling point per buffer costs more than the buffer's processing)."""
+    """The task's lock between its input loop and its timers.
+
+    An uncontended acquire is not a scheduling point (the loops yield once per batch on
+    their own, and a scheduling point per buffer costs more than the buffer's processing).
+    A release hands the lock to the task that has waited longest, as ``trio.Lock`` does, so
+    a source that re-acquires it in a tight loop cannot starve a waiting checkpoint. It
+    does less than ``trio.Lock`` (no owner check, no breaking of the lock when its owner
+    exits without releasing), which ``async with`` makes unnecessary: the lock and its
+    two tasks live and die with the Task. Cancellation: a task cancelled while it waits
+    does not get the lock."""
+
+    __slots__ = ("_held", "_lot")
 
     def __init__(self) -> None:
-        self._lock = trio.Lock()
+        self._held = False
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def locked(self) -> bool:
+        return self._held
 
     async def __aenter__(self) -> None:
-        try:
-            self._lock.acquire_nowait()
-        except trio.WouldBlock:
-            await self._lock.acquire()
+        if self._held:
+            await self._lot.park()  # woken by a release that handed the lock over
+        else:
+            self._held = True
 
     async def __aexit__(self, *exc: object) -> None:
-        self._lock.release()
+        if self._lot:
+            self._lot.unpark()  # still held: it now belongs to the longest waiter
+        else:
+            self._held = False
 
 
 #: How many input buffers or events a task handles between two scheduling points while
@@ -430,30 +446,37 @@ class Task:
             await sink.drain()
 
     async def _run_source(self, head: SourceOperator) -> None:
-        guard = self.guards[self.d.job_vertex.chained_node_ids[0]]
         if self._restored_channels:
             restored, self._restored_channels = self._restored_channels, None
             await self._replay_output_state(restored)
+        # One scope for the whole loop, not one per poll (a cancel scope costs more than a
+        # small batch's routing). Only a completed stop-with-savepoint cancels it, and by
+        # then the stop barrier is out: the loop no longer emits, so the cancellation finds
+        # it in a poll, waiting for the stop's outcome, or between two batches, never with
+        # a batch half emitted or output half drained.
+        with trio.CancelScope() as self._poll_scope:
+            await self._source_loop(head)
+        if self._stop is not None and self._stop_done:
+            self._stopped_without_drain = self._stop[1] == "no_drain"
+
+    async def _source_loop(self, head: SourceOperator) -> None:
+        """Poll and emit until the input ends or a stop-with-savepoint completes."""
+        guard = self.guards[self.d.job_vertex.chained_node_ids[0]]
         while True:
             if self._stop is not None:
                 # a stop-with-savepoint barrier went out: end once the savepoint completes,
                 # go on reading if it was aborted
                 if self._stop_done:
-                    self._stopped_without_drain = self._stop[1] == "no_drain"
                     return
                 await self._stop_changed.wait()
                 self._stop_changed = trio.Event()
                 continue
-            batch = None
-            with trio.CancelScope() as self._poll_scope:
-                try:
-                    batch = await head.poll()  # outside the lock: a silent source must not block timers
-                except (WeirError, Exception) as exc:
-                    raise guard.fail(exc) from exc
-                if batch is None:
-                    return
+            try:
+                batch = await head.poll()  # outside the lock: a silent source must not block timers
+            except (WeirError, Exception) as exc:
+                raise guard.fail(exc) from exc
             if batch is None:
-                continue  # the poll was cancelled by a completed stop-with-savepoint
+                return
             async with self._drain_lock:
                 if self._stop is not None:
                     continue  # read after a stop-with-savepoint barrier: never emitted, not in the position

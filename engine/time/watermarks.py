@@ -68,12 +68,18 @@ WatermarkAction = EmitWatermark | EmitWatermarkStatus
 # --------------------------------------------------------------------------- generators
 
 
+#: Up to this many timestamps, the largest is found in Python (see ``max_timestamp``).
+_SMALL = 64
+
+
 def max_timestamp(timestamps: np.ndarray | Sequence[int] | None) -> int | None:
     """The largest real timestamp in ``timestamps`` (``NO_TIMESTAMP`` entries ignored), or None."""
     if timestamps is None or len(timestamps) == 0:
         return None
-    array = np.asarray(timestamps, dtype=np.int64)
-    top = int(array.max())
+    if type(timestamps) is np.ndarray and timestamps.dtype == np.int64 and len(timestamps) <= _SMALL:
+        top = max(timestamps.tolist())  # numpy's reduction costs more than a small batch's values
+    else:
+        top = int(np.asarray(timestamps, dtype=np.int64).max())
     if top == NO_TIMESTAMP:  # every entry is NO_TIMESTAMP
         return None
     return top

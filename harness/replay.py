@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import trio
+import trio.testing
 
 from engine.codec.batch import Batch
 from engine.common.typeinfo import TypeInformation, Types
@@ -266,6 +267,29 @@ class _Prefetch:
         return self._chunk
 
 
+class _Inline:
+    """The next chunk, read in the Trio thread when the reader needs it: what a reader uses
+    under a ``MockClock``, where a worker thread's real time would let the mock clock jump
+    ahead while the reader waits (tests would see latency that depends on the machine)."""
+
+    def __init__(self, chunks: Iterator[_Chunk]) -> None:
+        self._chunks = chunks
+
+    async def result(self) -> _Chunk | None:
+        return next(self._chunks, None)
+
+
+#: Read chunks ahead in a worker thread: True, False, or None for "unless the Trio clock is a
+#: MockClock" (see ``_Inline``).
+READ_AHEAD: bool | None = None
+
+
+def _reads_ahead() -> bool:
+    if READ_AHEAD is not None:
+        return READ_AHEAD
+    return not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
+
+
 class ReplayReader(SourceReader):
     def __init__(self, source: ReplaySource, subtask: int, parallelism: int) -> None:
         self.source = source
@@ -277,7 +301,7 @@ class ReplayReader(SourceReader):
         self._skip = 0
         self._chunks: Iterator[_Chunk] | None = None
         self._chunk: _Chunk | None = None
-        self._ahead: _Prefetch | None = None
+        self._ahead: _Prefetch | _Inline | None = None
         self._done = False
 
     def position(self) -> Any:
@@ -338,19 +362,23 @@ class ReplayReader(SourceReader):
                 if truncated:
                     return
 
+    def _read_next(self) -> _Prefetch | _Inline:
+        assert self._chunks is not None
+        return _Prefetch(self._chunks) if _reads_ahead() else _Inline(self._chunks)
+
     async def _current(self) -> _Chunk | None:
         """The chunk being replayed; the next one is read by a worker thread meanwhile."""
         while self._chunk is None or self._chunk.next >= self._chunk.size:
             if self._chunks is None:
                 self._chunks = self._read_chunks()
             if self._ahead is None:
-                self._ahead = _Prefetch(self._chunks)
+                self._ahead = self._read_next()
             # kept until its chunk is taken: a poll cancelled here finds the same read next time
             self._chunk = await self._ahead.result()
             self._ahead = None
             if self._chunk is None:
                 return None
-            self._ahead = _Prefetch(self._chunks)
+            self._ahead = self._read_next()
         return self._chunk
 
     async def next_batch(self) -> Batch | None:

@@ -105,6 +105,10 @@ async def _flush_every(
     deadline = trio.current_time() + interval
     while _live(group):
         await sleep_until(deadline)
+        # one scheduling round before flushing: the tasks woken at the same tick (open-loop
+        # sources on the TaskManager's ticker) write first, and their records leave now
+        # instead of an interval later
+        await trio.lowlevel.checkpoint()
         if not _live(group):
             return
         for partition in list(group):

@@ -25,6 +25,9 @@ from contextvars import ContextVar
 from typing import Any
 
 import trio
+import trio.testing
+
+from engine.network.timerfd import TimerFd
 
 __all__ = ["Ticker", "TickerStatistics", "sleep_until", "use_ticker"]
 
@@ -45,14 +48,32 @@ class TickerStatistics:
         )
 
 
-class Ticker:
-    """Wakes parked tasks at their deadlines (Trio clock seconds) with one timer."""
+#: The grid deadlines are rounded up to (seconds): sleepers whose deadlines fall in one
+#: millisecond wake together. ``epoll`` counts its timeouts in whole milliseconds, so no
+#: timer on Trio's own deadlines was ever finer than this.
+GRID_S = 0.001
 
-    def __init__(self) -> None:
+
+class Ticker:
+    """Wakes parked tasks at their deadlines (Trio clock seconds) with one timer.
+
+    A deadline is rounded up to the next point of a grid (``grid_s``, 1 ms): the output
+    flusher and the sources that sleep a little less than a millisecond then wake at the
+    same instant, in one wake-up of the thread, instead of one each (timer coalescing, as
+    kernels round timers to their tick). The timer is a Linux timerfd when the clock is the
+    system clock (``TimerFd``; it wakes within tens of microseconds of the grid point) and
+    a cancel scope's deadline otherwise (MockClock in tests, other systems)."""
+
+    def __init__(self, grid_s: float = GRID_S) -> None:
+        if not grid_s > 0:
+            raise ValueError(f"the ticker's grid must be a positive number of seconds, got {grid_s!r}")
+        self._per_s = 1.0 / grid_s
         # entries are [deadline, sequence, task]; a cancelled sleeper's task is None
         self._heap: list[list[Any]] = []
         self._sequence = itertools.count()
         self._scope: trio.CancelScope | None = None
+        self._timer: TimerFd | None = None
+        self._armed = math.inf  # the deadline the timer is set for
         self._running = False
         self._expiries = 0
         self._wakeups = 0
@@ -61,25 +82,34 @@ class Ticker:
     def running(self) -> bool:
         return self._running
 
+    @property
+    def uses_timerfd(self) -> bool:
+        return self._timer is not None
+
     def statistics(self) -> TickerStatistics:
         sleepers = sum(entry[2] is not None for entry in self._heap)
         return TickerStatistics(self._running, sleepers, self._expiries, self._wakeups)
 
+    def on_grid(self, deadline: float) -> float:
+        """The first grid point at or after ``deadline`` (a nanosecond of float error
+        is not rounded up to the next point)."""
+        return math.ceil(deadline * self._per_s - 1e-6) / self._per_s
+
     async def sleep_until(self, deadline: float) -> None:
-        """Return at ``deadline`` or later, like ``trio.sleep_until`` (a checkpoint even when
-        the deadline has passed). Cancellation: raises ``Cancelled``; the ticker forgets
-        the sleeper."""
+        """Return at the first grid point at or after ``deadline``, like
+        ``trio.sleep_until`` (a checkpoint even when the deadline has passed).
+        Cancellation: raises ``Cancelled``; the ticker forgets the sleeper."""
         if not self._running:
             await trio.sleep_until(deadline)
             return
         if deadline <= trio.current_time():
             await trio.lowlevel.checkpoint()
             return
-        entry = [deadline, next(self._sequence), trio.lowlevel.current_task()]
+        wake = self.on_grid(deadline)
+        entry = [wake, next(self._sequence), trio.lowlevel.current_task()]
         heapq.heappush(self._heap, entry)
-        scope = self._scope
-        if scope is not None and deadline < scope.deadline:
-            scope.deadline = deadline
+        if wake < self._armed:
+            self._arm(wake)
 
         def abort(_: Any) -> trio.lowlevel.Abort:
             entry[2] = None
@@ -95,26 +125,65 @@ class Ticker:
         if self._running:
             raise RuntimeError("this ticker is already running")
         self._running = True
-        heap = self._heap
+        if not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+            self._timer = TimerFd.open()
         try:
-            while True:
-                with trio.CancelScope(deadline=heap[0][0] if heap else math.inf) as self._scope:
-                    await trio.sleep_forever()
-                self._scope = None
-                self._expiries += 1
-                now = trio.current_time()
-                while heap and heap[0][0] <= now:
-                    task = heapq.heappop(heap)[2]
-                    if task is not None:
-                        self._wakeups += 1
-                        trio.lowlevel.reschedule(task)
+            if self._timer is None:
+                await self._run_on_scopes()
+            else:
+                await self._run_on_timerfd(self._timer)
         finally:
             self._running = False
             self._scope = None
-            for entry in heap:
+            self._armed = math.inf
+            if self._timer is not None:
+                trio.lowlevel.notify_closing(self._timer.fd)
+                self._timer.close()
+                self._timer = None
+            for entry in self._heap:
                 if entry[2] is not None:
                     trio.lowlevel.reschedule(entry[2])
-            heap.clear()
+            self._heap.clear()
+
+    async def _run_on_scopes(self) -> None:
+        heap = self._heap
+        while True:
+            self._armed = heap[0][0] if heap else math.inf
+            with trio.CancelScope(deadline=self._armed) as self._scope:
+                await trio.sleep_forever()
+            self._scope = None
+            self._expire()
+
+    async def _run_on_timerfd(self, timer: TimerFd) -> None:
+        heap = self._heap
+        while True:
+            if heap:
+                self._arm(heap[0][0])
+            else:
+                self._armed = math.inf
+                timer.disarm()
+            await trio.lowlevel.wait_readable(timer.fd)
+            timer.clear()
+            self._expire()
+
+    def _arm(self, deadline: float) -> None:
+        self._armed = deadline
+        if self._timer is not None:
+            self._timer.arm(deadline - trio.current_time())
+        elif self._scope is not None:
+            self._scope.deadline = deadline
+
+    def _expire(self) -> None:
+        """Reschedule every sleeper whose deadline has passed."""
+        self._expiries += 1
+        self._armed = math.inf
+        heap = self._heap
+        now = trio.current_time()
+        while heap and heap[0][0] <= now:
+            task = heapq.heappop(heap)[2]
+            if task is not None:
+                self._wakeups += 1
+                trio.lowlevel.reschedule(task)
 
 
 _current: ContextVar[Ticker | None] = ContextVar("weir_ticker", default=None)

@@ -69,7 +69,7 @@ WatermarkAction = EmitWatermark | EmitWatermarkStatus
 
 
 #: Up to this many timestamps, the largest is found in Python (see ``max_timestamp``).
-_SMALL = 64
+_SMALL = 128
 
 
 def max_timestamp(timestamps: np.ndarray | Sequence[int] | None) -> int | None:

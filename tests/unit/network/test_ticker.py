@@ -7,6 +7,7 @@ import trio
 import trio.testing
 
 from engine.network.ticker import Ticker, sleep_until, use_ticker
+from engine.network.timerfd import TimerFd
 
 
 async def test_sleepers_wake_at_their_deadlines_and_share_an_expiry(
@@ -116,3 +117,65 @@ async def test_a_ticker_runs_once() -> None:
         with pytest.raises(RuntimeError, match="already running"):
             await ticker.run()
         nursery.cancel_scope.cancel()
+
+
+async def test_deadlines_round_up_to_the_grid_and_share_its_expiry(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ticker = Ticker(grid_s=0.001)
+    woke: dict[str, float] = {}
+
+    async def sleeper(name: str, deadline: float) -> None:
+        await ticker.sleep_until(deadline)
+        woke[name] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        for name, deadline in [
+            ("flusher", 1.001),
+            ("source", 1.0002),
+            ("late source", 1.0009),
+            ("next", 1.0011),
+        ]:
+            nursery.start_soon(sleeper, name, deadline)
+        await trio.sleep_until(1.5)
+        nursery.cancel_scope.cancel()
+    assert woke == pytest.approx({"flusher": 1.001, "source": 1.001, "late source": 1.001, "next": 1.002})
+    assert ticker.statistics().expiries == 2  # three sleepers of one millisecond, one of the next
+    assert ticker.on_grid(2.0) == 2.0  # a grid point stays where it is
+    assert ticker.on_grid(2.000_000_000_1) == pytest.approx(2.0)  # float error is not a millisecond
+
+
+def test_the_grid_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        Ticker(grid_s=0)
+
+
+@pytest.mark.skipif(TimerFd.open() is None, reason="the platform has no timerfd (Linux only)")
+async def test_on_the_system_clock_the_ticker_sleeps_on_a_timerfd() -> None:
+    # the one ticker test on the real clock: the OS timer is what it is about
+    ticker = Ticker(grid_s=0.001)
+    woke: dict[str, float] = {}
+    asked: dict[str, float] = {}
+
+    async def sleeper(name: str, delay: float) -> None:
+        asked[name] = trio.current_time() + delay
+        await ticker.sleep_until(asked[name])
+        woke[name] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ticker.uses_timerfd
+        nursery.start_soon(sleeper, "late", 0.030)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(sleeper, "early", 0.005)  # re-arms the timer set for the later one
+        with trio.fail_after(5):
+            while len(woke) < 2:
+                await trio.sleep(0.001)
+        nursery.cancel_scope.cancel()
+    assert woke["early"] < woke["late"]
+    for name in woke:
+        assert woke[name] >= ticker.on_grid(asked[name])  # never before its grid point
+    assert not ticker.uses_timerfd  # closed when the ticker stopped

@@ -33,18 +33,21 @@ __all__ = ["Ticker", "TickerStatistics", "sleep_until", "use_ticker"]
 
 
 class TickerStatistics:
-    __slots__ = ("expiries", "running", "sleepers", "wakeups")
+    __slots__ = ("expiries", "running", "sleepers", "timer_sets", "wakeups")
 
-    def __init__(self, running: bool, sleepers: int, expiries: int, wakeups: int) -> None:
+    def __init__(
+        self, running: bool, sleepers: int, expiries: int, wakeups: int, timer_sets: int = 0
+    ) -> None:
         self.running = running
         self.sleepers = sleepers  # parked now
         self.expiries = expiries  # times the ticker's own timer expired
         self.wakeups = wakeups  # sleepers it woke
+        self.timer_sets = timer_sets  # times a timerfd was set (a system call each)
 
     def __repr__(self) -> str:
         return (
             f"TickerStatistics(running={self.running}, sleepers={self.sleepers}, "
-            f"expiries={self.expiries}, wakeups={self.wakeups})"
+            f"expiries={self.expiries}, wakeups={self.wakeups}, timer_sets={self.timer_sets})"
         )
 
 
@@ -67,6 +70,7 @@ class Ticker:
     def __init__(self, grid_s: float = GRID_S) -> None:
         if not grid_s > 0:
             raise ValueError(f"the ticker's grid must be a positive number of seconds, got {grid_s!r}")
+        self._grid_s = grid_s
         self._per_s = 1.0 / grid_s
         # entries are [deadline, sequence, task]; a cancelled sleeper's task is None
         self._heap: list[list[Any]] = []
@@ -74,9 +78,11 @@ class Ticker:
         self._scope: trio.CancelScope | None = None
         self._timer: TimerFd | None = None
         self._armed = math.inf  # the deadline the timer is set for
+        self._periodic = False  # the timerfd repeats every grid step
         self._running = False
         self._expiries = 0
         self._wakeups = 0
+        self._timer_sets = 0
 
     @property
     def running(self) -> bool:
@@ -88,7 +94,7 @@ class Ticker:
 
     def statistics(self) -> TickerStatistics:
         sleepers = sum(entry[2] is not None for entry in self._heap)
-        return TickerStatistics(self._running, sleepers, self._expiries, self._wakeups)
+        return TickerStatistics(self._running, sleepers, self._expiries, self._wakeups, self._timer_sets)
 
     def on_grid(self, deadline: float) -> float:
         """The first grid point at or after ``deadline`` (a nanosecond of float error
@@ -136,6 +142,7 @@ class Ticker:
             self._running = False
             self._scope = None
             self._armed = math.inf
+            self._periodic = False
             if self._timer is not None:
                 trio.lowlevel.notify_closing(self._timer.fd)
                 self._timer.close()
@@ -156,34 +163,52 @@ class Ticker:
 
     async def _run_on_timerfd(self, timer: TimerFd) -> None:
         heap = self._heap
+        woke = 0
         while True:
             if heap:
-                self._arm(heap[0][0])
-            else:
+                if not (self._periodic and heap[0][0] <= self._armed):
+                    self._arm(heap[0][0])
+            elif not (self._periodic and woke):
+                # a repeating timer outlives an empty heap for one step (the tasks it just
+                # woke usually sleep again within it), then stops
                 self._armed = math.inf
+                self._periodic = False
                 timer.disarm()
             await trio.lowlevel.wait_readable(timer.fd)
             timer.clear()
-            self._expire()
+            woke = self._expire()
+            if self._periodic:
+                self._armed = self.on_grid(trio.current_time())  # the timer's next expiry
 
     def _arm(self, deadline: float) -> None:
+        """Set the timer for ``deadline``. With a timerfd, a deadline within one grid step
+        starts a timer that repeats every step, on the grid: while sleepers keep coming
+        (a flusher and sources every millisecond) it is not set again at every expiry, one
+        system call less each time."""
         self._armed = deadline
-        if self._timer is not None:
-            self._timer.arm(deadline - trio.current_time())
+        timer = self._timer
+        if timer is not None:
+            delay = deadline - trio.current_time()
+            self._periodic = 0 < delay <= self._grid_s  # a periodic timer starts on a grid point
+            timer.arm(delay, self._grid_s if self._periodic else 0.0)
+            self._timer_sets += 1
         elif self._scope is not None:
             self._scope.deadline = deadline
 
-    def _expire(self) -> None:
-        """Reschedule every sleeper whose deadline has passed."""
+    def _expire(self) -> int:
+        """Reschedule every sleeper whose deadline has passed; how many there were."""
         self._expiries += 1
         self._armed = math.inf
         heap = self._heap
         now = trio.current_time()
+        woke = 0
         while heap and heap[0][0] <= now:
             task = heapq.heappop(heap)[2]
             if task is not None:
-                self._wakeups += 1
+                woke += 1
                 trio.lowlevel.reschedule(task)
+        self._wakeups += woke
+        return woke
 
 
 _current: ContextVar[Ticker | None] = ContextVar("weir_ticker", default=None)

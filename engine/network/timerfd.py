@@ -74,19 +74,22 @@ class TimerFd:
             return None
         return TimerFd(fd)
 
-    def arm(self, delay_s: float) -> None:
-        """Expire ``delay_s`` seconds from now (at once, if it is not positive)."""
+    def arm(self, delay_s: float, interval_s: float = 0.0) -> None:
+        """Expire ``delay_s`` seconds from now (at once, if it is not positive), then every
+        ``interval_s`` seconds if that is positive."""
         ns = math.ceil(delay_s * 1e9)  # never a nanosecond early
         value = self._spec.it_value
         if ns <= 0:
             value.tv_sec, value.tv_nsec = 0, 1  # zero would disarm it
         else:
             value.tv_sec, value.tv_nsec = divmod(ns, 1_000_000_000)
+        interval = self._spec.it_interval
+        interval.tv_sec, interval.tv_nsec = divmod(max(0, round(interval_s * 1e9)), 1_000_000_000)
         self._settime()
 
     def disarm(self) -> None:
-        value = self._spec.it_value
-        value.tv_sec = value.tv_nsec = 0
+        value, interval = self._spec.it_value, self._spec.it_interval
+        value.tv_sec = value.tv_nsec = interval.tv_sec = interval.tv_nsec = 0
         self._settime()
 
     def clear(self) -> None:

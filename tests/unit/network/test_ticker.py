@@ -179,3 +179,27 @@ async def test_on_the_system_clock_the_ticker_sleeps_on_a_timerfd() -> None:
     for name in woke:
         assert woke[name] >= ticker.on_grid(asked[name])  # never before its grid point
     assert not ticker.uses_timerfd  # closed when the ticker stopped
+
+
+@pytest.mark.skipif(TimerFd.open() is None, reason="the platform has no timerfd (Linux only)")
+async def test_a_sleeper_every_grid_step_keeps_one_repeating_timer() -> None:
+    # the output flusher's pattern: a deadline one millisecond after the last
+    ticker = Ticker(grid_s=0.001)
+    late: list[float] = []
+
+    async def flusher() -> None:
+        deadline = trio.current_time()
+        for _ in range(30):
+            deadline = ticker.on_grid(deadline + 0.001)
+            await ticker.sleep_until(deadline)
+            late.append(trio.current_time() - deadline)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        with trio.fail_after(10):
+            await flusher()
+        nursery.cancel_scope.cancel()
+    assert len(late) == 30 and min(late) >= 0  # never before its deadline
+    # set once, then it repeats (again only if this busy machine made the sleeper miss a step)
+    assert ticker.statistics().timer_sets < 10

@@ -54,6 +54,13 @@ CHUNK_ROWS = 16_384
 #: 4,096 rows, 14.4 ms with 1,024, 13.8 ms with 512. Throughput mode keeps the source's
 #: batch size.
 OPEN_LOOP_BATCH_ROWS = 1_024
+#: How long a due row may wait for later rows to share its open-loop batch, by default (ms).
+#: The ticker wakes a reader at the first 1 ms grid point after the wait, so at high rates
+#: a reader emits every 3 ms with 2 ms (every 2 ms with 1 ms). Measured at half the
+#: maximum rate (keyed shuffle, 1 ms timeout, 212 k records/s, 7 alternating pairs of 3 s
+#: runs in one process): 2 ms took 0.65 of the thread against 0.75 with 1 ms, and gave a
+#: median p99 of 5.8 ms against 7.6 ms, for 0.55 ms more at the median.
+DEFAULT_BATCH_WAIT_MS = 2.0
 #: Rows converted from Arrow to Python values at a time (see ``_Chunk``).
 PIECE_ROWS = 1_024
 

@@ -28,7 +28,7 @@ from engine.datastream.state_backend import HashMapStateBackend, LmdbStateBacken
 from engine.errors import UsageError
 from harness.latency import LatencyHistogram
 from harness.queries import Query, get_query
-from harness.replay import ReplayRun, ReplaySource
+from harness.replay import DEFAULT_BATCH_WAIT_MS, ReplayRun, ReplaySource
 from harness.sink import EventTimeMapping, LatencySink
 from workloads import dataset
 
@@ -227,7 +227,7 @@ class Run:
         warmup_s: float = 0.0,
         collect: bool = False,
         work_dir: Path | None = None,
-        batch_wait_ms: float = 1.0,
+        batch_wait_ms: float = DEFAULT_BATCH_WAIT_MS,
     ) -> None:
         self.ds = ds
         self.config = config
@@ -309,7 +309,7 @@ def run_sync(
     seconds: float | None = None,
     warmup_s: float = 0.0,
     collect: bool = False,
-    batch_wait_ms: float = 1.0,
+    batch_wait_ms: float = DEFAULT_BATCH_WAIT_MS,
 ) -> RunResult:
     return (
         Run(ds, config, rate, seconds, warmup_s, collect, batch_wait_ms=batch_wait_ms).execute().summarise()

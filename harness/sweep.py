@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 from engine.errors import UsageError
 from harness.queries import get_query
+from harness.replay import DEFAULT_BATCH_WAIT_MS
 from harness.runner import (
     BACKENDS,
     CHECKPOINTING_MODES,
@@ -59,7 +60,7 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     # (one stall of a shared machine moves the p99 of a 3 s run; the other repeats are kept too)
     "latency_repeats": 1,
     "warmup_s": 0.5,
-    "batch_wait_ms": 1.0,  # a due row waits up to this long for later rows to share its batch
+    "batch_wait_ms": DEFAULT_BATCH_WAIT_MS,  # a due row waits up to this long for later rows to share its batch
 }
 
 SUITES: dict[str, dict[str, Any]] = {

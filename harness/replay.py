@@ -374,7 +374,8 @@ class ReplayReader(SourceReader):
         return _Prefetch(self._chunks) if _reads_ahead() else _Inline(self._chunks)
 
     async def _current(self) -> _Chunk | None:
-        """The chunk being replayed; the next one is read by a worker thread meanwhile."""
+        """The chunk being replayed; the next one is read by a worker thread meanwhile
+        (in the Trio thread when it is needed, under a MockClock)."""
         while self._chunk is None or self._chunk.next >= self._chunk.size:
             if self._chunks is None:
                 self._chunks = self._read_chunks()

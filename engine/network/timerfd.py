@@ -54,8 +54,9 @@ _libc = _load()
 
 
 class TimerFd:
-    """One one-shot timer. ``arm(delay)`` (re)starts it, ``disarm()`` stops it; the file
-    descriptor ``fd`` is readable from the expiry until ``clear()``. Not thread-safe."""
+    """One timer. ``arm(delay, interval)`` (re)starts it, once or repeating, ``disarm()``
+    stops it; the file descriptor ``fd`` is readable from an expiry until ``clear()``. Not
+    thread-safe."""
 
     __slots__ = ("_spec", "_spec_ref", "fd")
 

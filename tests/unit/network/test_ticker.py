@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import trio
 import trio.testing
@@ -10,10 +12,11 @@ from engine.network.ticker import Ticker, sleep_until, use_ticker
 from engine.network.timerfd import TimerFd
 
 
-async def test_sleepers_wake_at_their_deadlines_and_share_an_expiry(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    ticker = Ticker()
+async def _wake_times(
+    ticker: Ticker, deadlines: dict[str, float], until: float, check: Callable[[], None] = lambda: None
+) -> dict[str, float]:
+    """Start ``ticker``, park one sleeper per deadline on it (``check`` runs once all are
+    parked), run the clock to ``until``; when each sleeper woke."""
     woke: dict[str, float] = {}
 
     async def sleeper(name: str, deadline: float) -> None:
@@ -23,18 +26,29 @@ async def test_sleepers_wake_at_their_deadlines_and_share_an_expiry(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ticker.run)
         await trio.testing.wait_all_tasks_blocked()
-        assert ticker.running
-        for name, deadline in [("c", 3.0), ("a", 1.0), ("b", 2.0), ("a2", 1.0)]:
+        for name, deadline in deadlines.items():
             nursery.start_soon(sleeper, name, deadline)
         await trio.testing.wait_all_tasks_blocked()
-        assert ticker.statistics().sleepers == 4
-        await trio.sleep_until(3.5)
+        check()
+        await trio.sleep_until(until)
         nursery.cancel_scope.cancel()
+    return woke
+
+
+async def test_sleepers_wake_at_their_deadlines_and_share_an_expiry(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ticker = Ticker()
+
+    def all_parked() -> None:
+        assert ticker.running
+        assert ticker.statistics().sleepers == 4
+
+    woke = await _wake_times(ticker, {"c": 3.0, "a": 1.0, "b": 2.0, "a2": 1.0}, 3.5, all_parked)
     assert woke == {"a": 1.0, "a2": 1.0, "b": 2.0, "c": 3.0}
     stats = ticker.statistics()
     assert stats.wakeups == 4
     assert stats.expiries == 3  # the two sleepers of 1.0 s shared one
-    assert not stats.running
 
 
 async def test_an_earlier_deadline_moves_the_timer(autojump_clock: trio.testing.MockClock) -> None:
@@ -123,24 +137,8 @@ async def test_deadlines_round_up_to_the_grid_and_share_its_expiry(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     ticker = Ticker(grid_s=0.001)
-    woke: dict[str, float] = {}
-
-    async def sleeper(name: str, deadline: float) -> None:
-        await ticker.sleep_until(deadline)
-        woke[name] = trio.current_time()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ticker.run)
-        await trio.testing.wait_all_tasks_blocked()
-        for name, deadline in [
-            ("flusher", 1.001),
-            ("source", 1.0002),
-            ("late source", 1.0009),
-            ("next", 1.0011),
-        ]:
-            nursery.start_soon(sleeper, name, deadline)
-        await trio.sleep_until(1.5)
-        nursery.cancel_scope.cancel()
+    deadlines = {"flusher": 1.001, "source": 1.0002, "late source": 1.0009, "next": 1.0011}
+    woke = await _wake_times(ticker, deadlines, 1.5)
     assert woke == pytest.approx({"flusher": 1.001, "source": 1.001, "late source": 1.001, "next": 1.002})
     assert ticker.statistics().expiries == 2  # three sleepers of one millisecond, one of the next
     assert ticker.on_grid(2.0) == 2.0  # a grid point stays where it is

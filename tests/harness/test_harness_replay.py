@@ -5,11 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import trio
 import trio.testing
 
 from engine.errors import UsageError
+from harness import replay
 from harness.queries import get_query
 from harness.replay import ReplayReader, ReplayRun, ReplaySource
 from harness.runner import DataSet, RunConfig, schedule_for
@@ -69,6 +71,30 @@ async def test_open_loop_emits_on_schedule_and_stamps_intended_times(
     assert intended == [run.anchor_ns + i * 2_000_000 for i in range(100)]  # 2 ms apart
     assert trio.current_time() - start == pytest.approx(99 / 500)
     assert run.max_behind_ns == 0
+
+
+async def test_intended_times_hold_across_chunks_and_pieces(
+    keyed_dir: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # chunks of 37 rows converted 5 at a time: every boundary is crossed many times
+    monkeypatch.setattr(replay, "CHUNK_ROWS", 37)
+    monkeypatch.setattr(replay, "PIECE_ROWS", 5)
+    run = ReplayRun(schedule_rate=500.0, schedule_limit=300)
+    readers = [ReplaySource(keyed_dir, "events", ["value"], run).create_reader(s, 2) for s in range(2)]
+    parts = [await _drain(reader) for reader in readers]
+    for s, rows in enumerate(parts):
+        assert [r[0] for r in rows] == list(range(s, 300, 2))
+        assert [r[-1] for r in rows] == [run.anchor_ns + i * 2_000_000 for i in range(s, 300, 2)]
+
+
+def test_a_chunk_converts_its_intended_times_a_piece_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replay, "PIECE_ROWS", 10)
+    chunk = replay._Chunk(None, np.arange(25, dtype=np.int64) * 3)
+    times = chunk.intended_ns(1_000, 2.0, 1)
+    assert times == [1_000 + 6 * i for i in range(10)]  # one piece, not the chunk
+    assert chunk.intended_ns(1_000, 2.0, 12) == [1_000 + 6 * i for i in range(20)]
+    assert chunk.intended_ns(1_000, 2.0, 25) == [1_000 + 6 * i for i in range(25)]
+    assert chunk.intended_ns(1_000, 2.0, 3) is times  # the same list, grown in place
 
 
 async def test_a_reader_that_fell_behind_catches_up_in_open_loop_batches(

@@ -17,8 +17,8 @@ Collected records are committed like a two-phase-commit sink's: the records befo
 checkpoint ``n``'s barrier become output when ``n`` completes (or at the end of the
 input); a restarted attempt commits what the checkpoint it restores had pre-committed (the
 failure may have come between that checkpoint's completion and its notification), drops
-the rest of what its predecessor had not committed, and replays it from the checkpoint. So a job that fails over still has to produce exactly the expected
-answer. Latency measurements are kept across attempts: replayed records are measured
+the rest of what its predecessor had not committed, and replays it from the checkpoint.
+So a job that fails over still has to produce exactly the expected answer. Latency measurements are kept across attempts: replayed records are measured
 again, and their latency shows what the recovery cost.
 
 Subtask results live in the ``LatencySink`` object the job was built with (one process,
@@ -210,12 +210,13 @@ class LatencySinkOperator(SinkOperator):
         state = self.state
         run = self.sink.run
         counts = np.fromiter((len(a) for a in intended_parts), dtype=np.int64, count=len(intended_parts))
-        now = np.repeat(np.array(arrivals, dtype=np.int64), counts)
+        arrived_at = np.array(arrivals, dtype=np.int64)
+        now = np.repeat(arrived_at, counts)
         intended = np.concatenate(intended_parts)
         anchor = run.anchor_ns if run.anchor_ns is not None else int(now[0])
         # one arrival time per batch: count the batches' records, not every record's copy of it
         arrived = state.arrivals
-        buckets = (np.array(arrivals, dtype=np.int64) - anchor) // ARRIVAL_BUCKET_NS
+        buckets = (arrived_at - anchor) // ARRIVAL_BUCKET_NS
         for bucket, n in zip(buckets.tolist(), counts.tolist()):
             arrived[bucket] = arrived.get(bucket, 0) + n
         warm = run.warmup_end_ns

@@ -26,6 +26,7 @@ from engine.common import Configuration, Duration, WatermarkStrategy
 from engine.datastream import StreamExecutionEnvironment
 from engine.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
 from engine.errors import UsageError
+from harness import latency
 from harness.latency import LatencyHistogram
 from harness.queries import Query, get_query
 from harness.replay import DEFAULT_BATCH_WAIT_MS, ReplayRun, ReplaySource
@@ -249,6 +250,7 @@ class Run:
         self.restarts = 0
 
     def execute(self) -> Run:
+        latency.warm_up()
         try:
             outcome = self.env.execute(f"bench {self.config.key}")
             self._record(outcome)

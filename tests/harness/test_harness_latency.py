@@ -20,6 +20,7 @@ def test_batch_recording_fills_the_same_buckets_as_the_reference(vs: list[int]) 
     assert np.array_equal(fast.counts_array(), slow.counts_array())
     assert fast.total_count == slow.total_count == len(vs)
     assert fast.clamped == slow.clamped
+    assert (fast.h.min_value, fast.h.max_value) == (slow.h.min_value, slow.h.max_value)
     assert fast.percentiles_us() == slow.percentiles_us()
 
 
@@ -34,3 +35,13 @@ def test_percentiles_merge_and_encoding_round_trip() -> None:
     decoded = LatencyHistogram.decode(merged.encode())
     assert decoded.percentiles_us() == p
     assert LatencyHistogram.decode("").total_count == 0 and LatencyHistogram().encode() == ""
+
+
+def test_the_edges_of_the_range_are_recorded_like_the_reference() -> None:
+    edges = [-5, 0, 1, 2047, 2048, HIGHEST_US - 1, HIGHEST_US, HIGHEST_US + 1]
+    fast, slow = LatencyHistogram(), LatencyHistogram()
+    fast.record_array(edges)
+    slow.record_reference(edges)
+    assert np.array_equal(fast.counts_array(), slow.counts_array())
+    assert fast.clamped == slow.clamped == 1
+    assert (fast.h.min_value, fast.h.max_value) == (slow.h.min_value, slow.h.max_value) == (0, HIGHEST_US)

@@ -284,7 +284,7 @@ def markdown(report: dict[str, Any]) -> str:
         "- " + ", ".join(f"{k} {val}" for k, val in v.items()),
         f"- suite ran {report.get('seconds', 0):.0f} s; load average (1, 5, 15 min) at start "
         f"{(report.get('load_average') or {}).get('start')}, at end {(report.get('load_average') or {}).get('end')} "
-        "(above the core count, other work shared the machine and the numbers are noisier)",
+        "(a load above the core count means other work shared the machine and the numbers are noisier)",
         "",
     ]  # fmt: skip
     return "\n".join(lines)

@@ -6,7 +6,7 @@ sink records a whole batch of latencies in one numba call (``_record``): one pas
 computes each value's counts index with the HdrHistogram formula and adds it to the
 histogram's counts in place, so recording costs a few ns per record instead of a Python
 call each. (The numpy version, a pass per step of the formula and a ``bincount``, took
-32 ns a value: a quarter of a millisecond of the sink's flush, in the one thread, for
+32-62 ns a value: a quarter to half a millisecond of the sink's flush, in the one thread, for
 each histogram.) ``record_reference`` is the plain twin (``hdrh``'s own ``record_value``
 per value); a property test says both fill the same buckets.
 

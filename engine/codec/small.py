@@ -95,15 +95,21 @@ class SmallCodec:
 
     # -- encoding ----------------------------------------------------------------------------------
 
-    def _columns(self, values: Any) -> list[tuple[Any, ...]] | None:
-        """The batch's checked columns, or None when the full path must look at it."""
+    def _records(self, values: Any) -> bool:
+        """Whether the small path may take the batch's records: a list of plain tuples,
+        fewer than ``PACK_MIN_VALUES``."""
         if type(values) is not list or not values or len(values) >= _columns.PACK_MIN_VALUES:
+            return False
+        return set(map(type, values)) == {tuple}
+
+    def _transpose(self, records: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]] | None:
+        """The checked columns of plain tuples, or None when the full path must look at
+        them (a record of another arity, a value not of its column's plain type)."""
+        try:
+            cols = list(zip(*records, strict=True))  # strict: every record has one arity
+        except ValueError:
             return None
-        if set(map(type, values)) != {tuple}:
-            return None
-        arity = self._arity
-        cols = list(zip(*values))
-        if len(cols) != arity or sum(map(len, values)) != arity * len(values):
+        if len(cols) != self._arity:
             return None
         for field, col in zip(self._fields, cols):
             if not set(map(type, col)) <= field.plain:
@@ -132,7 +138,8 @@ class SmallCodec:
 
     def encode(self, batch: Batch) -> bytes | None:
         """The frame of ``batch``, or None (the full path encodes it)."""
-        cols = self._columns(batch.values)
+        values = batch.values
+        cols = self._transpose(values) if self._records(values) else None
         if cols is None:
             return None
         ts = None if batch.timestamps is None else batch.timestamps.tolist()
@@ -148,36 +155,43 @@ class SmallCodec:
         """Every channel's frame (None where it has no records), records in batch order
         within a channel; or None (the full path encodes the batch)."""
         values = batch.values
-        cols = self._columns(values)
-        if cols is None:
+        if not self._records(values) or len(channels) != len(values):
             return None
-        targets: list[int] = channels.tolist()
-        if min(targets) < 0 or max(targets) >= num_channels:
+        try:
+            counts = np.bincount(channels, minlength=num_channels)
+        except ValueError:  # a negative channel
             return None
-        ts: list[int] | None = None if batch.timestamps is None else batch.timestamps.tolist()
-        flags = 0 if ts is None else FLAG_TIMESTAMPS
+        if len(counts) != num_channels:  # a channel past the last
+            return None
+        timestamps = batch.timestamps
+        flags = 0 if timestamps is None else FLAG_TIMESTAMPS
         frames: list[bytes | None] = [None] * num_channels
-        first = targets[0]
-        if targets.count(first) == len(targets):  # one channel takes the whole batch
-            payload = self._payload(ts, cols)
+        first = int(channels[0])
+        if counts[first] == len(values):  # one channel takes the whole batch
+            cols = self._transpose(values)
+            payload = None if cols is None else self._payload(
+                None if timestamps is None else timestamps.tolist(), cols
+            )
             if payload is None:
                 return None
-            frames[first] = pack_header(CODEC_COLUMNAR, flags, len(targets), len(payload)) + payload
+            frames[first] = pack_header(CODEC_COLUMNAR, flags, len(values), len(payload)) + payload
             return frames
-        # a stable sort by channel keeps batch order within a channel; two records or more
-        # go to two channels or more here, so the getter returns tuples. Sorting and counting
-        # with numpy: 14 us with the picking for 128 records, against 21 with ``sorted`` and
-        # ``Counter``
-        pick = itemgetter(*np.argsort(channels, kind="stable").tolist())
-        ordered = [pick(col) for col in cols]
-        ordered_ts = None if ts is None else pick(ts)
+        # the records in channel order (a stable sort keeps batch order within a channel),
+        # then each channel's columns: reordering the records once and transposing each
+        # channel's slice costs less than reordering every column (two records or more go
+        # to two channels or more here, so the getter returns a tuple). For 370 records of
+        # (STRING, LONG, LONG, LONG) to two channels, checks and split: 146 -> 108 us
+        order = np.argsort(channels, kind="stable")
+        ordered = itemgetter(*order.tolist())(values)
+        ordered_ts = None if timestamps is None else timestamps[order].tolist()
         start = 0
-        for c, k in enumerate(np.bincount(channels, minlength=num_channels).tolist()):
+        for c, k in enumerate(counts.tolist()):
             if not k:
                 continue
             end = start + k
-            payload = self._payload(
-                None if ordered_ts is None else ordered_ts[start:end], [col[start:end] for col in ordered]
+            cols = self._transpose(ordered[start:end])
+            payload = None if cols is None else self._payload(
+                None if ordered_ts is None else ordered_ts[start:end], cols
             )
             if payload is None:
                 return None

@@ -169,8 +169,10 @@ class SmallCodec:
         first = int(channels[0])
         if counts[first] == len(values):  # one channel takes the whole batch
             cols = self._transpose(values)
-            payload = None if cols is None else self._payload(
-                None if timestamps is None else timestamps.tolist(), cols
+            payload = (
+                None
+                if cols is None
+                else self._payload(None if timestamps is None else timestamps.tolist(), cols)
             )
             if payload is None:
                 return None
@@ -190,8 +192,10 @@ class SmallCodec:
                 continue
             end = start + k
             cols = self._transpose(ordered[start:end])
-            payload = None if cols is None else self._payload(
-                None if ordered_ts is None else ordered_ts[start:end], cols
+            payload = (
+                None
+                if cols is None
+                else self._payload(None if ordered_ts is None else ordered_ts[start:end], cols)
             )
             if payload is None:
                 return None

@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -95,7 +95,7 @@ class SmallCodec:
 
     # -- encoding ----------------------------------------------------------------------------------
 
-    def _records(self, values: Any) -> bool:
+    def _records(self, values: Any) -> TypeGuard[list[tuple[Any, ...]]]:
         """Whether the small path may take the batch's records: a list of plain tuples,
         fewer than ``PACK_MIN_VALUES``."""
         if type(values) is not list or not values or len(values) >= _columns.PACK_MIN_VALUES:

@@ -27,16 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UsageError
-from harness import machine_speed
 
-#: Below this machine speed a run's numbers say more about the machine than the engine.
-SLOW_MACHINE = 0.85
-SPEED_NOTE = (
-    " In brackets, the machine speed around each attempt: before and after every measured run the "
-    "harness times a fixed Python loop (`harness/machine_speed.py`); 1.00 is the suite's fastest "
-    "timing, 0.70 means the machine ran 30% slower around that run (another tenant of a shared "
-    "machine, a throttled CPU). Numbers are not corrected by it; it tells which runs to distrust."
-)
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
 LATENCY_PLOT = "latency_vs_throughput.png"
@@ -148,27 +139,6 @@ def verdict(report: dict[str, Any]) -> tuple[bool, str]:
 
 
 # -- writing ------------------------------------------------------------------------------------
-def probes(report: dict[str, Any]) -> list[list[float]]:
-    """Every measured run's machine-speed probes (before, after), in the report's order."""
-    out: list[list[float]] = []
-    for c in report["configurations"]:
-        out += [p for p in c.get("throughput_attempts_probe_ms", []) if p]
-        for r in c["runs"][1:]:
-            out += [t["probe_ms"] for t in r.get("repeats", [r]) if t.get("probe_ms")]
-    return out
-
-
-def fastest_probe(report: dict[str, Any]) -> float | None:
-    """The suite's fastest probe: machine speed 1.00 (None for reports made without probes)."""
-    timings = [t for pair in probes(report) for t in pair]
-    return min(timings) if timings else None
-
-
-def _speed(probe: list[float] | None, fastest: float | None) -> str:
-    value = machine_speed.speed(probe, fastest)
-    return "–" if value is None else f"{value:.2f}"
-
-
 def write(report: dict[str, Any], directory: Path) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     (directory / REPORT_JSON).write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
@@ -227,25 +197,18 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {t['target']} | {t['group']} | {value} | {'yes' if t['met'] else '**no**'} |")
         lines.append("")
     configs = report["configurations"]
-    fastest = fastest_probe(report)
     if configs:
         lines += [
             "## Max throughput per configuration", "",
             "Replayed as fast as the job takes records; records/s after the warm-up, until the last record "
             "reached the sink; the best of the attempts (load on the machine only ever slows a run). The last "
-            "column is the highest open-loop rate of the sweep that was sustained."
-            + (SPEED_NOTE if fastest is not None else ""),
+            "column is the highest open-loop rate of the sweep that was sustained.",
             "", "| configuration | buffer timeout (ms) | max throughput (records/s) | attempts | checkpoints | highest sustained rate |",
             "|---|---:|---:|---|---:|---:|",
         ]  # fmt: skip
         for c in configs:
             top = c["runs"][0]
-            rates = c.get("throughput_attempts", [c["max_throughput"]])
-            speeds = c.get("throughput_attempts_probe_ms") or [None] * len(rates)
-            attempts = ", ".join(
-                _rate(a) + ("" if fastest is None else f" ({_speed(p, fastest)})")
-                for a, p in zip(rates, speeds)
-            )
+            attempts = ", ".join(_rate(a) for a in c.get("throughput_attempts", [c["max_throughput"]]))
             lines.append(
                 f"| {c['group']} | {c['config']['buffer_timeout_ms']} | {_rate(c['max_throughput'])} | {attempts} | "
                 f"{top.get('checkpoints_completed', 0)} | {_rate(c.get('max_sustained_rate'))} |"
@@ -257,9 +220,9 @@ def markdown(report: dict[str, Any]) -> str:
             "A run is *sustained* when it delivered at least 95% of the offered rate. For window "
             "queries the latency of a result counts from its newest input event, so it includes "
             "waiting for the watermark. Where a rate was run several times, its row is the run "
-            "with the median p99 and the last columns list the p99 and the machine speed of every run.", "",
-            "| configuration | timeout (ms) | load | offered (rec/s) | achieved (rec/s) | sustained | p50 | p90 | p99 | p99.9 | max | event-time lag p99 | p99 of each run | machine speed of each run |",
-            "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "with the median p99 and the last column lists the p99 of every run.", "",
+            "| configuration | timeout (ms) | load | offered (rec/s) | achieved (rec/s) | sustained | p50 | p90 | p99 | p99.9 | max | event-time lag p99 | p99 of each run |",
+            "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
         ]  # fmt: skip
         for c in configs:
             for r in c["runs"][1:]:
@@ -270,8 +233,7 @@ def markdown(report: dict[str, Any]) -> str:
                     f"| {c['group']} | {c['config']['buffer_timeout_ms']} | {load_label} | {_rate(r['target_rate'])} | "
                     f"{_rate(r['throughput'])} | {'yes' if r['sustained'] else '**no**'} | {_ms(lat['p50'])} | "
                     f"{_ms(lat['p90'])} | {_ms(lat['p99'])} | {_ms(lat['p99.9'])} | {_ms(lat['max'])} | "
-                    f"{_ms(lag.get('p99'))} | {' / '.join(_ms(t['latency_us']['p99']) for t in r.get('repeats', []))} | "
-                    f"{' / '.join(_speed(t.get('probe_ms'), fastest) for t in r.get('repeats', [r]))} |"
+                    f"{_ms(lag.get('p99'))} | {' / '.join(_ms(t['latency_us']['p99']) for t in r.get('repeats', []))} |"
                 )
         overloaded = [(c, r) for c in configs for r in c["runs"][1:] if r["sustained"] is False]
         if overloaded:
@@ -323,17 +285,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"- suite ran {report.get('seconds', 0):.0f} s; load average (1, 5, 15 min) at start "
         f"{(report.get('load_average') or {}).get('start')}, at end {(report.get('load_average') or {}).get('end')} "
         "(a load above the core count means other work shared the machine and the numbers are noisier)",
+        "",
     ]  # fmt: skip
-    pairs = probes(report)
-    if pairs:
-        timings = [t for pair in pairs for t in pair]
-        slow = [pair for pair in pairs if (machine_speed.speed(pair, fastest) or 1.0) < SLOW_MACHINE]
-        lines.append(
-            f"- machine-speed probe (a fixed Python loop timed before and after every measured run): "
-            f"{min(timings):.2f} to {max(timings):.2f} ms; {len(slow)} of {len(pairs)} runs had the "
-            f"machine below {SLOW_MACHINE:.2f} of its best"
-        )
-    lines.append("")
     return "\n".join(lines)
 
 

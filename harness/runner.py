@@ -98,7 +98,6 @@ class RunResult:
     checkpoints_completed: int
     restarts: int = 0
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    probe_ms: list[float] | None = None  # the machine-speed probe before and after (harness.machine_speed)
 
     def summary(self) -> dict[str, Any]:
         """What one repeat of a measurement adds to the report: its rate, verdict and percentiles."""
@@ -106,7 +105,6 @@ class RunResult:
             "throughput": self.throughput,
             "sustained": self.sustained,
             "latency_us": self.latency.percentiles_us(),
-            "probe_ms": self.probe_ms,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -128,7 +126,6 @@ class RunResult:
             "max_source_behind_ms": self.max_source_behind_ms,
             "checkpoints_completed": self.checkpoints_completed,
             "restarts": self.restarts,
-            "probe_ms": self.probe_ms,
         }
 
 

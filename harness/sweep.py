@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.errors import UsageError
-from harness.machine_speed import probe_ms
 from harness.queries import get_query
 from harness.replay import DEFAULT_BATCH_WAIT_MS
 from harness.runner import (
@@ -411,7 +410,7 @@ def run_spec(
         for attempt in range(entry["throughput_repeats"]):
             reporter.advance(f"max throughput ({attempt + 1}/{entry['throughput_repeats']}): {config.key}")
             attempts.append(
-                measured(ds, config, seconds=entry["throughput_seconds"], warmup_s=entry["warmup_s"])
+                run_sync(ds, config, seconds=entry["throughput_seconds"], warmup_s=entry["warmup_s"])
             )
         top = max(attempts, key=lambda r: r.throughput)
         runs: list[RunResult] = [top]
@@ -430,7 +429,7 @@ def run_spec(
                     f"open loop {label}" + (f" ({attempt + 1}/{n})" if n > 1 else "") + f": {config.key}"
                 )
                 tries.append(
-                    measured(
+                    run_sync(
                         ds,
                         config,
                         rate=rate,
@@ -461,7 +460,6 @@ def run_spec(
             "record_level": get_query(config.query).record_level,
             "max_throughput": top.throughput,
             "throughput_attempts": [r.throughput for r in attempts],
-            "throughput_attempts_probe_ms": [r.probe_ms for r in attempts],
             "max_sustained_rate": max(
                 (r.target_rate for r in runs[1:] if r.sustained and r.target_rate is not None), default=None
             ),
@@ -493,15 +491,6 @@ def run_spec(
         "seconds": time.monotonic() - started,
         "load_average": {"start": load_start, "end": _load_average()},
     }
-
-
-def measured(ds: DataSet, config: RunConfig, **options: Any) -> RunResult:
-    """One measured run with the machine-speed probe timed just before and just after it
-    (see ``harness.machine_speed``): the report shows how fast the machine was around it."""
-    before = probe_ms()
-    result = run_sync(ds, config, **options)
-    result.probe_ms = [before, probe_ms()]
-    return result
 
 
 def median_run(runs: list[RunResult]) -> RunResult:

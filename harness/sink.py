@@ -18,8 +18,9 @@ checkpoint ``n``'s barrier become output when ``n`` completes (or at the end of 
 input); a restarted attempt commits what the checkpoint it restores had pre-committed (the
 failure may have come between that checkpoint's completion and its notification), drops
 the rest of what its predecessor had not committed, and replays it from the checkpoint.
-So a job that fails over still has to produce exactly the expected answer. Latency measurements are kept across attempts: replayed records are measured
-again, and their latency shows what the recovery cost.
+So a job that fails over still has to produce exactly the expected answer. Latency
+measurements are kept across attempts: replayed records are measured again, and their
+latency shows what the recovery cost.
 
 Subtask results live in the ``LatencySink`` object the job was built with (one process,
 one Trio loop), keyed by subtask index, across restarts.

@@ -27,6 +27,7 @@ checkpoint can rewind the replay exactly.
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -200,6 +201,51 @@ class ReplaySource(Source):
     def create_reader(self, subtask: int, parallelism: int) -> ReplayReader:
         return ReplayReader(self, subtask, parallelism)
 
+    @property
+    def read_columns(self) -> list[str]:
+        return list(dict.fromkeys([*self.columns, *([self.schedule_column] if self.schedule_column else [])]))
+
+    def split_key(self, parallelism: int) -> tuple[Any, ...]:
+        """What a split in ``SPLITS`` is kept under: the files as they are now (a data set
+        generated again has other sizes or times), the columns, the parallelism and the
+        chunk size."""
+        files = tuple(
+            (str(Path(f).resolve()), os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in self.files
+        )
+        return (files, tuple(self.read_columns), self.schedule_column, parallelism, CHUNK_ROWS)
+
+    def preload(self, parallelism: int, cache: SplitCache | None = None) -> bool:
+        """Decode the table and split it for ``parallelism`` subtasks into ``cache`` (``SPLITS``)
+        now, before the job runs, unless it is there already or too large for the cache (its
+        uncompressed size in the Parquet footers). True when the readers will find it."""
+        import pyarrow.parquet as pq
+
+        cache = SPLITS if cache is None else cache
+        key = self.split_key(parallelism)
+        if cache.get(key, 0) is not None:
+            return True
+        columns = set(self.read_columns)
+        expected = 0
+        for path in self.files:
+            meta = pq.ParquetFile(path).metadata
+            for g in range(meta.num_row_groups):
+                group = meta.row_group(g)
+                expected += sum(
+                    group.column(c).total_uncompressed_size
+                    for c in range(group.num_columns)
+                    if group.column(c).path_in_schema in columns
+                )
+        if expected > cache.max_bytes:
+            return False
+        splits: list[list[Piece]] = [[] for _ in range(parallelism)]
+        size = 0
+        for pieces in _split_pieces(self, parallelism):
+            for subtask, piece in enumerate(pieces):
+                if len(piece[1]):
+                    splits[subtask].append(piece)
+                    size += piece[0].nbytes + piece[1].nbytes
+        return cache.put(key, splits, size)
+
 
 class _Chunk:
     """This subtask's rows of one Parquet chunk, still in Arrow, and their schedule values.
@@ -298,11 +344,93 @@ class _Inline:
 #: MockClock" (see ``_Inline``).
 READ_AHEAD: bool | None = None
 
+#: The most bytes of decoded Arrow data ``SPLITS`` keeps, over every table it holds.
+SPLIT_CACHE_BYTES = 1 << 30
+
+#: One piece of a subtask's split: its rows of one Parquet chunk, and their schedule values.
+Piece = tuple[Any, np.ndarray]
+
+
+class SplitCache:
+    """Tables decoded ahead of a run, split by subtask, kept for the runs after it.
+
+    Reading Parquet while a job is measured competes with the job: the decoding runs on the
+    machine's other CPU (``_Prefetch``), which on these virtual machines slows the event
+    loop's CPU while it runs (a busy neighbour made a fixed Python loop 1.6 times slower).
+    A run that loads its tables before the job starts (``ReplaySource.preload``) replays
+    from memory and reads nothing while it is measured; the next run of a suite over the
+    same table finds it here. Least recently used tables go first once the decoded bytes
+    pass ``max_bytes``; a table larger than that is not kept, and its readers read Parquet
+    as the job runs."""
+
+    def __init__(self, max_bytes: int = SPLIT_CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._tables: dict[tuple[Any, ...], tuple[list[list[Piece]], int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._tables)
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(size for _, size in self._tables.values())
+
+    def get(self, key: tuple[Any, ...], subtask: int) -> list[Piece] | None:
+        entry = self._tables.pop(key, None)
+        if entry is None:
+            return None
+        self._tables[key] = entry  # now the most recently used
+        return entry[0][subtask]
+
+    def put(self, key: tuple[Any, ...], splits: list[list[Piece]], size_bytes: int) -> bool:
+        """Keep ``splits`` (one list of pieces per subtask) unless it alone is over the budget."""
+        self._tables.pop(key, None)
+        if size_bytes > self.max_bytes:
+            return False
+        while self._tables and self.size_bytes + size_bytes > self.max_bytes:
+            del self._tables[next(iter(self._tables))]
+        self._tables[key] = (splits, size_bytes)
+        return True
+
+    def clear(self) -> None:
+        self._tables.clear()
+
+
+#: The harness's process-wide cache of preloaded tables.
+SPLITS = SplitCache()
+
 
 def _reads_ahead() -> bool:
     if READ_AHEAD is not None:
         return READ_AHEAD
     return not isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock)
+
+
+def _split_pieces(
+    source: ReplaySource, parallelism: int, subtask: int | None = None
+) -> Iterator[list[Piece]]:
+    """The table's Parquet chunks split between ``parallelism`` subtasks, one list per chunk
+    with a piece per subtask (only ``subtask``'s when given): subtask ``s`` takes the rows
+    whose global row number is ``s`` modulo ``parallelism``, with their schedule values
+    (the row numbers, or the schedule column's)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    subtasks = range(parallelism) if subtask is None else [subtask]
+    global_row = 0
+    for path in source.files:
+        parquet = pq.ParquetFile(path)
+        for record_batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=source.read_columns):
+            n = record_batch.num_rows
+            split = []
+            for s in subtasks:
+                mine = np.arange((s - global_row) % parallelism, n, parallelism, dtype=np.int64)
+                if source.schedule_column is None:
+                    schedule = global_row + mine
+                else:
+                    schedule = record_batch.column(source.schedule_column).to_numpy()[mine].astype(np.int64)
+                split.append((record_batch.take(pa.array(mine)), schedule))
+            global_row += n
+            yield split
 
 
 class ReplayReader(SourceReader):
@@ -317,6 +445,7 @@ class ReplayReader(SourceReader):
         self._chunks: Iterator[_Chunk] | None = None
         self._chunk: _Chunk | None = None
         self._ahead: _Prefetch | _Inline | None = None
+        self._in_memory = False
         self._done = False
 
     def position(self) -> Any:
@@ -338,55 +467,50 @@ class ReplayReader(SourceReader):
         self._chunk = None
         self._ahead = None
 
-    def _read_chunks(self) -> Iterator[_Chunk]:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        src = self.source
-        read_columns = list(
-            dict.fromkeys([*src.columns, *([src.schedule_column] if src.schedule_column else [])])
+    def _open_chunks(self) -> None:
+        """Start replaying from ``_skip``: the split in ``SPLITS`` when the table was preloaded
+        (read in the Trio thread: it is in memory), else the Parquet files."""
+        cached = SPLITS.get(self.source.split_key(self.parallelism), self.subtask)
+        self._in_memory = cached is not None
+        pieces: Iterator[Piece] = (
+            iter(cached)
+            if cached is not None
+            else (split[0] for split in _split_pieces(self.source, self.parallelism, self.subtask))
         )
-        p, s = self.parallelism, self.subtask
+        self._chunks = self._read_chunks(pieces)
+
+    def _read_chunks(self, pieces: Iterator[Piece]) -> Iterator[_Chunk]:
+        """This subtask's chunks from ``pieces``: the first ``_skip`` rows left out, and the
+        rows at or past the run's schedule limit."""
         skip = self._skip
-        global_row = 0
-        for path in src.files:
-            parquet = pq.ParquetFile(path)
-            for record_batch in parquet.iter_batches(batch_size=CHUNK_ROWS, columns=read_columns):
-                n = record_batch.num_rows
-                first = (s - global_row) % p
-                mine = np.arange(first, n, p, dtype=np.int64)
-                rows = global_row + mine
-                global_row += n
-                if skip >= len(mine):
-                    skip -= len(mine)
-                    continue
-                mine, rows = mine[skip:], rows[skip:]
+        limit = self.run.schedule_limit
+        for rows, schedule in pieces:
+            if skip >= len(schedule):
+                skip -= len(schedule)
+                continue
+            if skip:
+                rows, schedule = rows.slice(skip), schedule[skip:]
                 skip = 0
-                if src.schedule_column is None:
-                    schedule = rows
-                else:
-                    schedule = record_batch.column(src.schedule_column).to_numpy()[mine].astype(np.int64)
-                limit = self.run.schedule_limit
-                truncated = False
-                if limit is not None:  # schedule values grow with the row number
-                    keep = int(np.searchsorted(schedule, limit, side="left"))
-                    truncated = keep < len(schedule)
-                    mine, schedule = mine[:keep], schedule[:keep]
-                if len(mine):
-                    yield _Chunk(record_batch.take(pa.array(mine)), schedule)
-                if truncated:
-                    return
+            truncated = False
+            if limit is not None:  # schedule values grow with the row number
+                keep = int(np.searchsorted(schedule, limit, side="left"))
+                truncated = keep < len(schedule)
+                rows, schedule = rows.slice(0, keep), schedule[:keep]
+            if len(schedule):
+                yield _Chunk(rows, schedule)
+            if truncated:
+                return
 
     def _read_next(self) -> _Prefetch | _Inline:
         assert self._chunks is not None
-        return _Prefetch(self._chunks) if _reads_ahead() else _Inline(self._chunks)
+        return _Prefetch(self._chunks) if _reads_ahead() and not self._in_memory else _Inline(self._chunks)
 
     async def _current(self) -> _Chunk | None:
         """The chunk being replayed; the next one is read by a worker thread meanwhile
         (in the Trio thread when it is needed, under a MockClock)."""
         while self._chunk is None or self._chunk.next >= self._chunk.size:
             if self._chunks is None:
-                self._chunks = self._read_chunks()
+                self._open_chunks()
             if self._ahead is None:
                 self._ahead = self._read_next()
             # kept until its chunk is taken: a poll cancelled here finds the same read next time

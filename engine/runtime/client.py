@@ -28,6 +28,7 @@ from engine.graph.job_graph import JobGraph, generate_job_graph
 from engine.graph.slots import required_slots
 from engine.graph.status import JobStatus
 from engine.graph.stream_graph import StreamGraph
+from engine.runtime.busy_poll import BusyPollClock, BusyPollPolicy
 from engine.runtime.job_master import JobResult, JobSettings
 from engine.runtime.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from engine.runtime.savepoints import SavepointRestoreSettings
@@ -210,6 +211,17 @@ def _in_trio() -> bool:
     return True
 
 
+def loop_clock(env: Any) -> trio.abc.Clock | None:
+    """The clock ``execute()`` runs Trio on: busy polling while the loop is loaded
+    (``engine.runtime.busy_poll``), unless ``execution.busy-poll.enabled`` is false (None:
+    Trio's own). Jobs run from a background thread (``execute_async``, collecting) keep
+    Trio's clock: a polling loop would hold the GIL the caller's thread works with."""
+    conf = env.get_configuration()
+    if not conf.get_option(opts.BUSY_POLL_ENABLED):
+        return None
+    return BusyPollClock(BusyPollPolicy(conf.get_option(opts.BUSY_POLL_MIN_LOAD)))
+
+
 def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
     if _in_trio():
         raise UsageError(
@@ -219,7 +231,7 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
     job_graph = generate_job_graph(graph)
     warm_up()
     try:
-        return trio.run(run_job_graph, env, job_graph)
+        return trio.run(run_job_graph, env, job_graph, clock=loop_clock(env))
     except BaseExceptionGroup as group:
         from engine.runtime.task_executor import first_cause
 

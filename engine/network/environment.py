@@ -187,7 +187,7 @@ class NetworkEnvironment:
         #: The one timer of this TaskManager's sleepers (flusher, sources), running with ``run``
         self.ticker = Ticker()
         #: The output flusher of this TaskManager's partitions (``flush_by_timer``)
-        self.output_flusher = SharedFlusher(self._spawn, self.ticker.sleep_until)
+        self.output_flusher = SharedFlusher(self._spawn, ticker=self.ticker)
         registry.register(self)
 
     # --- partitions -------------------------------------------------------------------

@@ -531,6 +531,10 @@ class ResultPartition:
         self.buffers_requested = 0
         self._backpressured_s = 0.0
         self._backpressured_since: float | None = None
+        # bytes may have been written since the last ``flush_all`` (set before the write,
+        # so it errs on the side of "unflushed"); ``on_unflushed`` hears of each change to True
+        self.unflushed = False
+        self.on_unflushed: Callable[[], None] | None = None
 
     # --- state ------------------------------------------------------------------------
 
@@ -562,6 +566,8 @@ class ResultPartition:
         n = len(data)
         if n == 0 or sub.released:
             return
+        if not self.unflushed:
+            self._mark_unflushed()
         current = sub.current
         room = 0 if current is None else current.writable_bytes
         if n > room:
@@ -598,6 +604,8 @@ class ResultPartition:
         n = len(data)
         if n == 0 or sub.released:
             return
+        if not self.unflushed:
+            self._mark_unflushed()
         current = sub.current
         if current is not None:
             written = current.append(data)
@@ -669,8 +677,14 @@ class ResultPartition:
         self._subpartitions[subpartition].flush()
 
     def flush_all(self) -> None:
+        self.unflushed = False
         for sub in self._subpartitions:
             sub.flush()
+
+    def _mark_unflushed(self) -> None:
+        self.unflushed = True
+        if self.on_unflushed is not None:
+            self.on_unflushed()
 
     # --- events -----------------------------------------------------------------------
 

@@ -9,6 +9,13 @@ ticker reschedules, at each expiry, every sleeper whose deadline has passed. Sle
 that share a millisecond (the flusher and the sources, whose timeouts ``epoll`` rounds
 to whole milliseconds anyway) share one expiry.
 
+A *lazy* sleep (``sleep_until(deadline, lazy=True)``) arms no timer: it ends at the first
+expiry the ticker has anyway (for some other sleeper) at or after its deadline, or on a
+timer of its own once ``hasten`` makes it an ordinary sleep. The output flusher sleeps
+lazily while it has nothing to flush: a tick with nothing to do then costs no wake-up of
+the thread, yet the sources the ticker wakes at a tick still have their records flushed
+with it.
+
 ``sleep_until`` is what tasks call: it uses the ticker of the TaskManager the calling
 task runs in (``use_ticker`` sets it for a task and the tasks it starts), and
 ``trio.sleep_until`` when there is none or it is not running. A ticker that stops while
@@ -74,6 +81,10 @@ class Ticker:
         self._per_s = 1.0 / grid_s
         # entries are [deadline, sequence, task]; a cancelled sleeper's task is None
         self._heap: list[list[Any]] = []
+        # lazy sleepers: woken by expiries, never the reason for one (see ``hasten``)
+        self._lazy: list[list[Any]] = []
+        # a lazy sleeper's box holds its live entry, lazy or (after ``hasten``) in the heap
+        self._lazy_by_task: dict[Any, list[list[Any]]] = {}
         self._sequence = itertools.count()
         self._scope: trio.CancelScope | None = None
         self._timer: TimerFd | None = None
@@ -93,7 +104,7 @@ class Ticker:
         return self._timer is not None
 
     def statistics(self) -> TickerStatistics:
-        sleepers = sum(entry[2] is not None for entry in self._heap)
+        sleepers = sum(entry[2] is not None for entry in (*self._heap, *self._lazy))
         return TickerStatistics(self._running, sleepers, self._expiries, self._wakeups, self._timer_sets)
 
     def on_grid(self, deadline: float) -> float:
@@ -101,9 +112,11 @@ class Ticker:
         is not rounded up to the next point)."""
         return math.ceil(deadline * self._per_s - 1e-6) / self._per_s
 
-    async def sleep_until(self, deadline: float) -> None:
+    async def sleep_until(self, deadline: float, lazy: bool = False) -> None:
         """Return at the first grid point at or after ``deadline``, like
-        ``trio.sleep_until`` (a checkpoint even when the deadline has passed).
+        ``trio.sleep_until`` (a checkpoint even when the deadline has passed). A ``lazy``
+        sleep arms no timer: it returns at the first expiry at or after its deadline that
+        another sleeper caused, unless ``hasten`` makes it an ordinary sleep first.
         Cancellation: raises ``Cancelled``; the ticker forgets the sleeper."""
         if not self._running:
             await trio.sleep_until(deadline)
@@ -111,19 +124,44 @@ class Ticker:
         if deadline <= trio.current_time():
             await trio.lowlevel.checkpoint()
             return
-        wake = self.on_grid(deadline)
-        entry = [wake, next(self._sequence), trio.lowlevel.current_task()]
-        heapq.heappush(self._heap, entry)
-        if wake < self._armed:
-            self._arm(wake)
+        task = trio.lowlevel.current_task()
+        box = [[self.on_grid(deadline), next(self._sequence), task]]
+        if lazy:
+            heapq.heappush(self._lazy, box[0])
+            self._lazy_by_task[task] = box
+        else:
+            self._push(box[0])
 
         def abort(_: Any) -> trio.lowlevel.Abort:
-            entry[2] = None
+            box[0][2] = None
+            self._lazy_by_task.pop(task, None)
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
         if trio.current_time() < deadline:  # woken by a ticker that stopped
             await trio.sleep_until(deadline)
+
+    def hasten(self, task: Any, deadline: float) -> bool:
+        """Make the lazy sleep of ``task`` an ordinary one that ends at ``deadline`` (on
+        the grid; at once if that has passed): from now on it arms the timer. False when
+        ``task`` is not sleeping lazily. A sleep never ends before its own deadline: one
+        hastened to an earlier one finishes on Trio's timer."""
+        box = self._lazy_by_task.pop(task, None)
+        if box is None:
+            return False
+        box[0][2] = None  # the lazy entry is dead; the sleeper now waits in the heap
+        wake = self.on_grid(deadline)
+        if wake <= trio.current_time():
+            trio.lowlevel.reschedule(task)
+            return True
+        box[0] = [wake, next(self._sequence), task]  # where the sleeper's abort finds it
+        self._push(box[0])
+        return True
+
+    def _push(self, entry: list[Any]) -> None:
+        heapq.heappush(self._heap, entry)
+        if entry[0] < self._armed:
+            self._arm(entry[0])
 
     async def run(self) -> None:
         """Run the timer until cancelled. Cancellation: every parked sleeper is woken and
@@ -147,10 +185,12 @@ class Ticker:
                 trio.lowlevel.notify_closing(self._timer.fd)
                 self._timer.close()
                 self._timer = None
-            for entry in self._heap:
+            for entry in (*self._heap, *self._lazy):
                 if entry[2] is not None:
                     trio.lowlevel.reschedule(entry[2])
             self._heap.clear()
+            self._lazy.clear()
+            self._lazy_by_task.clear()
 
     async def _run_on_scopes(self) -> None:
         heap = self._heap
@@ -205,6 +245,13 @@ class Ticker:
         while heap and heap[0][0] <= now:
             task = heapq.heappop(heap)[2]
             if task is not None:
+                woke += 1
+                trio.lowlevel.reschedule(task)
+        lazy = self._lazy
+        while lazy and lazy[0][0] <= now:
+            task = heapq.heappop(lazy)[2]
+            if task is not None:
+                self._lazy_by_task.pop(task, None)
                 woke += 1
                 trio.lowlevel.reschedule(task)
         self._wakeups += woke

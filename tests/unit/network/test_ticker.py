@@ -201,3 +201,100 @@ async def test_a_sleeper_every_grid_step_keeps_one_repeating_timer() -> None:
     assert len(late) == 30 and min(late) >= 0  # never before its deadline
     # set once, then it repeats (again only if this busy machine made the sleeper miss a step)
     assert ticker.statistics().timer_sets < 10
+
+
+async def _lazy_sleeper(ticker: Ticker, name: str, deadline: float, tasks: dict, woke: dict) -> None:
+    tasks[name] = trio.lowlevel.current_task()
+    await ticker.sleep_until(deadline, lazy=True)
+    woke[name] = trio.current_time()
+
+
+async def test_a_lazy_sleep_arms_no_timer_and_ends_at_the_next_expiry(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Its deadline passes with no expiry: it sleeps on, and wakes with the first sleeper whose
+    deadline did arm the timer; one before its deadline does not end it."""
+    ticker = Ticker()
+    tasks: dict[str, object] = {}
+    woke: dict[str, float] = {}
+
+    async def ordinary(name: str, deadline: float) -> None:
+        await ticker.sleep_until(deadline)
+        woke[name] = trio.current_time()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(_lazy_sleeper, ticker, "lazy", 1.0, tasks, woke)
+        nursery.start_soon(ordinary, "early", 0.5)
+        nursery.start_soon(ordinary, "late", 3.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ticker.statistics().sleepers == 3
+        await trio.sleep_until(4.0)
+        nursery.cancel_scope.cancel()
+    assert woke == {"early": 0.5, "lazy": 3.0, "late": 3.0}
+    assert ticker.statistics().expiries == 2  # none at the lazy sleeper's own deadline
+
+
+async def test_hasten_makes_a_lazy_sleep_an_ordinary_one(autojump_clock: trio.testing.MockClock) -> None:
+    ticker = Ticker()
+    tasks: dict[str, object] = {}
+    woke: dict[str, float] = {}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        for name, deadline in (("own", 1.0), ("later", 1.0), ("past", 0.5)):
+            nursery.start_soon(_lazy_sleeper, ticker, name, deadline, tasks, woke)
+        await trio.testing.wait_all_tasks_blocked()
+        assert ticker.hasten(tasks["own"], 1.0)
+        assert ticker.hasten(tasks["later"], 2.0)
+        assert not ticker.hasten(tasks["own"], 1.5)  # no longer lazy: its deadline stays
+        await trio.sleep(0.7)  # the third one's deadline passed with no expiry
+        assert woke == {}
+        assert ticker.hasten(tasks["past"], 0.6)  # a deadline that passed: at once
+        await trio.testing.wait_all_tasks_blocked()
+        assert woke == {"past": pytest.approx(0.7)}
+        await trio.sleep_until(3.0)
+        nursery.cancel_scope.cancel()
+    assert woke == {"past": pytest.approx(0.7), "own": 1.0, "later": 2.0}
+    assert ticker.statistics().expiries == 2
+
+
+async def test_a_cancelled_lazy_or_hastened_sleep_is_forgotten(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ticker = Ticker()
+    tasks: dict[str, object] = {}
+    woke: dict[str, float] = {}
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        async with trio.open_nursery() as sleepers:
+            sleepers.start_soon(_lazy_sleeper, ticker, "lazy", 1.0, tasks, woke)
+            sleepers.start_soon(_lazy_sleeper, ticker, "hastened", 1.0, tasks, woke)
+            await trio.testing.wait_all_tasks_blocked()
+            assert ticker.hasten(tasks["hastened"], 2.0)
+            assert ticker.statistics().sleepers == 2
+            sleepers.cancel_scope.cancel()
+        assert ticker.statistics().sleepers == 0
+        assert not ticker.hasten(tasks["lazy"], 1.0)
+        await trio.sleep(3.0)
+        nursery.cancel_scope.cancel()
+    assert woke == {}
+    assert ticker.statistics().wakeups == 0  # the timer the hastened sleep armed woke no one
+
+
+async def test_a_lazy_sleeper_of_a_stopped_ticker_still_sleeps_to_its_deadline(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ticker = Ticker()
+    tasks: dict[str, object] = {}
+    woke: dict[str, float] = {}
+    async with trio.open_nursery() as nursery, trio.open_nursery() as ticking:
+        ticking.start_soon(ticker.run)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(_lazy_sleeper, ticker, "lazy", 2.0, tasks, woke)
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(0.5)
+        ticking.cancel_scope.cancel()  # the ticker stops; the sleeper sleeps on, on Trio's timer
+    assert woke == {"lazy": 2.0}

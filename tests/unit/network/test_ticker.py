@@ -13,14 +13,19 @@ from engine.network.timerfd import TimerFd
 
 
 async def _wake_times(
-    ticker: Ticker, deadlines: dict[str, float], until: float, check: Callable[[], None] = lambda: None
+    ticker: Ticker,
+    deadlines: dict[str, float],
+    until: float,
+    check: Callable[[], None] = lambda: None,
+    lazy: frozenset[str] = frozenset(),
 ) -> dict[str, float]:
-    """Start ``ticker``, park one sleeper per deadline on it (``check`` runs once all are
-    parked), run the clock to ``until``; when each sleeper woke."""
+    """Start ``ticker``, park one sleeper per deadline on it (lazily for the names in
+    ``lazy``; ``check`` runs once all are parked), run the clock to ``until``; when each
+    sleeper woke."""
     woke: dict[str, float] = {}
 
     async def sleeper(name: str, deadline: float) -> None:
-        await ticker.sleep_until(deadline)
+        await ticker.sleep_until(deadline, lazy=name in lazy)
         woke[name] = trio.current_time()
 
     async with trio.open_nursery() as nursery:
@@ -203,10 +208,23 @@ async def test_a_sleeper_every_grid_step_keeps_one_repeating_timer() -> None:
     assert ticker.statistics().timer_sets < 10
 
 
-async def _lazy_sleeper(ticker: Ticker, name: str, deadline: float, tasks: dict, woke: dict) -> None:
-    tasks[name] = trio.lowlevel.current_task()
-    await ticker.sleep_until(deadline, lazy=True)
-    woke[name] = trio.current_time()
+async def _park_lazily(
+    ticker: Ticker, nursery: trio.Nursery, deadlines: dict[str, float]
+) -> tuple[dict[str, object], dict[str, float]]:
+    """Park one lazy sleeper per deadline on ``ticker``; their tasks, and when each woke
+    (filled in as they wake)."""
+    tasks: dict[str, object] = {}
+    woke: dict[str, float] = {}
+
+    async def sleeper(name: str, deadline: float) -> None:
+        tasks[name] = trio.lowlevel.current_task()
+        await ticker.sleep_until(deadline, lazy=True)
+        woke[name] = trio.current_time()
+
+    for name, deadline in deadlines.items():
+        nursery.start_soon(sleeper, name, deadline)
+    await trio.testing.wait_all_tasks_blocked()
+    return tasks, woke
 
 
 async def test_a_lazy_sleep_arms_no_timer_and_ends_at_the_next_expiry(
@@ -215,37 +233,22 @@ async def test_a_lazy_sleep_arms_no_timer_and_ends_at_the_next_expiry(
     """Its deadline passes with no expiry: it sleeps on, and wakes with the first sleeper whose
     deadline did arm the timer; one before its deadline does not end it."""
     ticker = Ticker()
-    tasks: dict[str, object] = {}
-    woke: dict[str, float] = {}
 
-    async def ordinary(name: str, deadline: float) -> None:
-        await ticker.sleep_until(deadline)
-        woke[name] = trio.current_time()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ticker.run)
-        await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(_lazy_sleeper, ticker, "lazy", 1.0, tasks, woke)
-        nursery.start_soon(ordinary, "early", 0.5)
-        nursery.start_soon(ordinary, "late", 3.0)
-        await trio.testing.wait_all_tasks_blocked()
+    def all_parked() -> None:
         assert ticker.statistics().sleepers == 3
-        await trio.sleep_until(4.0)
-        nursery.cancel_scope.cancel()
+
+    deadlines = {"lazy": 1.0, "early": 0.5, "late": 3.0}
+    woke = await _wake_times(ticker, deadlines, 4.0, all_parked, lazy=frozenset({"lazy"}))
     assert woke == {"early": 0.5, "lazy": 3.0, "late": 3.0}
     assert ticker.statistics().expiries == 2  # none at the lazy sleeper's own deadline
 
 
 async def test_hasten_makes_a_lazy_sleep_an_ordinary_one(autojump_clock: trio.testing.MockClock) -> None:
     ticker = Ticker()
-    tasks: dict[str, object] = {}
-    woke: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ticker.run)
         await trio.testing.wait_all_tasks_blocked()
-        for name, deadline in (("own", 1.0), ("later", 1.0), ("past", 0.5)):
-            nursery.start_soon(_lazy_sleeper, ticker, name, deadline, tasks, woke)
-        await trio.testing.wait_all_tasks_blocked()
+        tasks, woke = await _park_lazily(ticker, nursery, {"own": 1.0, "later": 1.0, "past": 0.5})
         assert ticker.hasten(tasks["own"], 1.0)
         assert ticker.hasten(tasks["later"], 2.0)
         assert not ticker.hasten(tasks["own"], 1.5)  # no longer lazy: its deadline stays
@@ -264,15 +267,11 @@ async def test_a_cancelled_lazy_or_hastened_sleep_is_forgotten(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     ticker = Ticker()
-    tasks: dict[str, object] = {}
-    woke: dict[str, float] = {}
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ticker.run)
         await trio.testing.wait_all_tasks_blocked()
         async with trio.open_nursery() as sleepers:
-            sleepers.start_soon(_lazy_sleeper, ticker, "lazy", 1.0, tasks, woke)
-            sleepers.start_soon(_lazy_sleeper, ticker, "hastened", 1.0, tasks, woke)
-            await trio.testing.wait_all_tasks_blocked()
+            tasks, woke = await _park_lazily(ticker, sleepers, {"lazy": 1.0, "hastened": 1.0})
             assert ticker.hasten(tasks["hastened"], 2.0)
             assert ticker.statistics().sleepers == 2
             sleepers.cancel_scope.cancel()
@@ -288,13 +287,10 @@ async def test_a_lazy_sleeper_of_a_stopped_ticker_still_sleeps_to_its_deadline(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     ticker = Ticker()
-    tasks: dict[str, object] = {}
-    woke: dict[str, float] = {}
     async with trio.open_nursery() as nursery, trio.open_nursery() as ticking:
         ticking.start_soon(ticker.run)
         await trio.testing.wait_all_tasks_blocked()
-        nursery.start_soon(_lazy_sleeper, ticker, "lazy", 2.0, tasks, woke)
-        await trio.testing.wait_all_tasks_blocked()
+        _, woke = await _park_lazily(ticker, nursery, {"lazy": 2.0})
         await trio.sleep(0.5)
         ticking.cancel_scope.cancel()  # the ticker stops; the sleeper sleeps on, on Trio's timer
     assert woke == {"lazy": 2.0}

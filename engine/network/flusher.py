@@ -75,11 +75,16 @@ class FlushPolicy:
         """Seconds between timer flushes, or ``None`` when no timer runs."""
         return self.buffer_timeout_ms / 1000 if self.buffer_timeout_ms > 0 else None
 
-    def next_flush_at(self, previous_deadline: float, now: float) -> float:
-        """The deadline after ``previous_deadline``: fixed rate, but never a burst of missed ticks."""
+    def next_flush_at(self, previous_deadline: float, now: float, resumed: bool = False) -> float:
+        """The deadline after a flush at ``now`` for ``previous_deadline``: the next tick
+        (``tick_after``) when the flush was on time or ``resumed`` from a lazy sleep;
+        one interval from ``now`` when it ran an interval or more late, never a burst of
+        the missed ticks (measured under load, this flushes less often than the next tick
+        would, and costs the tail less: docs/harness.md, ninth session)."""
         interval = self._interval()
-        deadline = previous_deadline + interval
-        return deadline if deadline > now else now + interval
+        if resumed or now < previous_deadline + interval:
+            return self.tick_after(now)
+        return now + interval
 
     def tick_after(self, now: float) -> float:
         """The first whole multiple of the interval on the clock after ``now``. Ticks there
@@ -156,8 +161,7 @@ async def _flush_every(
     """Flush every partition of ``group`` on the policy's ticks until none is left (it may
     change between ticks: partitions come and go). With ``lazy``, sleep lazily while no
     partition has unflushed bytes."""
-    interval = policy.interval_s
-    if interval is None:
+    if policy.interval_s is None:
         return
     deadline = policy.tick_after(trio.current_time())
     while _live(group):
@@ -175,14 +179,7 @@ async def _flush_every(
             return
         for partition in list(group):
             partition.flush_all()
-        now = trio.current_time()
-        if slept_lazily or now < deadline + interval:
-            deadline = policy.tick_after(now)  # on time, or back from a lazy sleep: the next tick
-        else:
-            # an interval late (the thread was busy): one interval from now, never a burst of
-            # the missed ticks; measured under load, this flushes less often than the next
-            # tick would, and costs the tail less (docs/harness.md, ninth session)
-            deadline = policy.next_flush_at(deadline, now)
+        deadline = policy.next_flush_at(deadline, trio.current_time(), resumed=slept_lazily)
 
 
 class SharedFlusher:
@@ -192,15 +189,12 @@ class SharedFlusher:
     finds it finished or released."""
 
     def __init__(
-        self,
-        spawn: Callable[[Callable[[], Awaitable[None]], str], None],
-        sleep_until: Callable[[float], Awaitable[None]] = trio.sleep_until,
-        ticker: Any = None,
+        self, spawn: Callable[[Callable[[], Awaitable[None]], str], None], ticker: Any = None
     ) -> None:
-        """``ticker``: the TaskManager's ``Ticker``; with it the timers sleep lazily while
-        they have nothing to flush (and on it, whatever ``sleep_until`` says)."""
+        """``ticker``: the TaskManager's ``Ticker``, which the timers sleep on (lazily while
+        they have nothing to flush); without one they sleep on Trio's own timer."""
         self._spawn = spawn
-        self._sleep_until = sleep_until if ticker is None else ticker.sleep_until
+        self._sleep_until = trio.sleep_until if ticker is None else ticker.sleep_until
         self._ticker = ticker
         self._groups: dict[int, dict[ResultPartition, None]] = {}
         self._lazy: dict[int, _LazySleep] = {}
@@ -225,7 +219,8 @@ class SharedFlusher:
 
     def unregister(self, partition: ResultPartition, buffer_timeout_ms: int) -> None:
         group = self._groups.get(buffer_timeout_ms)
-        if group is not None and group.pop(partition, 0) is None:
+        if group is not None and partition in group:
+            del group[partition]
             partition.on_unflushed = None
 
     def partitions(self, buffer_timeout_ms: int) -> list[ResultPartition]:

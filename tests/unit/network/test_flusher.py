@@ -52,6 +52,8 @@ def test_next_flush_is_fixed_rate_without_bursts() -> None:
     policy = FlushPolicy(100)
     assert policy.next_flush_at(1.0, now=1.0) == pytest.approx(1.1)
     assert policy.next_flush_at(1.0, now=1.55) == pytest.approx(1.65)  # missed ticks are skipped
+    # back from a lazy sleep that no expiry ended in time: the next tick, not an interval on
+    assert policy.next_flush_at(1.0, now=1.55, resumed=True) == pytest.approx(1.6)
     with pytest.raises(UsageError):
         FlushPolicy(-1).next_flush_at(0, 0)
 

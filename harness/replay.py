@@ -209,9 +209,8 @@ class ReplaySource(Source):
         """What a split in ``SPLITS`` is kept under: the files as they are now (a data set
         generated again has other sizes or times), the columns, the parallelism and the
         chunk size."""
-        files = tuple(
-            (str(Path(f).resolve()), os.stat(f).st_size, os.stat(f).st_mtime_ns) for f in self.files
-        )
+        stats = [(f, os.stat(f)) for f in self.files]
+        files = tuple((str(Path(f).resolve()), st.st_size, st.st_mtime_ns) for f, st in stats)
         return (files, tuple(self.read_columns), self.schedule_column, parallelism, CHUNK_ROWS)
 
     def preload(self, parallelism: int, cache: SplitCache | None = None) -> bool:

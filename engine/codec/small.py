@@ -136,18 +136,21 @@ class SmallCodec:
             return None
         return b"".join(parts)
 
-    def encode(self, batch: Batch) -> bytes | None:
-        """The frame of ``batch``, or None (the full path encodes it)."""
-        values = batch.values
-        cols = self._transpose(values) if self._records(values) else None
-        if cols is None:
-            return None
-        ts = None if batch.timestamps is None else batch.timestamps.tolist()
-        payload = self._payload(ts, cols)
+    def _frame(self, records: Sequence[tuple[Any, ...]], ts: Sequence[int] | None) -> bytes | None:
+        """The frame of plain-tuple ``records`` with their timestamps, or None."""
+        cols = self._transpose(records)
+        payload = None if cols is None else self._payload(ts, cols)
         if payload is None:
             return None
         flags = 0 if ts is None else FLAG_TIMESTAMPS
-        return pack_header(CODEC_COLUMNAR, flags, len(cols[0]), len(payload)) + payload
+        return pack_header(CODEC_COLUMNAR, flags, len(records), len(payload)) + payload
+
+    def encode(self, batch: Batch) -> bytes | None:
+        """The frame of ``batch``, or None (the full path encodes it)."""
+        values = batch.values
+        if not self._records(values):
+            return None
+        return self._frame(values, None if batch.timestamps is None else batch.timestamps.tolist())
 
     def encode_partitioned(
         self, batch: Batch, channels: np.ndarray, num_channels: int
@@ -164,20 +167,11 @@ class SmallCodec:
         if len(counts) != num_channels:  # a channel past the last
             return None
         timestamps = batch.timestamps
-        flags = 0 if timestamps is None else FLAG_TIMESTAMPS
         frames: list[bytes | None] = [None] * num_channels
         first = int(channels[0])
         if counts[first] == len(values):  # one channel takes the whole batch
-            cols = self._transpose(values)
-            payload = (
-                None
-                if cols is None
-                else self._payload(None if timestamps is None else timestamps.tolist(), cols)
-            )
-            if payload is None:
-                return None
-            frames[first] = pack_header(CODEC_COLUMNAR, flags, len(values), len(payload)) + payload
-            return frames
+            frames[first] = self._frame(values, None if timestamps is None else timestamps.tolist())
+            return None if frames[first] is None else frames
         # the records in channel order (a stable sort keeps batch order within a channel),
         # then each channel's columns: reordering the records once and transposing each
         # channel's slice costs less than reordering every column (two records or more go
@@ -191,15 +185,10 @@ class SmallCodec:
             if not k:
                 continue
             end = start + k
-            cols = self._transpose(ordered[start:end])
-            payload = (
-                None
-                if cols is None
-                else self._payload(None if ordered_ts is None else ordered_ts[start:end], cols)
-            )
-            if payload is None:
+            frame = self._frame(ordered[start:end], None if ordered_ts is None else ordered_ts[start:end])
+            if frame is None:
                 return None
-            frames[c] = pack_header(CODEC_COLUMNAR, flags, k, len(payload)) + payload
+            frames[c] = frame
             start = end
         return frames
 

@@ -201,8 +201,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines += [
             "## Max throughput per configuration", "",
             "Replayed as fast as the job takes records; records/s after the warm-up, until the last record "
-            "reached the sink; the best of the attempts (load on the machine only ever slows a run). The last "
-            "column is the highest open-loop rate of the sweep that was sustained.",
+            "reached the sink; the best of the attempts (load on the machine only ever slows a run). The "
+            "configurations of a sweep took their attempts in turns, so the maxima compared in the targets "
+            "come from the same stretch of time. The last column is the highest open-loop rate of the sweep "
+            "that was sustained.",
             "", "| configuration | buffer timeout (ms) | max throughput (records/s) | attempts | checkpoints | highest sustained rate |",
             "|---|---:|---:|---|---:|---:|",
         ]  # fmt: skip

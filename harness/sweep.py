@@ -8,10 +8,17 @@ three parts:
 ``correctness``  runs in throughput mode that collect every output record and compare
                  the multiset with Spark's expected answer;
 ``sweeps``       each entry expands to every combination of query × parallelism ×
-                 buffer timeout × checkpointing × state backend. For each combination the
-                 harness first measures the max throughput (as fast as possible), then
-                 replays open loop at ``fractions`` of it (and at absolute ``rates``),
-                 ``seconds`` long each after ``warmup_s``.
+                 buffer timeout × checkpointing × state backend. The harness first
+                 measures the max throughput (as fast as possible) of every combination
+                 of an entry and data set, taking the attempts in turns (the first
+                 attempt of each, then the second of each, ...), then replays each
+                 combination open loop at ``fractions`` of its max (and at absolute
+                 ``rates``), ``seconds`` long each after ``warmup_s``.
+
+The attempts take turns because the targets compare maxima (the one at 1 ms against the
+one at 100 ms), and a shared machine's speed drifts by a fifth within minutes: measured
+one configuration after another, the ratio of two maxima held the drift between them;
+in turns, every configuration's best attempt comes from the same stretch of time.
 
 ``run_spec`` executes a spec and returns the report dictionary (``harness.report``
 writes it); ``Reporter`` receives progress.
@@ -89,7 +96,7 @@ SUITES: dict[str, dict[str, Any]] = {
         ],
         "sweeps": [
             {"query": "keyed-shuffle", "dataset": "keyed", "fractions": [0.25, 0.5, 0.75, 0.9, 1.25],
-             "seconds": 2.0, "latency_repeats": 3},
+             "seconds": 2.0, "latency_repeats": 3, "throughput_repeats": 3},
             {"query": "keyed-window", "dataset": "keyed", "buffer_timeouts_ms": [1, 100],
              "checkpointing": ["aligned"], "backend": ["lmdb"], "fractions": [0.5, 0.9]},
         ],
@@ -385,93 +392,41 @@ def run_spec(
 
     correctness: list[dict[str, Any]] = []
     configurations: dict[str, dict[str, Any]] = {}
+    groups: dict[tuple[int, str], list[Planned]] = {}  # a sweep entry's combinations on one data set
     for item in plan(spec):
+        if item.kind == "sweep":
+            groups.setdefault((id(item.entry), item.dataset), []).append(item)
+            continue
         ds = datasets[item.dataset]
         config = item.config
-        if item.kind == "correctness":
-            reporter.advance(f"check {config.key} on {item.dataset}")
-            result = run_sync(ds, config, collect=True)
-            verdict = compare_with_expected(ds, config.query, result.rows)
-            verdict.update(
-                dataset=item.dataset, config=config.to_json(), key=config.key,
-                checkpoints_completed=result.checkpoints_completed,
-                restarts=result.restarts,
-                throughput=result.throughput,
-            )  # fmt: skip
-            correctness.append(verdict)
-            reporter.log(
-                f"{'match' if verdict['matches'] else 'MISMATCH'}: {config.key} on {item.dataset} "
-                f"({verdict['rows_got']:,} rows, {result.checkpoints_completed} checkpoints, "
-                f"{result.restarts} restarts)"
-            )
-            continue
-        entry = item.entry
-        attempts = []
-        for attempt in range(entry["throughput_repeats"]):
-            reporter.advance(f"max throughput ({attempt + 1}/{entry['throughput_repeats']}): {config.key}")
-            attempts.append(
-                run_sync(ds, config, seconds=entry["throughput_seconds"], warmup_s=entry["warmup_s"])
-            )
-        top = max(attempts, key=lambda r: r.throughput)
-        runs: list[RunResult] = [top]
-        reporter.log(f"{config.key}: max {top.throughput:,.0f} records/s")
-        targets = [(f, f * top.throughput) for f in entry["fractions"]] + [(None, r) for r in entry["rates"]]
-        fractions: list[float | None] = []
-        repeats: list[list[RunResult]] = []
-        n = entry["latency_repeats"]
-        for fraction, rate in targets:
-            label = f"{fraction:.0%} of max" if fraction is not None else f"{rate:,.0f} records/s"
-            if rate <= 0:
-                continue
-            tries = []
-            for attempt in range(n):
-                reporter.advance(
-                    f"open loop {label}" + (f" ({attempt + 1}/{n})" if n > 1 else "") + f": {config.key}"
-                )
+        reporter.advance(f"check {config.key} on {item.dataset}")
+        result = run_sync(ds, config, collect=True)
+        verdict = compare_with_expected(ds, config.query, result.rows)
+        verdict.update(
+            dataset=item.dataset, config=config.to_json(), key=config.key,
+            checkpoints_completed=result.checkpoints_completed,
+            restarts=result.restarts,
+            throughput=result.throughput,
+        )  # fmt: skip
+        correctness.append(verdict)
+        reporter.log(
+            f"{'match' if verdict['matches'] else 'MISMATCH'}: {config.key} on {item.dataset} "
+            f"({verdict['rows_got']:,} rows, {result.checkpoints_completed} checkpoints, "
+            f"{result.restarts} restarts)"
+        )
+    for items in groups.values():
+        entry = items[0].entry
+        ds = datasets[items[0].dataset]
+        attempts: list[list[RunResult]] = [[] for _ in items]
+        repeats = entry["throughput_repeats"]
+        for attempt in range(repeats):
+            for item, tries in zip(items, attempts):
+                reporter.advance(f"max throughput ({attempt + 1}/{repeats}): {item.config.key}")
                 tries.append(
-                    run_sync(
-                        ds,
-                        config,
-                        rate=rate,
-                        seconds=entry["seconds"],
-                        warmup_s=entry["warmup_s"],
-                        batch_wait_ms=entry["batch_wait_ms"],
-                    )
+                    run_sync(ds, item.config, seconds=entry["throughput_seconds"], warmup_s=entry["warmup_s"])
                 )
-            r = median_run(tries)
-            runs.append(r)
-            fractions.append(fraction)
-            repeats.append(tries)
-            p = r.latency.percentiles_us()
-            spread = ""
-            if n > 1:
-                p99s = ", ".join(f"{t.latency.percentiles_us()['p99'] / 1000:.1f}" for t in tries)
-                spread = f" (median of {n} runs; p99 of each: {p99s} ms)"
-            reporter.log(
-                f"  {label}: {r.throughput:,.0f}/{rate:,.0f} records/s "
-                f"{'sustained' if r.sustained else 'NOT sustained'}, p50 {p['p50'] / 1000:.1f} ms, "
-                f"p99 {p['p99'] / 1000:.1f} ms{spread}"
-            )
-        configurations[config.key] = {
-            "key": config.key,
-            "group": config.group,
-            "config": config.to_json(),
-            "dataset": item.dataset,
-            "record_level": get_query(config.query).record_level,
-            "max_throughput": top.throughput,
-            "throughput_attempts": [r.throughput for r in attempts],
-            "max_sustained_rate": max(
-                (r.target_rate for r in runs[1:] if r.sustained and r.target_rate is not None), default=None
-            ),
-            "runs": [
-                {
-                    **r.to_json(),
-                    "fraction": f,
-                    **({"repeats": [t.summary() for t in ts]} if len(ts) > 1 else {}),
-                }
-                for r, f, ts in zip(runs, [None, *fractions], [[top], *repeats])
-            ],
-        }
+        for item, tries in zip(items, attempts):
+            configurations[item.config.key] = _open_loop(ds, item, tries, reporter)
     return {
         "suite": spec["suite"],
         "spec": spec,
@@ -490,6 +445,73 @@ def run_spec(
         "configurations": list(configurations.values()),
         "seconds": time.monotonic() - started,
         "load_average": {"start": load_start, "end": _load_average()},
+    }
+
+
+def _open_loop(ds: DataSet, item: Planned, attempts: list[RunResult], reporter: Reporter) -> dict[str, Any]:
+    """Replay ``item``'s configuration open loop at its entry's fractions of the best of
+    ``attempts`` (its max-throughput runs) and at its absolute rates; the configuration's
+    part of the report."""
+    config, entry = item.config, item.entry
+    top = max(attempts, key=lambda r: r.throughput)
+    runs: list[RunResult] = [top]
+    reporter.log(f"{config.key}: max {top.throughput:,.0f} records/s")
+    targets = [(f, f * top.throughput) for f in entry["fractions"]] + [(None, r) for r in entry["rates"]]
+    fractions: list[float | None] = []
+    repeats: list[list[RunResult]] = []
+    n = entry["latency_repeats"]
+    for fraction, rate in targets:
+        label = f"{fraction:.0%} of max" if fraction is not None else f"{rate:,.0f} records/s"
+        if rate <= 0:
+            continue
+        tries = []
+        for attempt in range(n):
+            reporter.advance(
+                f"open loop {label}" + (f" ({attempt + 1}/{n})" if n > 1 else "") + f": {config.key}"
+            )
+            tries.append(
+                run_sync(
+                    ds,
+                    config,
+                    rate=rate,
+                    seconds=entry["seconds"],
+                    warmup_s=entry["warmup_s"],
+                    batch_wait_ms=entry["batch_wait_ms"],
+                )
+            )
+        r = median_run(tries)
+        runs.append(r)
+        fractions.append(fraction)
+        repeats.append(tries)
+        p = r.latency.percentiles_us()
+        spread = ""
+        if n > 1:
+            p99s = ", ".join(f"{t.latency.percentiles_us()['p99'] / 1000:.1f}" for t in tries)
+            spread = f" (median of {n} runs; p99 of each: {p99s} ms)"
+        reporter.log(
+            f"  {label}: {r.throughput:,.0f}/{rate:,.0f} records/s "
+            f"{'sustained' if r.sustained else 'NOT sustained'}, p50 {p['p50'] / 1000:.1f} ms, "
+            f"p99 {p['p99'] / 1000:.1f} ms{spread}"
+        )
+    return {
+        "key": config.key,
+        "group": config.group,
+        "config": config.to_json(),
+        "dataset": item.dataset,
+        "record_level": get_query(config.query).record_level,
+        "max_throughput": top.throughput,
+        "throughput_attempts": [r.throughput for r in attempts],
+        "max_sustained_rate": max(
+            (r.target_rate for r in runs[1:] if r.sustained and r.target_rate is not None), default=None
+        ),
+        "runs": [
+            {
+                **r.to_json(),
+                "fraction": f,
+                **({"repeats": [t.summary() for t in ts]} if len(ts) > 1 else {}),
+            }
+            for r, f, ts in zip(runs, [None, *fractions], [[top], *repeats])
+        ],
     }
 
 

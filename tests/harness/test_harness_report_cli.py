@@ -231,3 +231,40 @@ def test_a_rate_run_several_times_is_stood_for_by_its_median_p99_run(
              "sweeps": [{"query": "keyed-shuffle", "latency_repeats": 0}]},
             "test",
         )  # fmt: skip
+
+
+def test_the_max_throughput_attempts_of_a_sweep_take_turns(
+    made_report: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the machine slows down while the sweep runs: one configuration measured after the
+    # other would carry the slowdown into the ratio of their maxima
+    speeds = iter([1000.0, 900.0, 800.0, 700.0])
+    calls: list[tuple[int, float | None]] = []
+
+    def fake_run_sync(ds: Any, config: RunConfig, rate: float | None = None, **_: Any) -> RunResult:
+        calls.append((config.buffer_timeout_ms, rate))
+        result = _result(config, 2.0, rate)
+        if rate is None and len(calls) > 1:  # not the warm-up
+            result.throughput = next(speeds)
+        return result
+
+    ds = DataSet(json.loads((made_report / "report.json").read_text())["datasets"]["keyed"]["directory"])
+    monkeypatch.setattr(sweep, "prepare_datasets", lambda *a, **k: {"keyed": ds})
+    monkeypatch.setattr(sweep, "run_sync", fake_run_sync)
+    spec = sweep.validate_spec(
+        {"datasets": {"keyed": {"generator": "keyed", "events": 200}}, "correctness": [],
+         "sweeps": [{"query": "keyed-shuffle", "buffer_timeouts_ms": [1, 100], "fractions": [0.5],
+                     "throughput_repeats": 2, "latency_repeats": 1}]},
+        "test",
+    )  # fmt: skip
+    assert sweep.count_steps(spec) == 1 + 1 + 2 * (2 + 1)
+    out = sweep.run_spec(spec, Path("unused"))
+    assert calls == [
+        (100, None),  # warm-up
+        (1, None), (100, None), (1, None), (100, None),  # the attempts, in turns
+        (1, 500.0), (100, 450.0),  # half of each one's best: 1,000 and 900
+    ]  # fmt: skip
+    maxima = {c["config"]["buffer_timeout_ms"]: c for c in out["configurations"]}
+    assert maxima[1]["throughput_attempts"] == [1000.0, 800.0]
+    assert maxima[100]["throughput_attempts"] == [900.0, 700.0]
+    assert [c["max_throughput"] for c in out["configurations"]] == [1000.0, 900.0]

@@ -32,6 +32,17 @@ Trio's own) whose ``deadline_to_sleep_time`` asks the policy. It measures the th
 time with ``time.thread_time``. ``execute()`` runs jobs on it unless
 ``execution.busy-poll.enabled`` is false.
 
+The clock also drives the TaskManagers' tickers (``engine.network.ticker``): a ticker
+that runs on it attaches itself (``attach_ticker``), and from then on
+
+- after every ``epoll`` an instrument hands the time to the ticker, which wakes the
+  sleepers that are due (``Ticker.expire_due``);
+- when the loop is about to block, the ticker sets its timerfd for its earliest deadline
+  (``Ticker.before_block``); when it polls, a repeating timer stops (``Ticker.on_poll``).
+
+So a loop that polls or is busy wakes sleepers with no timer at all, and one that blocks
+still wakes by the earliest deadline.
+
 What it does not do: it never delays a deadline (polling only shortens the wait), and it
 does not change what any task does. Worker threads (``trio.to_thread``) still get the
 GIL; while the loop polls they may wait for Python's switch interval to take it.
@@ -41,6 +52,7 @@ from __future__ import annotations
 
 import random
 import time
+from typing import Any
 
 import trio
 
@@ -112,6 +124,8 @@ class BusyPollClock(trio.abc.Clock):
         self.policy = policy
         # like Trio's SystemClock: an arbitrary offset, so nothing mistakes it for a wall time
         self._offset = random.uniform(10_000, 200_000)
+        self._tickers: list[Any] = []
+        self._hook = _TickerHook(self)
 
     def start_clock(self) -> None:
         pass
@@ -122,5 +136,54 @@ class BusyPollClock(trio.abc.Clock):
     def deadline_to_sleep_time(self, deadline: float) -> float:
         now = time.perf_counter()
         if self.policy.on_idle(now, time.thread_time()):
+            for ticker in self._tickers:
+                ticker.on_poll()
             return 0.0
+        for ticker in self._tickers:
+            ticker.before_block()
         return deadline - (self._offset + now)
+
+    # -- the tickers it drives (called from inside the Trio run) -----------------------------
+
+    def attach_ticker(self, ticker: Any) -> None:
+        """Drive ``ticker``'s expiries from the loop until ``detach_ticker``."""
+        if not self._tickers:
+            trio.lowlevel.add_instrument(self._hook)
+        self._tickers.append(ticker)
+
+    def detach_ticker(self, ticker: Any) -> None:
+        if ticker not in self._tickers:
+            return  # already let go (the hook failed)
+        self._tickers.remove(ticker)
+        if not self._tickers:
+            self._remove_hook()
+
+    def expire_tickers(self) -> None:
+        now = self.current_time()
+        for ticker in self._tickers:
+            ticker.expire_due(now)
+
+    def release_tickers(self) -> None:
+        """Hand every ticker back to its own timer (the hook failed; Trio removes it)."""
+        tickers, self._tickers = self._tickers, []
+        for ticker in tickers:
+            ticker.leave_loop_driving()
+
+    def _remove_hook(self) -> None:
+        trio.lowlevel.remove_instrument(self._hook)
+
+
+class _TickerHook(trio.abc.Instrument):
+    """The instrument that gives the attached tickers the time after every ``epoll``. If a
+    ticker raises there, Trio drops the instrument and logs the error; the tickers go back
+    to their timers first, so no sleeper waits for an expiry that no longer comes."""
+
+    def __init__(self, clock: BusyPollClock) -> None:
+        self._clock = clock
+
+    def after_io_wait(self, timeout: float) -> None:
+        try:
+            self._clock.expire_tickers()
+        except BaseException:
+            self._clock.release_tickers()
+            raise

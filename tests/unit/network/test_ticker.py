@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from engine.network.ticker import Ticker, sleep_until, use_ticker
+from engine.network.ticker import Ticker, TickerStatistics, sleep_until, use_ticker
 from engine.network.timerfd import TimerFd
 
 
@@ -294,3 +294,75 @@ async def test_a_lazy_sleeper_of_a_stopped_ticker_still_sleeps_to_its_deadline(
         await trio.sleep(0.5)
         ticking.cancel_scope.cancel()  # the ticker stops; the sleeper sleeps on, on Trio's timer
     assert woke == {"lazy": 2.0}
+
+
+def _on_busy_poll_clock(
+    min_load: float, sleeps: int, patch: Callable[[Ticker], None] = lambda ticker: None
+) -> tuple[list[float], TickerStatistics, TickerStatistics]:
+    """Run a ticker on the busy-polling clock (``min_load`` 1e-9: the loop polls from the
+    end of its first window; 1.0: it never polls) with one sleeper that sleeps to the next
+    grid point ``sleeps`` times, as the output flusher does. How late each wake was, and
+    the ticker's statistics before its sleeps and after them."""
+    from engine.runtime.busy_poll import BusyPollClock, BusyPollPolicy
+
+    ticker = Ticker(grid_s=0.001)
+    patch(ticker)
+    late: list[float] = []
+    stats: list[TickerStatistics] = []
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ticker.run)
+            with trio.fail_after(10):
+                await ticker.sleep_until(trio.current_time() + 0.02)  # the policy's first window
+                stats.append(ticker.statistics())
+                deadline = trio.current_time()
+                for _ in range(sleeps):
+                    deadline = ticker.on_grid(deadline + 0.001)
+                    await ticker.sleep_until(deadline)
+                    late.append(trio.current_time() - deadline)
+            stats.append(ticker.statistics())
+            nursery.cancel_scope.cancel()
+
+    trio.run(main, clock=BusyPollClock(BusyPollPolicy(min_load, work_min_s=0.0)))
+    return late, stats[0], stats[1]
+
+
+@pytest.mark.skipif(TimerFd.open() is None, reason="the platform has no timerfd (Linux only)")
+def test_on_the_busy_poll_clock_a_polling_loop_drives_the_expiries_without_a_timer() -> None:
+    late, before, after = _on_busy_poll_clock(min_load=1e-9, sleeps=50)
+    assert before.loop_driven and after.loop_driven
+    assert len(late) == 50 and min(late) >= 0  # never before its deadline
+    assert sorted(late)[25] < 0.002  # the polling loop finds the grid point at once
+    # the loop woke all 50, with no system call for the timer while it polled
+    assert after.wakeups - before.wakeups == 50
+    assert after.timer_sets - before.timer_sets <= 1  # at most: stopping a timer left from blocking
+
+
+@pytest.mark.skipif(TimerFd.open() is None, reason="the platform has no timerfd (Linux only)")
+def test_on_the_busy_poll_clock_a_blocking_loop_still_wakes_by_the_timerfd() -> None:
+    late, before, after = _on_busy_poll_clock(min_load=1.0, sleeps=30)
+    assert after.loop_driven
+    assert len(late) == 30 and min(late) >= 0
+    # the loop blocks, so the timerfd is what wakes it: set before blocking, repeating
+    assert 1 <= after.timer_sets - before.timer_sets < 10
+
+
+@pytest.mark.skipif(TimerFd.open() is None, reason="the platform has no timerfd (Linux only)")
+def test_a_failing_loop_hook_hands_the_ticker_back_to_its_timer(caplog: pytest.LogCaptureFixture) -> None:
+    def fail_once(ticker: Ticker) -> None:
+        expire_due = ticker.expire_due
+        calls = [0]
+
+        def flaky(now: float) -> None:
+            calls[0] += 1
+            if calls[0] == 100:
+                raise RuntimeError("a bug in the expiry")
+            expire_due(now)
+
+        ticker.expire_due = flaky  # type: ignore[method-assign]
+
+    late, _, after = _on_busy_poll_clock(min_load=1e-9, sleeps=40, patch=fail_once)
+    assert len(late) == 40 and min(late) >= 0  # every sleeper still woke, none early
+    assert not after.loop_driven  # the timerfd alone from the failure on
+    assert "a bug in the expiry" in caplog.text  # Trio logged it and dropped the hook

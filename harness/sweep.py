@@ -98,7 +98,8 @@ SUITES: dict[str, dict[str, Any]] = {
             {"query": "keyed-shuffle", "dataset": "keyed", "fractions": [0.25, 0.5, 0.75, 0.9, 1.25],
              "seconds": 2.0, "latency_repeats": 3, "throughput_repeats": 3},
             {"query": "keyed-window", "dataset": "keyed", "buffer_timeouts_ms": [1, 100],
-             "checkpointing": ["aligned"], "backend": ["lmdb"], "fractions": [0.5, 0.9]},
+             "checkpointing": ["aligned"], "backend": ["lmdb"], "fractions": [0.5, 0.9],
+             "throughput_repeats": 3},
         ],
     },
     "full": {

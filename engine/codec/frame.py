@@ -40,6 +40,7 @@ __all__ = [
     "MAGIC",
     "MAX_PAYLOAD_BYTES",
     "FrameHeader",
+    "header_at",
     "pack_header",
     "parse_header",
 ]
@@ -98,6 +99,12 @@ def pack_header(codec: int, flags: int, record_count: int, payload_length: int) 
     return HEADER.pack(MAGIC, codec, flags, 0, record_count, payload_length)
 
 
+def header_at(stream_offset: int) -> str:
+    """Where a header is, for error messages (formatted only when one is raised: headers
+    are checked for every frame)."""
+    return f"frame header at stream byte {stream_offset}"
+
+
 def parse_header(
     data: bytes | bytearray | memoryview, offset: int = 0, *, stream_offset: int = 0
 ) -> FrameHeader:
@@ -108,28 +115,27 @@ def parse_header(
     or flag, a non-zero pad byte, or a payload length above ``MAX_PAYLOAD_BYTES``.
     """
     magic, codec, flags, pad, count, length = HEADER.unpack_from(data, offset)
-    where = f"frame header at stream byte {stream_offset}"
     if magic != MAGIC:
         raise ProtocolViolation(
-            f"{where}: bad magic byte 0x{magic:02x}, expected 0x{MAGIC:02x} "
+            f"{header_at(stream_offset)}: bad magic byte 0x{magic:02x}, expected 0x{MAGIC:02x} "
             f"(header bytes {bytes(data[offset : offset + HEADER_SIZE]).hex()})"
         )
     if codec not in CODEC_NAMES:
         raise ProtocolViolation(
-            f"{where}: unknown codec {codec}, expected {CODEC_PICKLE} (pickle) or {CODEC_COLUMNAR} (typed columnar)"
+            f"{header_at(stream_offset)}: unknown codec {codec}, expected {CODEC_PICKLE} (pickle) or {CODEC_COLUMNAR} (typed columnar)"
         )
     if flags & ~_KNOWN_FLAGS:
         raise ProtocolViolation(
-            f"{where}: unknown flag bits 0x{flags & ~_KNOWN_FLAGS:02x} in flags 0x{flags:02x}"
+            f"{header_at(stream_offset)}: unknown flag bits 0x{flags & ~_KNOWN_FLAGS:02x} in flags 0x{flags:02x}"
         )
     if flags & FLAG_TIMESTAMPS_PACKED and not flags & FLAG_TIMESTAMPS:
         raise ProtocolViolation(
-            f"{where}: flags 0x{flags:02x} pack a timestamp column the frame does not have"
+            f"{header_at(stream_offset)}: flags 0x{flags:02x} pack a timestamp column the frame does not have"
         )
     if pad != 0:
-        raise ProtocolViolation(f"{where}: pad byte is 0x{pad:02x}, expected 0x00")
+        raise ProtocolViolation(f"{header_at(stream_offset)}: pad byte is 0x{pad:02x}, expected 0x00")
     if length > MAX_PAYLOAD_BYTES:
         raise ProtocolViolation(
-            f"{where}: payload length {length} exceeds the {MAX_PAYLOAD_BYTES}-byte frame limit"
+            f"{header_at(stream_offset)}: payload length {length} exceeds the {MAX_PAYLOAD_BYTES}-byte frame limit"
         )
     return FrameHeader(codec, flags, count, length)

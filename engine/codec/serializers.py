@@ -107,6 +107,7 @@ from engine.codec.frame import (
     MAGIC,
     MAX_PAYLOAD_BYTES,
     FrameHeader,
+    header_at,
     pack_header,
 )
 from engine.codec.small import SMALL_BATCH_RECORDS, SmallCodec
@@ -251,21 +252,22 @@ class BatchSerializer(ABC):
 
         Called by the reader as soon as a header is complete, before it buffers the payload.
         """
-        where = f"frame header at stream byte {stream_offset}"
         if header.codec != self.codec:
             raise ProtocolViolation(
-                f"{where}: codec {header.codec} ({CODEC_NAMES.get(header.codec, 'unknown')}), but this channel carries "
+                f"{header_at(stream_offset)}: codec {header.codec} ({CODEC_NAMES.get(header.codec, 'unknown')}), but this channel carries "
                 f"{self.describe()} in codec {self.codec} ({CODEC_NAMES[self.codec]})"
             )
         if header.has_row_kinds and not self._has_row_kinds:
-            raise ProtocolViolation(f"{where}: row-kind flag set on a stream of {type_expr(self.type_info)}")
+            raise ProtocolViolation(
+                f"{header_at(stream_offset)}: row-kind flag set on a stream of {type_expr(self.type_info)}"
+            )
         per_record = self._min_record_bytes + (
             (1 if header.timestamps_packed else 8) if header.has_timestamps else 0
         )
         per_record += 1 if header.has_row_kinds else 0
         if header.record_count * per_record > header.payload_length + self._slack_bytes:
             raise ProtocolViolation(
-                f"{where}: {header.record_count} records need at least {per_record} byte{'s' if per_record > 1 else ''} each, "
+                f"{header_at(stream_offset)}: {header.record_count} records need at least {per_record} byte{'s' if per_record > 1 else ''} each, "
                 f"but the payload length is {header.payload_length}"
             )
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from engine.errors import UsageError
+from harness import steadiness
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"
@@ -279,6 +280,7 @@ def markdown(report: dict[str, Any]) -> str:
         )
     m = report.get("machine", {})
     v = report.get("versions", {})
+    steady = report.get("steadiness") or {}
     lines += [
         "", "## Machine and versions", "",
         f"- CPU: {m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, "
@@ -287,6 +289,10 @@ def markdown(report: dict[str, Any]) -> str:
         f"- suite ran {report.get('seconds', 0):.0f} s; load average (1, 5, 15 min) at start "
         f"{(report.get('load_average') or {}).get('start')}, at end {(report.get('load_average') or {}).get('end')} "
         "(a load above the core count means other work shared the machine and the numbers are noisier)",
+        f"- machine steadiness (a fixed loop timed back to back, before and after the runs): at start "
+        f"{steadiness.describe(steady.get('start'))}; at end {steadiness.describe(steady.get('end'))}. The host "
+        "can take time from the VM's CPU, which the load average does not show: a slower loop, or more slow "
+        "windows, mean longer latency tails and lower maxima (docs/harness.md)",
         "",
     ]  # fmt: skip
     return "\n".join(lines)

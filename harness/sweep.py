@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from engine.errors import UsageError
+from harness import steadiness
 from harness.queries import get_query
 from harness.replay import DEFAULT_BATCH_WAIT_MS
 from harness.runner import (
@@ -51,6 +52,8 @@ from harness.runner import (
 )
 
 BUFFER_TIMEOUTS_MS = (0, 1, 5, 10, 50, 100)
+#: How long the machine's steadiness is probed before and after a suite's runs (seconds).
+STEADINESS_SECONDS = 3.0
 
 SWEEP_DEFAULTS: dict[str, Any] = {
     "parallelism": [2],
@@ -378,8 +381,10 @@ def run_spec(
     data_root: Path,
     reporter: Reporter | None = None,
     master: str = "local[*]",
+    steadiness_seconds: float = STEADINESS_SECONDS,
 ) -> dict[str, Any]:
-    """Run every part of ``spec``; returns the report dictionary (without machine details)."""
+    """Run every part of ``spec``; returns the report dictionary (without machine details).
+    The machine's steadiness is probed for ``steadiness_seconds`` before and after the runs."""
     reporter = reporter or QuietReporter()
     reporter.start(count_steps(spec))
     started = time.monotonic()
@@ -390,6 +395,8 @@ def run_spec(
     first = next(iter(datasets.values()))
     warm_query = "keyed-shuffle" if first.generator == "keyed" else "q0"
     run_sync(first, RunConfig(warm_query, 2, 100), seconds=0.5)
+    steady_start = steadiness.probe(steadiness_seconds)
+    reporter.log(f"machine steadiness at the start: {steadiness.describe(steady_start)}")
 
     correctness: list[dict[str, Any]] = []
     configurations: dict[str, dict[str, Any]] = {}
@@ -428,6 +435,8 @@ def run_spec(
                 )
         for item, tries in zip(items, attempts):
             configurations[item.config.key] = _open_loop(ds, item, tries, reporter)
+    steady_end = steadiness.probe(steadiness_seconds)
+    reporter.log(f"machine steadiness at the end: {steadiness.describe(steady_end)}")
     return {
         "suite": spec["suite"],
         "spec": spec,
@@ -446,6 +455,7 @@ def run_spec(
         "configurations": list(configurations.values()),
         "seconds": time.monotonic() - started,
         "load_average": {"start": load_start, "end": _load_average()},
+        "steadiness": {"start": steady_start, "end": steady_end},
     }
 
 

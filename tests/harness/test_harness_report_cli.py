@@ -214,7 +214,7 @@ def test_a_rate_run_several_times_is_stood_for_by_its_median_p99_run(
         "test",
     )  # fmt: skip
     assert sweep.count_steps(spec) == 1 + 1 + 1 + 3  # data set, warm-up, throughput, 3 repeats
-    out = sweep.run_spec(spec, Path("unused"))
+    out = sweep.run_spec(spec, Path("unused"), steadiness_seconds=0.05)
     (configuration,) = out["configurations"]
     half = configuration["runs"][1]
     assert calls == [None, None, 500.0, 500.0, 500.0]  # warm-up, max throughput, three repeats
@@ -258,7 +258,7 @@ def test_the_max_throughput_attempts_of_a_sweep_take_turns(
         "test",
     )  # fmt: skip
     assert sweep.count_steps(spec) == 1 + 1 + 2 * (2 + 1)
-    out = sweep.run_spec(spec, Path("unused"))
+    out = sweep.run_spec(spec, Path("unused"), steadiness_seconds=0.05)
     assert calls == [
         (100, None),  # warm-up
         (1, None), (100, None), (1, None), (100, None),  # the attempts, in turns
@@ -268,3 +268,5 @@ def test_the_max_throughput_attempts_of_a_sweep_take_turns(
     assert maxima[1]["throughput_attempts"] == [1000.0, 800.0]
     assert maxima[100]["throughput_attempts"] == [900.0, 700.0]
     assert [c["max_throughput"] for c in out["configurations"]] == [1000.0, 900.0]
+    # the machine's steadiness, probed before and after the runs
+    assert out["steadiness"]["start"]["loop_us"] > 0 and out["steadiness"]["end"]["loop_us"] > 0

@@ -1,0 +1,87 @@
+"""How steady the machine's CPU is: a fixed loop, timed over and over for a few seconds.
+
+On the shared virtual machines weir is measured on, the host sometimes takes time from a
+running vCPU: for tens to hundreds of milliseconds the same Python loop runs about 1.8
+times slower, and now and then for minutes on end (docs/harness.md, tenth session). The
+load average inside the VM does not show it, and it decides the tail of open-loop runs.
+A suite probes it before and after its runs, so a report says what the machine was like.
+
+The probe spins: it runs ``LOOP_ITERATIONS`` additions back to back for ``seconds``. A
+probe that slept between loops would never see a slowdown (it is the running vCPU that
+loses time; a sleeping one only wakes late). Each 20 ms window keeps its fastest loop,
+and the summary is the median window and the share of windows over ``SLOW_FACTOR``
+times that median. A steady slowdown shows in the median itself (on the machine of
+2026-11-25: 133-140 us calm, 243-252 us in a slow hour), a bursty one in the share.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Sequence
+from typing import Any
+
+#: Additions per timed loop (about 140 us of CPython on the project's VM).
+LOOP_ITERATIONS = 3_000
+#: The windows a run is cut into (seconds).
+WINDOW_S = 0.020
+#: A window whose fastest loop took this many times the median window's is slow.
+SLOW_FACTOR = 1.4
+
+
+def _loop() -> int:
+    x = 0
+    for i in range(LOOP_ITERATIONS):
+        x += i * i
+    return x
+
+
+def probe(seconds: float = 3.0) -> dict[str, Any]:
+    """Time the fixed loop back to back for ``seconds``; the summary (``summarise``)."""
+    samples: list[tuple[float, float]] = []
+    end = time.perf_counter() + seconds
+    while True:
+        started = time.perf_counter()
+        if started >= end:
+            break
+        _loop()
+        samples.append((started, time.perf_counter() - started))
+    return summarise(samples, seconds)
+
+
+def summarise(
+    samples: Sequence[tuple[float, float]], seconds: float, window_s: float = WINDOW_S
+) -> dict[str, Any]:
+    """``samples``: (start, duration) of each loop, in seconds. The median of the windows'
+    fastest loops (us), the share of windows slower than ``SLOW_FACTOR`` times it, and
+    the longest run of slow windows (ms)."""
+    if not samples:
+        return {"seconds": seconds, "loop_us": None, "slow_share": None, "longest_slow_ms": None}
+    first = samples[0][0]
+    fastest: dict[int, float] = {}
+    for start, duration in samples:
+        k = int((start - first) / window_s)
+        fastest[k] = min(fastest.get(k, duration), duration)
+    windows = [fastest[k] for k in sorted(fastest)]
+    median = statistics.median(windows)
+    slow = [w > SLOW_FACTOR * median for w in windows]
+    longest = run = 0
+    for is_slow in slow:
+        run = run + 1 if is_slow else 0
+        longest = max(longest, run)
+    return {
+        "seconds": seconds,
+        "loop_us": round(median * 1e6, 1),
+        "slow_share": round(sum(slow) / len(slow), 4),
+        "longest_slow_ms": round(longest * window_s * 1e3, 1),
+    }
+
+
+def describe(summary: dict[str, Any] | None) -> str:
+    """One phrase for a report: '136 us a loop, 2.0% of windows slow (longest 40 ms)'."""
+    if not summary or summary.get("loop_us") is None:
+        return "not measured"
+    return (
+        f"{summary['loop_us']:.0f} us a loop, {summary['slow_share']:.1%} of 20 ms windows over "
+        f"{SLOW_FACTOR}x that (longest {summary['longest_slow_ms']:.0f} ms)"
+    )

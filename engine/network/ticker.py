@@ -217,9 +217,7 @@ class Ticker:
         """Go back to the timerfd alone (the loop's hook failed): arm it for the earliest
         deadline, so no sleeper waits for an expiry the loop no longer delivers."""
         self._loop_driven = False
-        heap = self._heap
-        if heap and heap[0][0] < self._armed:
-            self._arm(heap[0][0])
+        self.before_block()
 
     async def run(self) -> None:
         """Run the timer until cancelled. Cancellation: every parked sleeper is woken and
@@ -282,9 +280,7 @@ class Ticker:
             elif not (self._periodic and woke):
                 # a repeating timer outlives an empty heap for one step (the tasks it just
                 # woke usually sleep again within it), then stops
-                self._armed = math.inf
-                self._periodic = False
-                timer.disarm()
+                self._disarm()
             await trio.lowlevel.wait_readable(timer.fd)
             timer.clear()
             self._armed = math.inf

@@ -156,7 +156,7 @@ class BusyPollClock(trio.abc.Clock):
             return  # already let go (the hook failed)
         self._tickers.remove(ticker)
         if not self._tickers:
-            self._remove_hook()
+            trio.lowlevel.remove_instrument(self._hook)
 
     def expire_tickers(self) -> None:
         now = self.current_time()
@@ -168,9 +168,6 @@ class BusyPollClock(trio.abc.Clock):
         tickers, self._tickers = self._tickers, []
         for ticker in tickers:
             ticker.leave_loop_driving()
-
-    def _remove_hook(self) -> None:
-        trio.lowlevel.remove_instrument(self._hook)
 
 
 class _TickerHook(trio.abc.Instrument):

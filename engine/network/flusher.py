@@ -165,12 +165,8 @@ async def _flush_every(
         return
     deadline = policy.tick_after(trio.current_time())
     while _live(group):
-        slept_lazily = lazy is not None and not any(p.unflushed for p in group)
-        if slept_lazily:
-            assert lazy is not None
-            await lazy.sleep(deadline)
-        else:
-            await sleep_until(deadline)
+        lazily = lazy if lazy is not None and not any(p.unflushed for p in group) else None
+        await (sleep_until(deadline) if lazily is None else lazily.sleep(deadline))
         # one scheduling round before flushing: the tasks woken at the same tick (open-loop
         # sources on the TaskManager's ticker) write first, and their records leave now
         # instead of an interval later
@@ -179,7 +175,7 @@ async def _flush_every(
             return
         for partition in list(group):
             partition.flush_all()
-        deadline = policy.next_flush_at(deadline, trio.current_time(), resumed=slept_lazily)
+        deadline = policy.next_flush_at(deadline, trio.current_time(), resumed=lazily is not None)
 
 
 class SharedFlusher:
@@ -207,9 +203,10 @@ class SharedFlusher:
         group = self._groups.get(buffer_timeout_ms)
         if group is None:
             group = self._groups[buffer_timeout_ms] = {}
-            if self._ticker is not None:
-                self._lazy[buffer_timeout_ms] = _LazySleep(self._ticker, policy)
-            self._spawn(lambda: self._run(buffer_timeout_ms, group), f"output flusher {buffer_timeout_ms} ms")
+            lazy = None if self._ticker is None else _LazySleep(self._ticker, policy)
+            if lazy is not None:
+                self._lazy[buffer_timeout_ms] = lazy
+            self._spawn(lambda: self._run(policy, group, lazy), f"output flusher {buffer_timeout_ms} ms")
         group[partition] = None
         lazy = self._lazy.get(buffer_timeout_ms)
         if lazy is not None:
@@ -227,10 +224,12 @@ class SharedFlusher:
         """The partitions the timer of ``buffer_timeout_ms`` flushes."""
         return list(self._groups.get(buffer_timeout_ms, ()))
 
-    async def _run(self, buffer_timeout_ms: int, group: dict[ResultPartition, None]) -> None:
-        lazy = self._lazy.get(buffer_timeout_ms)
+    async def _run(
+        self, policy: FlushPolicy, group: dict[ResultPartition, None], lazy: _LazySleep | None
+    ) -> None:
+        buffer_timeout_ms = policy.buffer_timeout_ms
         try:
-            await _flush_every(FlushPolicy(buffer_timeout_ms), group, self._sleep_until, lazy)
+            await _flush_every(policy, group, self._sleep_until, lazy)
         finally:
             if self._groups.get(buffer_timeout_ms) is group:
                 del self._groups[buffer_timeout_ms]

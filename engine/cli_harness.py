@@ -249,8 +249,9 @@ def run_bench_suite(ctx: click.Context, **options: Any) -> None:
     ok, summary = rep.verdict(report)
     click.echo(f"correctness: {summary}")
     for t in rep.targets(report):
-        value = f"{t['value']:.2f} ms" if t["unit"] == "ms" else f"{t['value']:.0%}"
-        click.echo(f"target {'met' if t['met'] else 'NOT met'}: {t['target']} [{t['group']}]: {value}")
+        click.echo(
+            f"target {'met' if t['met'] else 'NOT met'}: {t['target']} [{t['group']}]: {rep.target_value(t)}"
+        )
     click.echo(f"report: {directory / rep.REPORT_MD} (plots and report.json next to it)")
     if not ok:
         sys.exit(1)

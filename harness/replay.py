@@ -44,6 +44,7 @@ from engine.datastream.connectors.base import Source
 from engine.errors import UsageError
 from engine.network.ticker import sleep_until
 from engine.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader
+from harness.steadiness import HostProbe
 from workloads import dataset
 
 CHUNK_ROWS = 16_384
@@ -105,7 +106,8 @@ class ReplayRun:
     the most rows an open-loop batch holds, also when the reader has fallen behind (see
     ``OPEN_LOOP_BATCH_ROWS``). ``schedule_limit``: rows whose schedule
     value is at or past it are not replayed (None: all). ``max_duration_s``: readers stop
-    once this long after the anchor (None: no limit).
+    once this long after the anchor (None: no limit). ``host_probe``: timed in the job's
+    thread from the anchor to the end of the run (None: not probed).
     """
 
     schedule_rate: float | None = None
@@ -115,6 +117,7 @@ class ReplayRun:
     schedule_limit: int | None = None
     max_duration_s: float | None = None
     anchor_ns: int | None = None
+    host_probe: HostProbe | None = None
     subtasks: dict[tuple[str, int], SubtaskProgress] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -129,6 +132,9 @@ class ReplayRun:
         """The intended time of schedule position 0: fixed by the first reader that starts."""
         if self.anchor_ns is None:
             self.anchor_ns = now
+            if self.host_probe is not None:
+                self.host_probe.start()
+                trio.lowlevel.add_instrument(self.host_probe)
         return self.anchor_ns
 
     @property

@@ -30,6 +30,7 @@ from harness.latency import LatencyHistogram, warm_up
 from harness.queries import Query, get_query
 from harness.replay import DEFAULT_BATCH_WAIT_MS, ReplayRun, ReplaySource
 from harness.sink import EventTimeMapping, LatencySink
+from harness.steadiness import HostProbe
 from workloads import dataset
 
 CHECKPOINTING_MODES = ("off", "aligned", "unaligned")
@@ -98,13 +99,16 @@ class RunResult:
     checkpoints_completed: int
     restarts: int = 0
     rows: list[tuple[Any, ...]] = field(default_factory=list)
+    host: dict[str, Any] | None = None  # open loop: the steadiness probe inside the run
 
     def summary(self) -> dict[str, Any]:
-        """What one repeat of a measurement adds to the report: its rate, verdict and percentiles."""
+        """What one repeat of a measurement adds to the report: its rate, verdict, percentiles
+        and how steady the host was while it ran."""
         return {
             "throughput": self.throughput,
             "sustained": self.sustained,
             "latency_us": self.latency.percentiles_us(),
+            "host": self.host,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -126,6 +130,7 @@ class RunResult:
             "max_source_behind_ms": self.max_source_behind_ms,
             "checkpoints_completed": self.checkpoints_completed,
             "restarts": self.restarts,
+            "host": self.host,
         }
 
 
@@ -242,6 +247,8 @@ class Run:
             schedule_limit=limit,
             max_duration_s=seconds if rate is None else None,
             batch_wait_ns=int(batch_wait_ms * 1e6),
+            # open loop: which runs met a slow stretch of the host (its tail follows them)
+            host_probe=None if rate is None else HostProbe(),
         )
         self.sink = LatencySink(self.run, collect=collect, event_time=ds.event_time_mapping())
         self._own_dir = work_dir is None
@@ -302,6 +309,7 @@ class Run:
             checkpoints_completed=self.checkpoints_completed,
             restarts=self.restarts,
             rows=sink.rows() if sink.collect else [],
+            host=None if run.host_probe is None else run.host_probe.summary(),
         )
 
 

@@ -4,7 +4,9 @@ On the shared virtual machines weir is measured on, the host sometimes takes tim
 running vCPU: for tens to hundreds of milliseconds the same Python loop runs about 1.8
 times slower, and now and then for minutes on end (docs/harness.md, tenth session). The
 load average inside the VM does not show it, and it decides the tail of open-loop runs.
-A suite probes it before and after its runs, so a report says what the machine was like.
+A suite probes it before and after its runs, so a report says what the machine was like,
+and every open-loop run probes it while it runs (``HostProbe``), so a report says which
+runs met a slow stretch.
 
 The probe spins: it runs ``LOOP_ITERATIONS`` additions back to back for ``seconds``. A
 probe that slept between loops would never see a slowdown (it is the running vCPU that
@@ -18,8 +20,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import trio
 
 #: Additions per timed loop (about 140 us of CPython on the project's VM).
 LOOP_ITERATIONS = 3_000
@@ -27,11 +31,24 @@ LOOP_ITERATIONS = 3_000
 WINDOW_S = 0.020
 #: A window whose fastest loop took this many times the median window's is slow.
 SLOW_FACTOR = 1.4
+#: Additions per loop of the probe inside a run (about 7 us): short, because it takes the
+#: job's thread.
+RUN_LOOP_ITERATIONS = 150
+#: How often the probe inside a run times its loop (seconds): ten loops to a window, about
+#: 0.35% of the thread.
+RUN_INTERVAL_S = 0.002
 
 
 def _loop() -> int:
     x = 0
     for i in range(LOOP_ITERATIONS):
+        x += i * i
+    return x
+
+
+def _run_loop() -> int:
+    x = 0
+    for i in range(RUN_LOOP_ITERATIONS):
         x += i * i
     return x
 
@@ -47,6 +64,47 @@ def probe(seconds: float = 3.0) -> dict[str, Any]:
         _loop()
         samples.append((started, time.perf_counter() - started))
     return summarise(samples, seconds)
+
+
+class HostProbe(trio.abc.Instrument):
+    """The probe inside one run: after an ``epoll`` at least ``interval_s`` after its last
+    loop, it times a short loop in the job's thread; ``summary`` cuts the loops into 20 ms
+    windows as ``summarise`` does. ``ReplayRun`` adds it to the run's Trio loop when the
+    schedule starts; it goes with the loop.
+
+    It measures the thread that runs the job, between the job's steps: a slow window means
+    the host took time from that vCPU then, whatever the job was doing. An ``epoll`` comes
+    at least once a round of the scheduler, so a loaded job is probed as often as an idle
+    one. What it costs is one clock read per ``epoll`` and one loop per ``interval_s``.
+    """
+
+    def __init__(
+        self, interval_s: float = RUN_INTERVAL_S, clock: Callable[[], float] = time.perf_counter
+    ) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._due = 0.0
+        self.started: float | None = None
+        self.samples: list[tuple[float, float]] = []
+
+    def start(self) -> None:
+        """From now on (the schedule's anchor), loops count."""
+        self.started = self._clock()
+        self._due = self.started
+
+    def after_io_wait(self, timeout: float) -> None:
+        clock = self._clock
+        started = clock()
+        if self.started is None or started < self._due:
+            return
+        self._due = started + self.interval_s
+        _run_loop()
+        self.samples.append((started, clock() - started))
+
+    def summary(self) -> dict[str, Any]:
+        """``summarise`` of the loops so far, from ``start`` to the last loop."""
+        seconds = 0.0 if self.started is None or not self.samples else self.samples[-1][0] - self.started
+        return summarise(self.samples, round(seconds, 3))
 
 
 def summarise(
@@ -75,6 +133,13 @@ def summarise(
         "slow_share": round(sum(slow) / len(slow), 4),
         "longest_slow_ms": round(longest * window_s * 1e3, 1),
     }
+
+
+def slow_label(summary: dict[str, Any] | None) -> str:
+    """A run's probe in a few characters for a table cell: '12% slow', or '–'."""
+    if not summary or summary.get("slow_share") is None:
+        return "–"
+    return f"{summary['slow_share']:.0%} slow"
 
 
 def describe(summary: dict[str, Any] | None) -> str:

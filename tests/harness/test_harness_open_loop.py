@@ -53,6 +53,9 @@ async def test_below_capacity_latency_is_bounded_by_the_buffer_timeout(
     if timeout_ms >= 10:
         assert p["p50"] > 0  # records do wait for the flusher: the measurement is not blind
     assert result.max_source_behind_ms <= batch_wait_ms + 0.001
+    # the host was probed in the job's thread while it ran (real time: the loop is real work)
+    assert result.host is not None and result.host["loop_us"] > 0
+    assert result.to_json()["host"] == result.host
 
 
 def _slow_query(cost_s: float) -> Query:

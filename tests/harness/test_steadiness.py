@@ -54,3 +54,73 @@ def test_the_report_states_the_steadiness_or_that_it_was_not_measured() -> None:
     assert "at start 136 us a loop, 2.0% of 20 ms windows over 1.4x that (longest 40 ms)" in md
     assert "at end 252 us a loop, 0.0% of 20 ms windows" in md
     assert "at start not measured; at end not measured" in rep.markdown(base)  # reports made before the probe
+
+
+class _FakeClock:
+    """A clock that moves only when the test sets it: the probe's loop takes no time on it."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_probe_in_a_run_times_its_loop_once_per_interval_after_start() -> None:
+    clock = _FakeClock()
+    probe = steadiness.HostProbe(interval_s=0.002, clock=clock)
+    probe.after_io_wait(0.0)
+    assert probe.samples == []  # not started: the schedule has not begun
+    probe.start()
+    times = [0.0, 0.0005, 0.0019, 0.0021, 0.0030, 0.0041, 0.0100]
+    for t in times:
+        clock.now = t
+        probe.after_io_wait(0.0)
+    # a loop at start, then the first epoll at least 2 ms after the last loop
+    assert [s for s, _ in probe.samples] == [0.0, 0.0021, 0.0041, 0.0100]
+    assert all(duration == 0.0 for _, duration in probe.samples)  # the fake clock stood still
+    summary = probe.summary()
+    assert summary["seconds"] == 0.01 and summary["slow_share"] == 0.0
+
+
+def test_the_probe_in_a_run_sees_slow_windows() -> None:
+    probe = steadiness.HostProbe()
+    probe.start()
+    probe.samples = _samples([7.0] * 45 + [12.0] * 5, loops_per_window=10)
+    summary = probe.summary()
+    assert summary["loop_us"] == 7.0
+    assert summary["slow_share"] == pytest.approx(5 / 50)
+    assert steadiness.slow_label(summary) == "10% slow"
+    assert steadiness.slow_label(None) == "–"
+
+
+def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
+    def run(p99_us: float, slow: float | None) -> dict:
+        host = (
+            None
+            if slow is None
+            else {"seconds": 2.5, "loop_us": 8.0, "slow_share": slow, "longest_slow_ms": 60.0}
+        )
+        return {
+            "latency_us": {"p50": 1000.0, "p90": 2000.0, "p99": p99_us, "p99.9": 1.0, "max": 1.0},
+            "host": host,
+        }
+
+    half = {**run(9000.0, 0.02), "fraction": 0.5, "target_rate": 1.0, "throughput": 1.0, "sustained": True}
+    half["repeats"] = [run(30000.0, 0.25), run(9000.0, 0.02), run(6000.0, 0.0)]
+    config = {"buffer_timeout_ms": 1}
+    top = {"fraction": None, "latency_us": half["latency_us"], "checkpoints_completed": 0}
+    report = {
+        "suite": "quick", "correctness": [], "datasets": {}, "spec": {},
+        "configurations": [{"group": "g", "key": "g 1ms", "config": config, "max_throughput": 2.0,
+                            "runs": [top, half]}],
+    }  # fmt: skip
+    (target,) = rep.targets(report)
+    assert target["runs"] == "30.00 (25% slow) / 9.00 (2% slow) / 6.00 (0% slow)"
+    assert rep.target_value(target) == "9.00 ms (runs: 30.00 (25% slow) / 9.00 (2% slow) / 6.00 (0% slow))"
+    md = rep.markdown(report)
+    assert "| 30.00 (25% slow) / 9.00 (2% slow) / 6.00 (0% slow) |" in md
+    # a report made before runs were probed lists the p99s alone
+    for r in half["repeats"]:
+        r["host"] = None
+    assert rep.targets(report)[0]["runs"] == "30.00 / 9.00 / 6.00"

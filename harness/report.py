@@ -106,6 +106,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     by_group: dict[str, dict[int, dict[str, Any]]] = {}
     for c in report["configurations"]:
         by_group.setdefault(c["group"], {})[c["config"]["buffer_timeout_ms"]] = c
+    calm = host_calm_us(report)
     for group, by_timeout in sorted(by_group.items()):
         one = by_timeout.get(1)
         if one is not None and one.get("record_level", True):
@@ -117,7 +118,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 out.append({
                     "target": f"p99 latency at 50% of max throughput, buffer timeout 1 ms, < {TARGET_P99_MS:g} ms{of}",
                     "group": group, "value": p99_ms, "unit": "ms", "met": p99_ms < TARGET_P99_MS,
-                    "runs": each_run_p99(half),
+                    "runs": each_run_p99(half, calm),
                 })  # fmt: skip
         hundred = by_timeout.get(100)
         if one is not None and hundred is not None and hundred["max_throughput"] > 0:
@@ -129,14 +130,28 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def each_run_p99(run: dict[str, Any]) -> str:
+def _open_loop_runs(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every open-loop run of the report, repeats included."""
+    return [t for c in report["configurations"] for r in c["runs"][1:] for t in r.get("repeats") or [r]]
+
+
+def host_calm_us(report: dict[str, Any]) -> float | None:
+    """The loop time of the calmest host probe of the report's runs: what a slow window is
+    measured against (None when no run was probed)."""
+    return steadiness.calm_loop_us([t.get("host") for t in _open_loop_runs(report)])
+
+
+def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
     """The p99 of every repeat of an open-loop rate (of the run itself when it ran once),
-    each with the share of slow windows its host probe saw: '55.80 (22% slow) / 6.40 (0% slow)'.
-    Reports made before runs were probed give the p99 alone."""
+    each with the share of its windows over ``SLOW_FACTOR`` times ``calm_us`` in its host
+    probe: '55.80 (22% slow) / 6.40 (0% slow)'. Reports made before runs were probed give
+    the p99 alone."""
 
     def one(r: dict[str, Any]) -> str:
         host = r.get("host")
-        return _ms(r["latency_us"]["p99"]) + ("" if host is None else f" ({steadiness.slow_label(host)})")
+        return _ms(r["latency_us"]["p99"]) + (
+            "" if host is None else f" ({steadiness.slow_label(host, calm_us)})"
+        )
 
     return " / ".join(one(r) for r in run.get("repeats") or [run])
 
@@ -192,6 +207,10 @@ def target_value(t: dict[str, Any]) -> str:
     return f"{t['value']:.2f} ms" + (f" (runs: {t['runs']})" if t.get("runs") else "")
 
 
+def _us(us: float | None) -> str:
+    return "–" if us is None else f"{us:.1f} us"
+
+
 def _ms(us: float | None) -> str:
     return "–" if us is None else f"{us / 1000:.2f}"
 
@@ -221,12 +240,14 @@ def markdown(report: dict[str, Any]) -> str:
         if any(t.get("runs") for t in goals):
             lines += [
                 "Each run's p99 is followed by the share of its 20 ms windows in which the host ran the job's "
-                "thread slow (a short loop timed in that thread every 2 ms, slow when its window's fastest loop "
-                f"took over {steadiness.SLOW_FACTOR}x the run's median window). The tail of an open-loop run "
-                "follows those windows (docs/harness.md).",
+                "thread slow: a short loop is timed in that thread every 2 ms, and a window is slow when its "
+                f"fastest loop took over {steadiness.SLOW_FACTOR}x the median window of the calmest run of the "
+                f"report ({_us(host_calm_us(report))} a loop). The tail of an open-loop run follows those "
+                "windows (docs/harness.md).",
                 "",
             ]
     configs = report["configurations"]
+    calm = host_calm_us(report)
     if configs:
         lines += [
             "## Max throughput per configuration", "",
@@ -266,7 +287,7 @@ def markdown(report: dict[str, Any]) -> str:
                     f"| {c['group']} | {c['config']['buffer_timeout_ms']} | {load_label} | {_rate(r['target_rate'])} | "
                     f"{_rate(r['throughput'])} | {'yes' if r['sustained'] else '**no**'} | {_ms(lat['p50'])} | "
                     f"{_ms(lat['p90'])} | {_ms(lat['p99'])} | {_ms(lat['p99.9'])} | {_ms(lat['max'])} | "
-                    f"{_ms(lag.get('p99'))} | {each_run_p99(r)} |"
+                    f"{_ms(lag.get('p99'))} | {each_run_p99(r, calm)} |"
                 )
         overloaded = [(c, r) for c in configs for r in c["runs"][1:] if r["sustained"] is False]
         if overloaded:

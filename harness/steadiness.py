@@ -102,9 +102,39 @@ class HostProbe(trio.abc.Instrument):
         self.samples.append((started, clock() - started))
 
     def summary(self) -> dict[str, Any]:
-        """``summarise`` of the loops so far, from ``start`` to the last loop."""
+        """``summarise`` of the loops so far, from ``start`` to the last loop, with every
+        window's fastest loop (``windows_us``), so that a report can hold the run against
+        the calmest run of its suite (``calm_loop_us``)."""
         seconds = 0.0 if self.started is None or not self.samples else self.samples[-1][0] - self.started
-        return summarise(self.samples, round(seconds, 3))
+        return {
+            **summarise(self.samples, round(seconds, 3)),
+            "windows_us": [round(w * 1e6, 1) for w in window_fastest(self.samples)],
+        }
+
+
+def window_fastest(samples: Sequence[tuple[float, float]], window_s: float = WINDOW_S) -> list[float]:
+    """The fastest loop of each ``window_s`` window that has one, in order (seconds).
+    ``samples``: (start, duration) of each loop, in seconds."""
+    if not samples:
+        return []
+    first = samples[0][0]
+    fastest: dict[int, float] = {}
+    for start, duration in samples:
+        k = int((start - first) / window_s)
+        fastest[k] = min(fastest.get(k, duration), duration)
+    return [fastest[k] for k in sorted(fastest)]
+
+
+def _slow(windows: Sequence[float], reference: float) -> tuple[float, int]:
+    """The share of ``windows`` over ``SLOW_FACTOR`` times ``reference``, and the longest
+    run of them (windows)."""
+    longest = run = slow = 0
+    for w in windows:
+        is_slow = w > SLOW_FACTOR * reference
+        slow += is_slow
+        run = run + 1 if is_slow else 0
+        longest = max(longest, run)
+    return slow / len(windows), longest
 
 
 def summarise(
@@ -113,33 +143,49 @@ def summarise(
     """``samples``: (start, duration) of each loop, in seconds. The median of the windows'
     fastest loops (us), the share of windows slower than ``SLOW_FACTOR`` times it, and
     the longest run of slow windows (ms)."""
-    if not samples:
+    windows = window_fastest(samples, window_s)
+    if not windows:
         return {"seconds": seconds, "loop_us": None, "slow_share": None, "longest_slow_ms": None}
-    first = samples[0][0]
-    fastest: dict[int, float] = {}
-    for start, duration in samples:
-        k = int((start - first) / window_s)
-        fastest[k] = min(fastest.get(k, duration), duration)
-    windows = [fastest[k] for k in sorted(fastest)]
     median = statistics.median(windows)
-    slow = [w > SLOW_FACTOR * median for w in windows]
-    longest = run = 0
-    for is_slow in slow:
-        run = run + 1 if is_slow else 0
-        longest = max(longest, run)
+    share, longest = _slow(windows, median)
     return {
         "seconds": seconds,
         "loop_us": round(median * 1e6, 1),
-        "slow_share": round(sum(slow) / len(slow), 4),
+        "slow_share": round(share, 4),
         "longest_slow_ms": round(longest * window_s * 1e3, 1),
     }
 
 
-def slow_label(summary: dict[str, Any] | None) -> str:
-    """A run's probe in a few characters for a table cell: '12% slow', or '–'."""
+def calm_loop_us(summaries: Sequence[dict[str, Any] | None]) -> float | None:
+    """The loop time of the calmest of some runs' probes: the lowest median window. The
+    runs of one suite share a machine and a process, so a run whose every window was slow
+    shows against it (its own median would not)."""
+    medians = [s["loop_us"] for s in summaries if s and s.get("loop_us")]
+    return min(medians) if medians else None
+
+
+def slow_share(summary: dict[str, Any] | None, reference_us: float | None = None) -> float | None:
+    """The share of a run's windows over ``SLOW_FACTOR`` times ``reference_us`` (the run's
+    own median window without one, or for a probe that kept no windows)."""
     if not summary or summary.get("slow_share") is None:
-        return "–"
-    return f"{summary['slow_share']:.0%} slow"
+        return None
+    windows = summary.get("windows_us")
+    if reference_us is None or not windows:
+        return float(summary["slow_share"])
+    return _slow(windows, reference_us)[0]
+
+
+def slow_label(summary: dict[str, Any] | None, reference_us: float | None = None) -> str:
+    """A run's probe in a few characters for a table cell: '12% slow', or '–'."""
+    share = slow_share(summary, reference_us)
+    return "–" if share is None else f"{share:.0%} slow"
+
+
+def loop_label(summary: dict[str, Any] | None) -> str:
+    """A run's median window for a progress line: 'loop 8.1 us', or 'not probed'."""
+    if not summary or summary.get("loop_us") is None:
+        return "not probed"
+    return f"loop {summary['loop_us']:.1f} us"
 
 
 def describe(summary: dict[str, Any] | None) -> str:

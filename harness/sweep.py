@@ -498,12 +498,12 @@ def _open_loop(ds: DataSet, item: Planned, attempts: list[RunResult], reporter: 
         spread = ""
         if n > 1:
             p99s = ", ".join(
-                f"{t.latency.percentiles_us()['p99'] / 1000:.1f} ms ({steadiness.slow_label(t.host)})"
+                f"{t.latency.percentiles_us()['p99'] / 1000:.1f} ms ({steadiness.loop_label(t.host)})"
                 for t in tries
             )
-            spread = f" (median of {n} runs; p99 of each, with the host's slow windows: {p99s})"
+            spread = f" (median of {n} runs; p99 of each, with the host probe's median loop: {p99s})"
         elif r.host is not None:
-            spread = f" (host: {steadiness.describe(r.host)})"
+            spread = f" (host probe: {steadiness.loop_label(r.host)})"
         reporter.log(
             f"  {label}: {r.throughput:,.0f}/{rate:,.0f} records/s "
             f"{'sustained' if r.sustained else 'NOT sustained'}, p50 {p['p50'] / 1000:.1f} ms, "

@@ -83,31 +83,54 @@ def test_the_probe_in_a_run_times_its_loop_once_per_interval_after_start() -> No
     assert summary["seconds"] == 0.01 and summary["slow_share"] == 0.0
 
 
-def test_the_probe_in_a_run_sees_slow_windows() -> None:
+def test_the_probe_in_a_run_sees_slow_windows_against_its_own_median_or_the_calmest_run() -> None:
     probe = steadiness.HostProbe()
     probe.start()
     probe.samples = _samples([7.0] * 45 + [12.0] * 5, loops_per_window=10)
     summary = probe.summary()
     assert summary["loop_us"] == 7.0
+    assert summary["windows_us"] == [7.0] * 45 + [12.0] * 5
     assert summary["slow_share"] == pytest.approx(5 / 50)
     assert steadiness.slow_label(summary) == "10% slow"
-    assert steadiness.slow_label(None) == "–"
+    # a run slow throughout is slow only against a calmer run of the same suite
+    slow = steadiness.HostProbe()
+    slow.start()
+    slow.samples = _samples([12.0] * 50, loops_per_window=10)
+    slow_summary = slow.summary()
+    assert slow_summary["slow_share"] == 0.0
+    calm = steadiness.calm_loop_us([slow_summary, None, summary])
+    assert calm == 7.0
+    assert steadiness.slow_share(slow_summary, calm) == 1.0
+    assert steadiness.slow_label(summary, calm) == "10% slow"
+    assert steadiness.slow_label(None) == "–" and steadiness.calm_loop_us([None]) is None
+    # a probe that kept no windows (reports before them) falls back on its own share
+    assert steadiness.slow_share({"loop_us": 9.0, "slow_share": 0.25}, calm) == 0.25
+    assert (
+        steadiness.loop_label(slow_summary) == "loop 12.0 us" and steadiness.loop_label(None) == "not probed"
+    )
 
 
 def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
-    def run(p99_us: float, slow: float | None) -> dict:
-        host = (
-            None
-            if slow is None
-            else {"seconds": 2.5, "loop_us": 8.0, "slow_share": slow, "longest_slow_ms": 60.0}
-        )
+    def run(p99_us: float, windows_us: list[float] | None) -> dict:
+        host = None
+        if windows_us is not None:
+            median = sorted(windows_us)[len(windows_us) // 2]
+            host = {
+                "seconds": 0.2,
+                "loop_us": median,
+                "slow_share": 0.0,
+                "longest_slow_ms": 0.0,
+                "windows_us": windows_us,
+            }
         return {
             "latency_us": {"p50": 1000.0, "p90": 2000.0, "p99": p99_us, "p99.9": 1.0, "max": 1.0},
             "host": host,
         }
 
-    half = {**run(9000.0, 0.02), "fraction": 0.5, "target_rate": 1.0, "throughput": 1.0, "sustained": True}
-    half["repeats"] = [run(30000.0, 0.25), run(9000.0, 0.02), run(6000.0, 0.0)]
+    calm = [8.0] * 10
+    half = {**run(9000.0, calm), "fraction": 0.5, "target_rate": 1.0, "throughput": 1.0, "sustained": True}
+    # slow throughout (against the calm run, not its own median), a quarter slow, calm
+    half["repeats"] = [run(30000.0, [14.0] * 10), run(9000.0, [8.0] * 6 + [12.0] * 4), run(6000.0, calm)]
     config = {"buffer_timeout_ms": 1}
     top = {"fraction": None, "latency_us": half["latency_us"], "checkpoints_completed": 0}
     report = {
@@ -115,11 +138,13 @@ def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
         "configurations": [{"group": "g", "key": "g 1ms", "config": config, "max_throughput": 2.0,
                             "runs": [top, half]}],
     }  # fmt: skip
+    assert rep.host_calm_us(report) == 8.0
     (target,) = rep.targets(report)
-    assert target["runs"] == "30.00 (25% slow) / 9.00 (2% slow) / 6.00 (0% slow)"
-    assert rep.target_value(target) == "9.00 ms (runs: 30.00 (25% slow) / 9.00 (2% slow) / 6.00 (0% slow))"
+    assert target["runs"] == "30.00 (100% slow) / 9.00 (40% slow) / 6.00 (0% slow)"
+    assert rep.target_value(target) == "9.00 ms (runs: 30.00 (100% slow) / 9.00 (40% slow) / 6.00 (0% slow))"
     md = rep.markdown(report)
-    assert "| 30.00 (25% slow) / 9.00 (2% slow) / 6.00 (0% slow) |" in md
+    assert "| 30.00 (100% slow) / 9.00 (40% slow) / 6.00 (0% slow) |" in md
+    assert "the calmest run of the report (8.0 us a loop)" in md
     # a report made before runs were probed lists the p99s alone
     for r in half["repeats"]:
         r["host"] = None

@@ -103,12 +103,13 @@ class HostProbe(trio.abc.Instrument):
 
     def summary(self) -> dict[str, Any]:
         """``summarise`` of the loops so far, from ``start`` to the last loop, with every
-        window's fastest loop (``windows_us``), so that a report can hold the run against
-        the calmest run of its suite (``calm_loop_us``)."""
+        window's fastest loop (``windows_us``: microseconds, space-separated), so that a
+        report can hold the run against the calmest run of its suite (``calm_loop_us``)."""
         seconds = 0.0 if self.started is None or not self.samples else self.samples[-1][0] - self.started
         return {
             **summarise(self.samples, round(seconds, 3)),
-            "windows_us": [round(w * 1e6, 1) for w in window_fastest(self.samples)],
+            # one string, not a list: report.json is indented, and a list takes a line a window
+            "windows_us": " ".join(f"{w * 1e6:.1f}" for w in window_fastest(self.samples)),
         }
 
 
@@ -172,7 +173,7 @@ def slow_share(summary: dict[str, Any] | None, reference_us: float | None = None
     windows = summary.get("windows_us")
     if reference_us is None or not windows:
         return float(summary["slow_share"])
-    return _slow(windows, reference_us)[0]
+    return _slow([float(w) for w in windows.split()], reference_us)[0]
 
 
 def slow_label(summary: dict[str, Any] | None, reference_us: float | None = None) -> str:

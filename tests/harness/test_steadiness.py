@@ -89,7 +89,7 @@ def test_the_probe_in_a_run_sees_slow_windows_against_its_own_median_or_the_calm
     probe.samples = _samples([7.0] * 45 + [12.0] * 5, loops_per_window=10)
     summary = probe.summary()
     assert summary["loop_us"] == 7.0
-    assert summary["windows_us"] == [7.0] * 45 + [12.0] * 5
+    assert summary["windows_us"] == " ".join(["7.0"] * 45 + ["12.0"] * 5)
     assert summary["slow_share"] == pytest.approx(5 / 50)
     assert steadiness.slow_label(summary) == "10% slow"
     # a run slow throughout is slow only against a calmer run of the same suite
@@ -115,12 +115,13 @@ def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
         host = None
         if windows_us is not None:
             median = sorted(windows_us)[len(windows_us) // 2]
+            windows = " ".join(f"{w:.1f}" for w in windows_us)
             host = {
                 "seconds": 0.2,
                 "loop_us": median,
                 "slow_share": 0.0,
                 "longest_slow_ms": 0.0,
-                "windows_us": windows_us,
+                "windows_us": windows,
             }
         return {
             "latency_us": {"p50": 1000.0, "p90": 2000.0, "p99": p99_us, "p99.9": 1.0, "max": 1.0},

@@ -35,6 +35,8 @@ LATENCY_PLOT = "latency_vs_throughput.png"
 THROUGHPUT_PLOT = "throughput_vs_timeout.png"
 TARGET_P99_MS = 10.0
 TARGET_RATIO = 0.85
+#: The share of slow host windows from which the plot marks a run (docs/harness.md).
+SLOW_RUN_SHARE = 0.10
 
 
 # -- where and on what ---------------------------------------------------------------------------
@@ -139,6 +141,13 @@ def host_calm_us(report: dict[str, Any]) -> float | None:
     """The loop time of the calmest host probe of the report's runs: what a slow window is
     measured against (None when no run was probed)."""
     return steadiness.calm_loop_us([t.get("host") for t in _open_loop_runs(report)])
+
+
+def _host_slow(run: dict[str, Any], calm_us: float | None) -> bool:
+    """Whether the host ran the job's thread slow in ``SLOW_RUN_SHARE`` or more of the run's
+    windows (False for a run that was not probed)."""
+    share = steadiness.slow_share(run.get("host"), calm_us)
+    return share is not None and share >= SLOW_RUN_SHARE
 
 
 def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
@@ -362,6 +371,7 @@ def plots(report: dict[str, Any], directory: Path) -> list[Path]:
     for c in configs:
         groups.setdefault(c["group"], []).append(c)
     written = []
+    calm = host_calm_us(report)
 
     percentiles = (("p99", "p99"), ("p50", "p50"))
     fig, axes = plt.subplots(
@@ -380,13 +390,19 @@ def plots(report: dict[str, Any], directory: Path) -> list[Path]:
                 missed = [(xi, yi) for xi, yi, r in zip(x, y, runs) if r["sustained"] is False]
                 if missed:
                     ax.scatter(*zip(*missed), s=90, facecolors="white", edgecolors=line.get_color(), zorder=3)
+                slow = [(xi, yi) for xi, yi, r in zip(x, y, runs) if _host_slow(r, calm)]
+                if slow:
+                    ax.scatter(*zip(*slow), s=40, marker="x", color="black", zorder=4)
             ax.set_yscale("log")
             ax.set_xlabel("achieved throughput (records/s)")
             ax.set_ylabel(f"{label} end-to-end latency (ms)")
             ax.set_title(f"{group}: {label}", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7, title="buffer timeout", title_fontsize=7)
-    fig.suptitle("weir: latency against throughput per buffer timeout (hollow: rate not sustained)")
+    fig.suptitle(
+        "weir: latency against throughput per buffer timeout (hollow: rate not sustained; "
+        f"x: the host ran the job's thread slow in {SLOW_RUN_SHARE:.0%} or more of the run's windows)"
+    )
     fig.tight_layout()
     path = directory / LATENCY_PLOT
     fig.savefig(path, dpi=80)

@@ -146,6 +146,8 @@ def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
     md = rep.markdown(report)
     assert "| 30.00 (100% slow) / 9.00 (40% slow) / 6.00 (0% slow) |" in md
     assert "the calmest run of the report (8.0 us a loop)" in md
+    # the plot marks the runs that met a slow host in 10% of their windows or more
+    assert [rep._host_slow(r, 8.0) for r in half["repeats"]] == [True, True, False]
     # a report made before runs were probed lists the p99s alone
     for r in half["repeats"]:
         r["host"] = None

@@ -302,6 +302,9 @@ def compare_cmd(a: Path, b: Path) -> None:
         table.add_row(r["key"], f"{r['max_throughput_a']:,.0f}", f"{r['max_throughput_b']:,.0f}",
                       fmt(r["throughput_ratio"]), p50, p99)  # fmt: skip
     Console(width=200).print(table)
+    # latency ratios between reports taken in unlike hours say more about the hours
+    click.echo(f"host, A: {rep.describe_host(ra)}")
+    click.echo(f"host, B: {rep.describe_host(rb)}")
     only_a, only_b = rep.only_in(ra, rb)
     for name, keys in (("A", only_a), ("B", only_b)):
         if keys:

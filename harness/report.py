@@ -143,6 +143,35 @@ def host_calm_us(report: dict[str, Any]) -> float | None:
     return steadiness.calm_loop_us([t.get("host") for t in _open_loop_runs(report)])
 
 
+def host_slow_overall(report: dict[str, Any]) -> tuple[float, float] | None:
+    """The share of all the open-loop runs' windows that were slow against the calmest run,
+    and that run's loop time (us); None when no run was probed. One figure per report, so
+    that two reports compared can be told apart by the hour they were taken in."""
+    calm = host_calm_us(report)
+    if calm is None:
+        return None
+    slow = total = 0.0
+    for run in _open_loop_runs(report):
+        host = run.get("host")
+        share = steadiness.slow_share(host, calm)
+        if share is None:
+            continue
+        windows = (host or {}).get("windows_us")
+        weight = len(windows.split()) if windows else 1  # a run is weighed by its windows
+        slow += share * weight
+        total += weight
+    return (slow / total if total else 0.0), calm
+
+
+def describe_host(report: dict[str, Any]) -> str:
+    """'23% of the open-loop runs' 20 ms windows slow (calmest run 8.1 us a loop)', or 'not probed'."""
+    overall = host_slow_overall(report)
+    if overall is None:
+        return "not probed"
+    share, calm = overall
+    return f"{share:.0%} of the open-loop runs' 20 ms windows slow (calmest run {calm:.1f} us a loop)"
+
+
 def _host_slow(run: dict[str, Any], calm_us: float | None) -> bool:
     """Whether the host ran the job's thread slow in ``SLOW_RUN_SHARE`` or more of the run's
     windows (False for a run that was not probed)."""
@@ -353,6 +382,7 @@ def markdown(report: dict[str, Any]) -> str:
         f"{steadiness.describe(steady.get('start'))}; at end {steadiness.describe(steady.get('end'))}. The host "
         "can take time from the VM's CPU, which the load average does not show: a slower loop, or more slow "
         "windows, mean longer latency tails and lower maxima (docs/harness.md)",
+        f"- the host inside the open-loop runs (a loop timed in the job's thread every 2 ms): {describe_host(report)}",
         "",
     ]  # fmt: skip
     return "\n".join(lines)

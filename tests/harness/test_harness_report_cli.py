@@ -117,6 +117,9 @@ def test_weir_compare_prints_ratios_per_configuration(report_dir: Path, tmp_path
     result = CliRunner().invoke(main, ["compare", str(report_dir), str(other)])
     assert result.exit_code == 0, result.output
     assert "2.00" in result.output and "timeout=1ms" in result.output
+    # each report's host, so that ratios between unlike hours are not taken for the engine's
+    assert "host, A: " in result.output and "host, B: " in result.output
+    assert "windows slow (calmest run " in result.output
 
 
 def test_weir_bench_keeps_its_subcommands(tmp_path: Path) -> None:

@@ -146,9 +146,16 @@ def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
     md = rep.markdown(report)
     assert "| 30.00 (100% slow) / 9.00 (40% slow) / 6.00 (0% slow) |" in md
     assert "the calmest run of the report (8.0 us a loop)" in md
+    # one figure for the report: the median run (10 windows) counts once, through the repeats
+    assert rep.host_slow_overall(report) == (pytest.approx(14 / 30), 8.0)
+    assert (
+        "the open-loop runs (a loop timed in the job's thread every 2 ms): 47% of the open-loop runs' 20 ms "
+        in md
+    )
     # the plot marks the runs that met a slow host in 10% of their windows or more
     assert [rep._host_slow(r, 8.0) for r in half["repeats"]] == [True, True, False]
     # a report made before runs were probed lists the p99s alone
     for r in half["repeats"]:
         r["host"] = None
     assert rep.targets(report)[0]["runs"] == "30.00 / 9.00 / 6.00"
+    assert rep.host_slow_overall(report) is None and rep.describe_host(report) == "not probed"

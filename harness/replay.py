@@ -56,13 +56,16 @@ CHUNK_ROWS = 16_384
 #: 4,096 rows, 14.4 ms with 1,024, 13.8 ms with 512. Throughput mode keeps the source's
 #: batch size.
 OPEN_LOOP_BATCH_ROWS = 1_024
-#: How long a due row may wait for later rows to share its open-loop batch, by default (ms).
-#: The ticker wakes a reader at the first 1 ms grid point after the wait, so at high rates
-#: a reader emits every 3 ms with 2 ms (every 2 ms with 1 ms). Measured at half the
-#: maximum rate (keyed shuffle, 1 ms timeout, 212 k records/s, 7 alternating pairs of 3 s
-#: runs in one process): 2 ms took 0.65 of the thread against 0.75 with 1 ms, and gave a
-#: median p99 of 5.8 ms against 7.6 ms, for 0.55 ms more at the median.
-DEFAULT_BATCH_WAIT_MS = 2.0
+#: The open-loop batch period by default (ms): readers emit at the multiples of it on the
+#: clock, so a due row waits at most this long for later rows to share its batch. Until
+#: the twelfth session a row waited 2 ms after the first row of its batch and then for the
+#: ticker's next 1 ms grid point: batches came every 3 ms at high rates, as now, but each
+#: reader kept its own phase. Measured at half the maximum rate (keyed shuffle, 1 ms
+#: timeout, 212 k records/s, 7 alternating pairs of 3 s runs in one process), those 3 ms
+#: took 0.65 of the thread against 0.75 for batches every 2 ms, and gave a median p99 of
+#: 5.8 ms against 7.6 ms. The shared grid keeps the period and the waits, and puts every
+#: reader's batch on the same tick (docs/harness.md).
+DEFAULT_BATCH_WAIT_MS = 3.0
 #: Rows converted from Arrow to Python values at a time (see ``_Chunk``).
 PIECE_ROWS = 1_024
 
@@ -101,8 +104,10 @@ class ReplayRun:
     """What the readers of one run share: the schedule and their progress. One per job run.
 
     ``schedule_rate``: schedule units per second (rows/s when the schedule is the row
-    number); None replays as fast as possible. ``batch_wait_ns``: how long a due row may
-    wait for later rows to share its batch (its latency counts the wait). ``open_loop_batch_rows``:
+    number); None replays as fast as possible. ``batch_wait_ns``: the open-loop batch
+    period: readers emit at its multiples on the clock, the same points for every reader of
+    the run, so a due row waits at most this long for later rows to share its batch (its
+    latency counts the wait); 0 emits every row when it is due. ``open_loop_batch_rows``:
     the most rows an open-loop batch holds, also when the reader has fallen behind (see
     ``OPEN_LOOP_BATCH_ROWS``). ``schedule_limit``: rows whose schedule
     value is at or past it are not replayed (None: all). ``max_duration_s``: readers stop
@@ -136,6 +141,17 @@ class ReplayRun:
                 self.host_probe.start()
                 trio.lowlevel.add_instrument(self.host_probe)
         return self.anchor_ns
+
+    def batch_point(self, due_ns: int) -> int:
+        """When a row due at ``due_ns`` is emitted, unless its batch fills first: the first
+        multiple of ``batch_wait_ns`` on the clock at or after it. Every reader of the run
+        emits on the same points, so the batches of all of them leave with one flush and
+        reach a consumer in one wake-up (readers that each waited from their own first
+        row drifted apart and woke the consumers twice as often)."""
+        period = self.batch_wait_ns
+        if period <= 0:
+            return due_ns
+        return -(-due_ns // period) * period
 
     @property
     def warmup_end_ns(self) -> int | None:
@@ -547,8 +563,9 @@ class ReplayReader(SourceReader):
             stop = min(start + min(self.source.batch_size, run.open_loop_batch_rows), chunk.size)
             times = chunk.intended_ns(anchor, 1e9 / run.schedule_rate, stop)
             due_first = times[start]
-            # wait for the first row, plus up to batch_wait for more rows to share its batch
-            wake = min(due_first + run.batch_wait_ns, times[stop - 1])
+            # wait for the first batch point at or after the first row is due (the last row
+            # of a full batch, if that comes first), and emit every row due by then
+            wake = min(run.batch_point(due_first), times[stop - 1])
             if wake > now:
                 await sleep_until(max(wake, due_first) / 1e9)
                 now = now_ns()

@@ -70,7 +70,7 @@ SWEEP_DEFAULTS: dict[str, Any] = {
     # (one stall of a shared machine moves the p99 of a 3 s run; the other repeats are kept too)
     "latency_repeats": 1,
     "warmup_s": 0.5,
-    "batch_wait_ms": DEFAULT_BATCH_WAIT_MS,  # a due row waits up to this long for later rows to share its batch
+    "batch_wait_ms": DEFAULT_BATCH_WAIT_MS,  # open-loop batch period: a due row waits at most this long
 }
 
 SUITES: dict[str, dict[str, Any]] = {

@@ -136,3 +136,40 @@ def test_bad_sources_and_configurations_get_clear_errors(keyed_dir: Path, tmp_pa
         RunConfig("q99")
     with pytest.raises(UsageError, match="checkpointing must be one of"):
         RunConfig("q1", checkpointing="sometimes")
+
+
+def test_a_batch_point_is_the_first_multiple_of_the_period_at_or_after_the_due_time() -> None:
+    run = ReplayRun(schedule_rate=1.0, batch_wait_ns=3_000_000)
+    assert [run.batch_point(t) for t in (0, 1, 2_999_999, 3_000_000, 3_000_001)] == [
+        0, 3_000_000, 3_000_000, 3_000_000, 6_000_000,
+    ]  # fmt: skip
+    assert ReplayRun(schedule_rate=1.0).batch_point(1_234) == 1_234  # no period: when due
+
+
+async def test_open_loop_readers_of_a_run_emit_their_batches_on_the_same_points(
+    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    period_ns = 3_000_000
+    autojump_clock.jump(0.0123)  # the points are multiples on the clock, not from the anchor
+    run = ReplayRun(schedule_rate=1000.0, schedule_limit=200, batch_wait_ns=period_ns)  # a row per ms
+    source = ReplaySource(keyed_dir, "events", ["value"], run)
+    emitted: dict[int, list[tuple[int, list[int]]]] = {0: [], 1: []}
+
+    async def replay_subtask(subtask: int) -> None:
+        reader = source.create_reader(subtask, 2)
+        while (batch := await reader.next_batch()) is not None:
+            emitted[subtask].append((replay.now_ns(), [r[-1] for r in batch.as_list()]))
+
+    async with trio.open_nursery() as nursery:
+        for subtask in (0, 1):
+            nursery.start_soon(replay_subtask, subtask)
+    # a reader's last batch leaves when its last row is due: no later row can join it
+    points = [{round(t / period_ns) for t, _ in emitted[s][:-1]} for s in (0, 1)]
+    for s in (0, 1):
+        assert sum(len(rows) for _, rows in emitted[s]) == 100
+        for t, _ in emitted[s][:-1]:
+            assert abs(t - round(t / period_ns) * period_ns) < 1_000  # on a point
+        for t, intended in emitted[s]:
+            assert all(0 <= t - i <= period_ns for i in intended)  # no row waited past the period
+    assert len(points[0]) >= 60 and points[0] == points[1]  # both readers, the same points
+    assert run.max_behind_ns <= period_ns

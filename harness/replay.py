@@ -147,7 +147,7 @@ class ReplayRun:
         multiple of ``batch_wait_ns`` on the clock at or after it. Every reader of the run
         emits on the same points, so the batches of all of them leave with one flush and
         reach a consumer in one wake-up (readers that each waited from their own first
-        row drifted apart and woke the consumers twice as often)."""
+        row drifted into phases of their own, and a consumer woke for each one's batch)."""
         period = self.batch_wait_ns
         if period <= 0:
             return due_ns

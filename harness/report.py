@@ -179,6 +179,28 @@ def _host_slow(run: dict[str, Any], calm_us: float | None) -> bool:
     return share is not None and share >= SLOW_RUN_SHARE
 
 
+def attempts_calm_us(report: dict[str, Any]) -> float | None:
+    """The loop time of the calmest host probe of the report's max-throughput attempts. A
+    thread busy throughout runs the probe's loop about 1.5 times slower than an open-loop
+    run's thread does (docs/harness.md), so attempts are held against attempts."""
+    return steadiness.calm_loop_us(
+        [h for c in report["configurations"] for h in c.get("throughput_attempts_host") or []]
+    )
+
+
+def each_attempt(config: dict[str, Any], calm_us: float | None = None) -> str:
+    """The max-throughput attempts of a configuration, each with its host probe's share of
+    windows slow against ``calm_us`` (``attempts_calm_us``): '632,300 (0% slow), 402,849
+    (35% slow)'. The maximum is the best of them, so a reader sees whether it came from a
+    calm stretch that the other runs did not have."""
+    rates = config.get("throughput_attempts", [config["max_throughput"]])
+    hosts = config.get("throughput_attempts_host") or [None] * len(rates)
+    return ", ".join(
+        _rate(rate) + ("" if host is None else f" ({steadiness.slow_label(host, calm_us)})")
+        for rate, host in zip(rates, hosts)
+    )
+
+
 def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
     """The p99 of every repeat of an open-loop rate (of the run itself when it ran once),
     each with the share of its windows over ``SLOW_FACTOR`` times ``calm_us`` in its host
@@ -286,20 +308,24 @@ def markdown(report: dict[str, Any]) -> str:
             ]
     configs = report["configurations"]
     calm = host_calm_us(report)
+    attempts_calm = attempts_calm_us(report)
     if configs:
         lines += [
             "## Max throughput per configuration", "",
             "Replayed as fast as the job takes records; records/s after the warm-up, until the last record "
             "reached the sink; the best of the attempts (load on the machine only ever slows a run). The "
             "configurations of a sweep took their attempts in turns, so the maxima compared in the targets "
-            "come from the same stretch of time. The last column is the highest open-loop rate of the sweep "
-            "that was sustained.",
+            "come from the same stretch of time. Each attempt is followed by the share of its windows in "
+            "which the host ran the job's thread slow, against the calmest attempt of the report "
+            f"({_us(attempts_calm)} a loop; a thread busy throughout runs the probe's loop slower than an "
+            "open-loop run's, so attempts are held against attempts). The last column is the highest "
+            "open-loop rate of the sweep that was sustained.",
             "", "| configuration | buffer timeout (ms) | max throughput (records/s) | attempts | checkpoints | highest sustained rate |",
             "|---|---:|---:|---|---:|---:|",
         ]  # fmt: skip
         for c in configs:
             top = c["runs"][0]
-            attempts = ", ".join(_rate(a) for a in c.get("throughput_attempts", [c["max_throughput"]]))
+            attempts = each_attempt(c, attempts_calm)
             lines.append(
                 f"| {c['group']} | {c['config']['buffer_timeout_ms']} | {_rate(c['max_throughput'])} | {attempts} | "
                 f"{top.get('checkpoints_completed', 0)} | {_rate(c.get('max_sustained_rate'))} |"

@@ -99,7 +99,7 @@ class RunResult:
     checkpoints_completed: int
     restarts: int = 0
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-    host: dict[str, Any] | None = None  # open loop: the steadiness probe inside the run
+    host: dict[str, Any] | None = None  # the steadiness probe inside the run
 
     def summary(self) -> dict[str, Any]:
         """What one repeat of a measurement adds to the report: its rate, verdict, percentiles
@@ -247,8 +247,9 @@ class Run:
             schedule_limit=limit,
             max_duration_s=seconds if rate is None else None,
             batch_wait_ns=int(batch_wait_ms * 1e6),
-            # open loop: which runs met a slow stretch of the host (its tail follows them)
-            host_probe=None if rate is None else HostProbe(),
+            # which runs met a slow stretch of the host: an open-loop run's tail follows them,
+            # and a max-throughput attempt's rate
+            host_probe=HostProbe(),
         )
         self.sink = LatencySink(self.run, collect=collect, event_time=ds.event_time_mapping())
         self._own_dir = work_dir is None

@@ -517,6 +517,7 @@ def _open_loop(ds: DataSet, item: Planned, attempts: list[RunResult], reporter: 
         "record_level": get_query(config.query).record_level,
         "max_throughput": top.throughput,
         "throughput_attempts": [r.throughput for r in attempts],
+        "throughput_attempts_host": [r.host for r in attempts],
         "max_sustained_rate": max(
             (r.target_rate for r in runs[1:] if r.sustained and r.target_rate is not None), default=None
         ),

@@ -152,6 +152,17 @@ def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
         "the open-loop runs (a loop timed in the job's thread every 2 ms): 47% of the open-loop runs' 20 ms "
         in md
     )
+    # the max-throughput attempts are held against the calmest attempt, not an open-loop run
+    busy = [14.0] * 10
+    report["configurations"][0]["throughput_attempts"] = [2.0, 1.0]
+    report["configurations"][0]["throughput_attempts_host"] = [
+        run(0.0, busy)["host"],
+        run(0.0, [14.0] * 5 + [21.0] * 5)["host"],
+    ]
+    assert rep.attempts_calm_us(report) == 14.0
+    assert rep.each_attempt(report["configurations"][0], 14.0) == "2 (0% slow), 1 (50% slow)"
+    assert "| 2 (0% slow), 1 (50% slow) |" in rep.markdown(report)
+    assert rep.each_attempt({"max_throughput": 3.0}) == "3"  # reports before attempts were probed
     # the plot marks the runs that met a slow host in 10% of their windows or more
     assert [rep._host_slow(r, 8.0) for r in half["repeats"]] == [True, True, False]
     # a report made before runs were probed lists the p99s alone

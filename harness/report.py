@@ -315,11 +315,13 @@ def markdown(report: dict[str, Any]) -> str:
             "Replayed as fast as the job takes records; records/s after the warm-up, until the last record "
             "reached the sink; the best of the attempts (load on the machine only ever slows a run). The "
             "configurations of a sweep took their attempts in turns, so the maxima compared in the targets "
-            "come from the same stretch of time. Each attempt is followed by the share of its windows in "
-            "which the host ran the job's thread slow, against the calmest attempt of the report "
-            f"({_us(attempts_calm)} a loop; a thread busy throughout runs the probe's loop slower than an "
-            "open-loop run's, so attempts are held against attempts). The last column is the highest "
-            "open-loop rate of the sweep that was sustained.",
+            "come from the same stretch of time." + (
+                "" if attempts_calm is None else
+                " Each attempt is followed by the share of its windows in which the host ran the job's "
+                "thread slow, against the calmest attempt of the report "
+                f"({_us(attempts_calm)} a loop; a thread busy throughout runs the probe's loop slower than "
+                "an open-loop run's, so attempts are held against attempts)."
+            ) + " The last column is the highest open-loop rate of the sweep that was sustained.",
             "", "| configuration | buffer timeout (ms) | max throughput (records/s) | attempts | checkpoints | highest sustained rate |",
             "|---|---:|---:|---|---:|---:|",
         ]  # fmt: skip

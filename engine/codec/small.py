@@ -40,7 +40,7 @@ from engine.common.typeinfo import TupleTypeInfo, TypeInformation
 
 #: The most records a frame may hold for the small path to decode it (encoding is bounded
 #: by ``PACK_MIN_VALUES``: a column that long may be packed, which only the full path does).
-SMALL_BATCH_RECORDS = 512
+SMALL_BATCH_RECORDS = 2_048
 
 #: struct codes of the fixed-width columns, by numpy dtype character.
 _STRUCT_CODES = {"?": "?", "b": "b", "h": "h", "i": "i", "l": "q", "q": "q", "f": "f", "d": "d"}

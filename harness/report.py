@@ -150,17 +150,7 @@ def host_slow_overall(report: dict[str, Any]) -> tuple[float, float] | None:
     calm = host_calm_us(report)
     if calm is None:
         return None
-    slow = total = 0.0
-    for run in _open_loop_runs(report):
-        host = run.get("host")
-        share = steadiness.slow_share(host, calm)
-        if share is None:
-            continue
-        windows = (host or {}).get("windows_us")
-        weight = len(windows.split()) if windows else 1  # a run is weighed by its windows
-        slow += share * weight
-        total += weight
-    return (slow / total if total else 0.0), calm
+    return steadiness.pooled_slow_share([t.get("host") for t in _open_loop_runs(report)], calm), calm
 
 
 def describe_host(report: dict[str, Any]) -> str:
@@ -195,10 +185,7 @@ def each_attempt(config: dict[str, Any], calm_us: float | None = None) -> str:
     calm stretch that the other runs did not have."""
     rates = config.get("throughput_attempts", [config["max_throughput"]])
     hosts = config.get("throughput_attempts_host") or [None] * len(rates)
-    return ", ".join(
-        _rate(rate) + ("" if host is None else f" ({steadiness.slow_label(host, calm_us)})")
-        for rate, host in zip(rates, hosts)
-    )
+    return ", ".join(_with_host(_rate(rate), host, calm_us) for rate, host in zip(rates, hosts))
 
 
 def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
@@ -207,13 +194,14 @@ def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
     probe: '55.80 (22% slow) / 6.40 (0% slow)'. Reports made before runs were probed give
     the p99 alone."""
 
-    def one(r: dict[str, Any]) -> str:
-        host = r.get("host")
-        return _ms(r["latency_us"]["p99"]) + (
-            "" if host is None else f" ({steadiness.slow_label(host, calm_us)})"
-        )
+    return " / ".join(
+        _with_host(_ms(r["latency_us"]["p99"]), r.get("host"), calm_us) for r in run.get("repeats") or [run]
+    )
 
-    return " / ".join(one(r) for r in run.get("repeats") or [run])
+
+def _with_host(text: str, host: dict[str, Any] | None, calm_us: float | None) -> str:
+    """``text`` followed by its run's share of slow windows, when the run was probed."""
+    return text if host is None else f"{text} ({steadiness.slow_label(host, calm_us)})"
 
 
 def verdict(report: dict[str, Any]) -> tuple[bool, str]:
@@ -290,6 +278,7 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     goals = targets(report)
+    calm = host_calm_us(report)
     if goals:
         lines += ["## Targets", "", "| target | configuration | measured | met |", "|---|---|---|---|"]
         for t in goals:
@@ -297,17 +286,16 @@ def markdown(report: dict[str, Any]) -> str:
                 f"| {t['target']} | {t['group']} | {target_value(t)} | {'yes' if t['met'] else '**no**'} |"
             )
         lines.append("")
-        if any(t.get("runs") for t in goals):
+        if calm is not None:  # the runs were probed
             lines += [
                 "Each run's p99 is followed by the share of its 20 ms windows in which the host ran the job's "
                 "thread slow: a short loop is timed in that thread every 2 ms, and a window is slow when its "
                 f"fastest loop took over {steadiness.SLOW_FACTOR}x the median window of the calmest run of the "
-                f"report ({_us(host_calm_us(report))} a loop). The tail of an open-loop run follows those "
+                f"report ({_us(calm)} a loop). The tail of an open-loop run follows those "
                 "windows (docs/harness.md).",
                 "",
             ]
     configs = report["configurations"]
-    calm = host_calm_us(report)
     attempts_calm = attempts_calm_us(report)
     if configs:
         lines += [
@@ -339,9 +327,12 @@ def markdown(report: dict[str, Any]) -> str:
             "A run is *sustained* when it delivered at least 95% of the offered rate. For window "
             "queries the latency of a result counts from its newest input event, so it includes "
             "waiting for the watermark. Where a rate was run several times, its row is the run "
-            "with the median p99 and the last column lists the p99 of every run. Next to each p99 is the "
-            "share of the run's 20 ms windows in which the host ran the job's thread slow (see Targets).", "",
-            "| configuration | timeout (ms) | load | offered (rec/s) | achieved (rec/s) | sustained | p50 | p90 | p99 | p99.9 | max | event-time lag p99 | p99 of each run (host slow windows) |",
+            "with the median p99 and the last column lists the p99 of every run." + (
+                "" if calm is None else " Next to each p99 is the share of the run's 20 ms windows in which "
+                "the host ran the job's thread slow (see Targets)."
+            ), "",
+            "| configuration | timeout (ms) | load | offered (rec/s) | achieved (rec/s) | sustained | p50 | p90 | p99 | p99.9 | max | event-time lag p99 | p99 of each run"
+            + ("" if calm is None else " (host slow windows)") + " |",
             "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
         ]  # fmt: skip
         for c in configs:
@@ -457,10 +448,12 @@ def plots(report: dict[str, Any], directory: Path) -> list[Path]:
             ax.set_title(f"{group}: {label}", fontsize=9)
             ax.grid(True, which="both", alpha=0.3)
             ax.legend(fontsize=7, title="buffer timeout", title_fontsize=7)
-    fig.suptitle(
-        "weir: latency against throughput per buffer timeout (hollow: rate not sustained; "
-        f"x: the host ran the job's thread slow in {SLOW_RUN_SHARE:.0%} or more of the run's windows)"
+    marked = (
+        ""
+        if calm is None
+        else (f"; x: the host ran the job's thread slow in {SLOW_RUN_SHARE:.0%} or more of the run's windows")
     )
+    fig.suptitle(f"weir: latency against throughput per buffer timeout (hollow: rate not sustained{marked})")
     fig.tight_layout()
     path = directory / LATENCY_PLOT
     fig.savefig(path, dpi=80)

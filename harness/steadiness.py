@@ -39,16 +39,9 @@ RUN_LOOP_ITERATIONS = 150
 RUN_INTERVAL_S = 0.002
 
 
-def _loop() -> int:
+def _loop(iterations: int) -> int:
     x = 0
-    for i in range(LOOP_ITERATIONS):
-        x += i * i
-    return x
-
-
-def _run_loop() -> int:
-    x = 0
-    for i in range(RUN_LOOP_ITERATIONS):
+    for i in range(iterations):
         x += i * i
     return x
 
@@ -61,7 +54,7 @@ def probe(seconds: float = 3.0) -> dict[str, Any]:
         started = time.perf_counter()
         if started >= end:
             break
-        _loop()
+        _loop(LOOP_ITERATIONS)
         samples.append((started, time.perf_counter() - started))
     return summarise(samples, seconds)
 
@@ -98,7 +91,7 @@ class HostProbe(trio.abc.Instrument):
         if self.started is None or started < self._due:
             return
         self._due = started + self.interval_s
-        _run_loop()
+        _loop(RUN_LOOP_ITERATIONS)
         self.samples.append((started, clock() - started))
 
     def summary(self) -> dict[str, Any]:
@@ -165,15 +158,27 @@ def calm_loop_us(summaries: Sequence[dict[str, Any] | None]) -> float | None:
     return min(medians) if medians else None
 
 
+def windows_us(summary: dict[str, Any] | None) -> list[float]:
+    """Every window's fastest loop of a run's probe (us; none for a probe that kept none)."""
+    return [float(w) for w in ((summary or {}).get("windows_us") or "").split()]
+
+
 def slow_share(summary: dict[str, Any] | None, reference_us: float | None = None) -> float | None:
     """The share of a run's windows over ``SLOW_FACTOR`` times ``reference_us`` (the run's
     own median window without one, or for a probe that kept no windows)."""
     if not summary or summary.get("slow_share") is None:
         return None
-    windows = summary.get("windows_us")
+    windows = windows_us(summary)
     if reference_us is None or not windows:
         return float(summary["slow_share"])
-    return _slow([float(w) for w in windows.split()], reference_us)[0]
+    return _slow(windows, reference_us)[0]
+
+
+def pooled_slow_share(summaries: Sequence[dict[str, Any] | None], reference_us: float) -> float:
+    """The share of all the windows of some runs' probes over ``SLOW_FACTOR`` times
+    ``reference_us`` (0 when they kept none)."""
+    windows = [w for s in summaries for w in windows_us(s)]
+    return _slow(windows, reference_us)[0] if windows else 0.0
 
 
 def slow_label(summary: dict[str, Any] | None, reference_us: float | None = None) -> str:

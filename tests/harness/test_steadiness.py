@@ -170,3 +170,5 @@ def test_the_report_names_each_runs_slow_windows_next_to_its_p99() -> None:
         r["host"] = None
     assert rep.targets(report)[0]["runs"] == "30.00 / 9.00 / 6.00"
     assert rep.host_slow_overall(report) is None and rep.describe_host(report) == "not probed"
+    unprobed = rep.markdown(report)  # says nothing of a probe it does not have
+    assert "calmest run of the report" not in unprobed and "(host slow windows)" not in unprobed

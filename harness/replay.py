@@ -27,6 +27,7 @@ checkpoint can rewind the replay exactly.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -124,6 +125,7 @@ class ReplayRun:
     anchor_ns: int | None = None
     host_probe: HostProbe | None = None
     subtasks: dict[tuple[str, int], SubtaskProgress] = field(default_factory=dict)
+    _probing: HostProbe | None = field(default=None, init=False, repr=False)  # on the Trio loop
 
     def __post_init__(self) -> None:
         if self.schedule_rate is not None and self.schedule_rate <= 0:
@@ -140,7 +142,18 @@ class ReplayRun:
             if self.host_probe is not None:
                 self.host_probe.start()
                 trio.lowlevel.add_instrument(self.host_probe)
+                self._probing = self.host_probe
         return self.anchor_ns
+
+    def end_probe(self) -> None:
+        """Take the host probe off the Trio loop the run ran on; call it on that loop. A job
+        run by ``execute()`` ends its loop and the probe with it, but a run awaited on a loop
+        that outlives it (``Run.execute_async``) would go on timing the host into whatever
+        the loop runs next, and its summary would count that."""
+        probe, self._probing = self._probing, None
+        if probe is not None:
+            with contextlib.suppress(KeyError):  # Trio drops an instrument that raised
+                trio.lowlevel.remove_instrument(probe)
 
     def batch_point(self, due_ns: int) -> int:
         """When a row due at ``due_ns`` is emitted, unless its batch fills first: the first

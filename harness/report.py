@@ -193,7 +193,6 @@ def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
     each with the share of its windows over ``SLOW_FACTOR`` times ``calm_us`` in its host
     probe: '55.80 (22% slow) / 6.40 (0% slow)'. Reports made before runs were probed give
     the p99 alone."""
-
     return " / ".join(
         _with_host(_ms(r["latency_us"]["p99"]), r.get("host"), calm_us) for r in run.get("repeats") or [run]
     )

@@ -278,6 +278,7 @@ class Run:
             outcome = await run_stream_graph(self.env, self.env.get_stream_graph(f"bench {self.config.key}"))
             self._record(outcome)
         finally:
+            self.run.end_probe()  # this loop outlives the run
             self.cleanup()
         return self
 

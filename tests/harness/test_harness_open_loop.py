@@ -111,3 +111,18 @@ async def test_above_capacity_the_run_is_not_sustained_and_latency_grows(
     }  # fmt: skip
     text = markdown(report)
     assert "| **no** |" in text and "Runs that could not keep up" in text
+
+
+async def test_a_run_awaited_on_a_longer_lived_loop_stops_probing_the_host_when_it_ends(
+    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    config = RunConfig("keyed-shuffle", parallelism=2, buffer_timeout_ms=1)
+    first = Run(DataSet(keyed_dir), config, rate=RATE, seconds=10, warmup_s=0.2)
+    await first.execute_async()
+    probe = first.run.host_probe
+    assert probe is not None and probe.samples
+    kept = list(probe.samples)
+    second = Run(DataSet(keyed_dir), config, rate=RATE, seconds=10, warmup_s=0.2)
+    await second.execute_async()
+    assert second.run.host_probe is not None and second.run.host_probe.samples
+    assert probe.samples == kept  # the first run's probe took no loop during the second run

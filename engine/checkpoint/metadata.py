@@ -12,11 +12,13 @@ The format is JSON (UTF-8, keys sorted, so the same metadata always gives the
 same bytes) -- never pickle: a metadata file must be readable by a later weir
 and must not execute code when it is read.
 
-Format, version 1::
+Format, version 2::
 
     {
       "format": "weir-checkpoint-metadata",
-      "format_version": 1,
+      "format_version": 2,
+      "checksum": "sha256:<64 hex>",                      # of the body (see Integrity)
+      "signature": "hmac-sha256:<64 hex>" | null,
       "job_id": "<str>",
       "checkpoint_id": <int >= 0>,
       "timestamp_ms": <int >= 0>,
@@ -51,9 +53,20 @@ checkpoints) is ``shared/<name>``. A savepoint is self-contained and
 relocatable: its paths are relative to the savepoint directory and no file is
 shared.
 
+Integrity (version 2): ``checksum`` is ``"sha256:<hex>"`` of the *body* -- the document
+without ``checksum`` and ``signature``, as compact JSON with sorted keys -- so an edit
+or a damaged byte anywhere in the file is caught when it is read, even one that leaves
+valid JSON. ``signature`` is ``"hmac-sha256:<hex>"`` of the checksum under a key only the
+user who wrote the checkpoint holds (``engine.checkpoint.trust``), or null. The
+state files' SHA-256s are inside the body, so a valid signature vouches for every
+file of the checkpoint: only then may a restore unpickle the opaque values a state
+file can hold (``engine.checkpoint.state_file``). Anyone can recompute a checksum;
+nobody without the key can make a signature.
+
 Compatibility: a reader accepts every ``format_version`` up to
 ``FORMAT_VERSION`` and rejects newer ones with a message that says which
-versions it supports. Adding a field is a new version.
+versions it supports. Adding a field is a new version. Version 1 had no checksum
+and no signature (its state files were pickled; they are listed, not restored).
 
 What it does not do: read or write files (``engine.checkpoint.storage``),
 decide which files a checkpoint needs (the coordinator and the backends).
@@ -64,7 +77,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,12 +95,13 @@ __all__ = [
     "FileHandle",
     "OperatorCheckpointState",
     "SubtaskStateHandle",
+    "body_checksum",
     "parse",
     "serialize",
 ]
 
 #: The version this weir writes; it reads 1..FORMAT_VERSION.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 #: The value of the ``format`` field: what tells a metadata file from any other JSON file.
 FORMAT_MAGIC = "weir-checkpoint-metadata"
 
@@ -272,6 +286,35 @@ class OperatorCheckpointState:
         for h in self.state_handles:
             yield from h.files()
 
+    def coverage_problem(self) -> str | None:
+        """What is missing or doubled in the handles (None when whole): every subtask has its
+        state once, and the keyed handles cover key groups ``0 .. max_parallelism - 1`` once."""
+        op = f"operator '{self.operator_id}'"
+        subtasks = {h.subtask_index for h in self.state_handles}
+        if subtasks and subtasks != set(range(self.parallelism)):
+            missing = sorted(set(range(self.parallelism)) - subtasks)
+            return f"{op} has no state of subtask(s) {_ranges(missing)} at parallelism {self.parallelism}"
+        keyed = sorted(
+            (h.key_group_range for h in self.state_handles if h.state_kind == "keyed" and h.key_group_range),
+            key=lambda r: r.start_key_group,
+        )
+        if not keyed:
+            return None
+        covered, expected = 0, 0
+        for kgr in keyed:
+            if kgr.start_key_group != expected:
+                what = "missing" if kgr.start_key_group > expected else "held twice"
+                lo, hi = sorted((expected, kgr.start_key_group))
+                return f"{op}: key groups {lo}..{hi - 1} are {what} in its keyed state handles"
+            expected = kgr.end_key_group + 1
+            covered += len(kgr)
+        if expected != self.max_parallelism:
+            return (
+                f"{op}: key groups {expected}..{self.max_parallelism - 1} are missing in its keyed state "
+                f"handles (max parallelism {self.max_parallelism})"
+            )
+        return None
+
     def to_json(self) -> dict[str, Any]:
         return {
             "operator_id": self.operator_id,
@@ -293,6 +336,10 @@ class CheckpointMetadata:
     kind: str = CHECKPOINT
     savepoint_format: str | None = None
     format_version: int = FORMAT_VERSION
+    #: set by ``parse``: ``"sha256:..."`` of the body as read (None for version 1)
+    checksum: str | None = field(default=None, compare=False)
+    #: set by ``parse``: the signature as read, unverified (``engine.checkpoint.trust`` checks it)
+    signature: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.job_id, str) or not self.job_id:
@@ -387,6 +434,17 @@ class CheckpointMetadata:
         }
 
 
+def _ranges(indexes: list[int]) -> str:
+    """``[0, 1, 2, 5]`` as ``"0-2, 5"``."""
+    out: list[str] = []
+    for i in sorted(set(indexes)):
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out) or "none"
+
+
 def _check_json(what: str, value: Any) -> None:
     try:
         json.dumps(value, allow_nan=False)
@@ -399,11 +457,27 @@ def _check_json(what: str, value: Any) -> None:
 # ---------------------------------------------------------------------- bytes
 
 
-def serialize(metadata: CheckpointMetadata) -> bytes:
-    """The bytes of ``metadata`` in the current format version (deterministic: keys sorted)."""
+_INTEGRITY_FIELDS = ("checksum", "signature")
+
+
+def body_checksum(doc: Mapping[str, Any]) -> str:
+    """``"sha256:<hex>"`` of ``doc`` without its integrity fields, as compact JSON with sorted keys."""
+    body = {k: v for k, v in doc.items() if k not in _INTEGRITY_FIELDS}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), allow_nan=False, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def serialize(metadata: CheckpointMetadata, sign: Callable[[str], str] | None = None) -> bytes:
+    """The bytes of ``metadata`` in the current format version (deterministic: keys sorted).
+
+    ``sign`` turns the body's checksum into a signature (``engine.checkpoint.trust.sign``);
+    without it the signature is null."""
     if not isinstance(metadata, CheckpointMetadata):
         raise UsageError(f"serialize needs a CheckpointMetadata, got {metadata!r}")
-    text = json.dumps(metadata.to_json(), sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
+    doc = metadata.to_json()
+    doc["checksum"] = body_checksum(doc)
+    doc["signature"] = None if sign is None else sign(doc["checksum"])
+    text = json.dumps(doc, sort_keys=True, indent=1, allow_nan=False, ensure_ascii=False)
     return (text + "\n").encode("utf-8")
 
 
@@ -465,11 +539,22 @@ def parse(data: bytes, where: str) -> CheckpointMetadata:
         )
     if version < 1:
         raise r.error("format_version", f"{version} is not a valid version")
+    checksum = signature = None
+    if version >= 2:
+        checksum = r.get(doc, "$", "checksum", str)
+        signature = r.get(doc, "$", "signature", (str, type(None)))
+        actual = body_checksum(doc)
+        if checksum != actual:
+            raise r.error(
+                "checksum",
+                f"the file says {checksum}, its content hashes to {actual}: it was edited or damaged "
+                "after it was written",
+            )
     try:
         operators = []
         for i, op in enumerate(r.get(doc, "$", "operators", list)):
             operators.append(_parse_operator(r, op, f"operators[{i}]"))
-        return CheckpointMetadata(
+        metadata = CheckpointMetadata(
             job_id=r.get(doc, "$", "job_id", str),
             checkpoint_id=r.get(doc, "$", "checkpoint_id", int),
             timestamp_ms=r.get(doc, "$", "timestamp_ms", int),
@@ -477,11 +562,18 @@ def parse(data: bytes, where: str) -> CheckpointMetadata:
             kind=r.get(doc, "$", "kind", str),
             savepoint_format=r.get(doc, "$", "savepoint_format", (str, type(None))),
             format_version=version,
+            checksum=checksum,
+            signature=signature,
         )
     except UsageError as e:
         if str(e).startswith(f"checkpoint metadata {where}:"):
             raise
         raise r.error("$", str(e)) from e
+    for op_state in metadata.operators:
+        problem = op_state.coverage_problem()
+        if problem is not None:
+            raise r.error("operators", f"{problem}: the file is incomplete, restoring it would lose state")
+    return metadata
 
 
 def _parse_file(r: _Reader, obj: Any, path: str) -> FileHandle:

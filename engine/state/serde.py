@@ -1,11 +1,23 @@
 """Byte encodings of keys, namespaces and values for state backends and snapshots.
 
-Keys and namespaces use a canonical, self-delimiting encoding: the same key
-always gives the same bytes (in any process, on any run), and a key's bytes
-followed by a namespace's bytes can be split again without a separator. Ints,
-floats, strings, bytes, None, bools, tuples and dataclasses (``TimeWindow``,
-``GlobalWindow``, ...) are encoded field by field; anything else falls back to
-pickle, which is deterministic for the simple values keys usually are.
+Theory of operation
+-------------------
+One self-describing, tagged encoding serves keys, namespaces and values. Keys use
+it canonically: the same key always gives the same bytes (in any process, on any
+run), and a key's bytes followed by a namespace's bytes split again without a
+separator. Values use the same tags, plus containers that cannot be keys (lists,
+dicts, sets, numpy arrays).
+
+It is data, not code: decoding builds only the types in the table below, and a
+*named type* (a window, a ``Row``, a record of weir's snapshot format, a user's
+dataclass or named tuple) only when its name is registered with ``register_type``
+-- weir registers its own, and encoding a user's dataclass registers it in the
+process that encodes it. Anything else is *opaque*: it is pickled under tag 0xFF,
+the one place pickle is used. Decoding is *trusted* by default (the bytes were
+written by this process, or came from a checkpoint whose signature proved that
+this user's weir wrote it); ``trusted=False`` is for bytes of unproven origin and
+refuses an opaque value or an unregistered name with ``UntrustedStateError``
+instead of running the code that rebuilding it would run.
 
 Layout (one tag byte, then):
 
@@ -20,11 +32,19 @@ tag   type         payload
 0x05  str          4-byte length + UTF-8
 0x06  bytes        4-byte length + bytes
 0x07  tuple        4-byte count + elements
-0x08  dataclass    encoded ``"module:qualname"`` str + encoded tuple of fields
-0xFF  other        4-byte length + pickle protocol 5
+0x08  named type   encoded name (str) + encoded tuple of its fields
+0x09  list         4-byte count + elements
+0x0A  dict         4-byte count + key, value, key, value, ...
+0x0B  Row          encoded field names (tuple or None) + row kind byte + encoded tuple of values
+0x0C  set          4-byte count + elements
+0x0D  frozenset    4-byte count + elements
+0x0E  ndarray      encoded dtype str + encoded shape tuple + 4-byte length + raw C-order bytes
+0x0F  Decimal      encoded str
+0x10  datetime     encoded ``isoformat()`` str (naive or a fixed UTC offset)
+0x11  date         encoded ``isoformat()`` str
+0x12  time         encoded ``isoformat()`` str
+0xFF  opaque       4-byte length + pickle protocol 5
 ===== ============ =====================================================
-
-Values are ``pickle`` protocol 5 (``encode_value``/``decode_value``).
 
 Pure: no I/O, no clock.
 """
@@ -32,14 +52,29 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import decimal
 import importlib
 import pickle
 import struct
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
+from engine.common.types import Row, RowKind
 from engine.errors import UsageError
 
-__all__ = ["decode_key", "decode_key_from", "decode_value", "encode_key", "encode_value"]
+__all__ = [
+    "UntrustedStateError",
+    "decode_key",
+    "decode_key_from",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+    "find_opaque",
+    "register_type",
+]
 
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
@@ -50,13 +85,69 @@ _L = struct.Struct(">I")
 _NONE = b"\x00"
 _TRUE = b"\x01\x01"
 _FALSE = b"\x01\x00"
+_ARRAY_KINDS = "biufcmM"  # numeric, bool, datetime64/timedelta64: raw bytes, nothing to run
 
-_dataclass_names: dict[type, tuple[bytes, tuple[str, ...]]] = {}
-_dataclass_types: dict[str, type] = {}
+
+class UntrustedStateError(UsageError):
+    """Bytes of unproven origin hold a value that only running code (pickle, an import) would rebuild."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _NamedType:
+    cls: type
+    name_bytes: bytes  # the encoded name, written before the fields
+    fields: tuple[str, ...]
+    build: Callable[..., Any]
+
+
+_by_type: dict[type, _NamedType] = {}
+_by_name: dict[str, _NamedType] = {}
+
+
+def register_type(
+    cls: type, name: str | None = None, fields: Sequence[str] | None = None,
+    build: Callable[..., Any] | None = None,
+) -> None:  # fmt: skip
+    """Make ``cls`` (a dataclass, a named tuple, or any class given ``fields``) a named type.
+
+    ``name`` is what the bytes carry (default ``"module:qualname"``; weir's own types use
+    short stable names so that moving a class does not orphan old checkpoints); ``build``
+    rebuilds an instance from the fields in order (default: ``cls(*fields)``)."""
+    if fields is None:
+        if dataclasses.is_dataclass(cls):
+            fields = [f.name for f in dataclasses.fields(cls) if f.init]
+        elif issubclass(cls, tuple) and hasattr(cls, "_fields"):
+            fields = list(cls._fields)
+        else:
+            raise UsageError(f"register_type needs the fields of {cls.__qualname__} (not a dataclass)")
+    name = name or f"{cls.__module__}:{cls.__qualname__}"
+    entry = _NamedType(cls, _encode_str(name), tuple(fields), build or cls)
+    _by_type[cls] = entry
+    _by_name[name] = entry
+
+
+def _encode_str(s: str) -> bytes:
+    raw = s.encode("utf-8")
+    return b"\x05" + _L.pack(len(raw)) + raw
+
+
+def _named(t: type, value: Any) -> _NamedType | None:
+    entry = _by_type.get(t)
+    if entry is None and (
+        (dataclasses.is_dataclass(t) and isinstance(t, type))
+        or (issubclass(t, tuple) and hasattr(t, "_fields"))
+    ):
+        register_type(t)  # a user's dataclass or named tuple: rebuilt by name in a trusted decode
+        entry = _by_type[t]
+    return entry
+
+
+def _seq(tag: bytes, items: Any, encode: Callable[[Any], bytes]) -> bytes:
+    return tag + _L.pack(len(items)) + b"".join(map(encode, items))
 
 
 def encode_key(key: Any) -> bytes:
-    """The canonical bytes of a key or namespace (see the module docstring)."""
+    """The canonical bytes of a key, namespace or value (see the module docstring)."""
     t = type(key)
     if t is int:
         if _INT64_MIN <= key <= _INT64_MAX:
@@ -64,52 +155,151 @@ def encode_key(key: Any) -> bytes:
         raw = key.to_bytes((key.bit_length() + 8) // 8, "big", signed=True)
         return b"\x03" + _L.pack(len(raw)) + raw
     if t is str:
-        raw = key.encode("utf-8")
-        return b"\x05" + _L.pack(len(raw)) + raw
+        return _encode_str(key)
     if key is None:
         return _NONE
-    if t is bool:
-        return _TRUE if key else _FALSE
     if t is float:
         return b"\x04" + _D.pack(key)
+    if t is tuple:
+        return _encode_tuple(key)
+    if t is bool:
+        return _TRUE if key else _FALSE
     if t is bytes or t is bytearray:
         return b"\x06" + _L.pack(len(key)) + bytes(key)
-    if t is tuple:
-        return b"\x07" + _L.pack(len(key)) + b"".join(encode_key(k) for k in key)
-    if dataclasses.is_dataclass(key) and not isinstance(key, type):
-        meta = _dataclass_names.get(t)
-        if meta is None:
-            name = f"{t.__module__}:{t.__qualname__}"
-            meta = (encode_key(name), tuple(f.name for f in dataclasses.fields(key)))
-            _dataclass_names[t] = meta
-            _dataclass_types[name] = t
-        fields = tuple(getattr(key, f) for f in meta[1])
-        return b"\x08" + meta[0] + encode_key(fields)
-    if t.__module__ == "numpy" and hasattr(key, "item"):
-        return encode_key(key.item())
+    return _encode_other(t, key)
+
+
+def _encode_tuple(items: tuple[Any, ...]) -> bytes:
+    """A tuple, with its common scalar elements encoded inline (a tuple is the usual record and value)."""
+    parts = [b"\x07" + _L.pack(len(items))]
+    append = parts.append
+    for x in items:
+        tx = type(x)
+        if tx is int and _INT64_MIN <= x <= _INT64_MAX:
+            append(b"\x02" + _Q.pack(x + _OFFSET))
+        elif tx is float:
+            append(b"\x04" + _D.pack(x))
+        elif tx is str:
+            raw = x.encode("utf-8")
+            append(b"\x05" + _L.pack(len(raw)) + raw)
+        else:
+            append(encode_key(x))
+    return b"".join(parts)
+
+
+def _encode_other(t: type, value: Any) -> bytes:
+    if t is list:
+        return _seq(b"\x09", value, encode_key)
+    if t is dict:
+        return (
+            b"\x0a" + _L.pack(len(value)) + b"".join(encode_key(k) + encode_key(v) for k, v in value.items())
+        )
+    if t is Row:
+        names = value.get_field_names()
+        return (
+            b"\x0b" + encode_key(None if names is None else tuple(names))
+            + bytes((value.get_row_kind().value,)) + _seq(b"\x07", tuple(value), encode_key)
+        )  # fmt: skip
+    entry = _named(t, value)
+    if entry is not None:
+        return (
+            b"\x08" + entry.name_bytes + _seq(b"\x07", [getattr(value, f) for f in entry.fields], encode_key)
+        )
+    if t is np.ndarray and value.dtype.kind in _ARRAY_KINDS:
+        raw = np.ascontiguousarray(value).tobytes()
+        return b"\x0e" + _encode_str(value.dtype.str) + encode_key(value.shape) + _L.pack(len(raw)) + raw
+    if t.__module__ == "numpy" and hasattr(value, "item") and np.ndim(value) == 0:
+        return encode_key(value.item())
+    if t is set or t is frozenset:
+        return _seq(b"\x0c" if t is set else b"\x0d", sorted(map(encode_key, value)), bytes)
+    if t is decimal.Decimal:
+        return b"\x0f" + _encode_str(str(value))
+    if t is datetime.datetime and (value.tzinfo is None or type(value.tzinfo) is datetime.timezone):
+        return b"\x10" + _encode_str(value.isoformat())
+    if t is datetime.date:
+        return b"\x11" + _encode_str(value.isoformat())
+    if t is datetime.time and value.tzinfo is None:
+        return b"\x12" + _encode_str(value.isoformat())
     try:
-        raw = pickle.dumps(key, protocol=5)
+        raw = pickle.dumps(value, protocol=5)
     except Exception as exc:
         raise UsageError(
-            f"cannot encode state key or namespace {key!r} of type {t.__qualname__}: {exc}"
+            f"cannot encode state key or value {value!r} of type {t.__qualname__}: {exc}"
         ) from exc
     return b"\xff" + _L.pack(len(raw)) + raw
 
 
-def _dataclass_type(name: str) -> type:
-    t = _dataclass_types.get(name)
-    if t is None:
-        module, _, qualname = name.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        t = obj
-        _dataclass_types[name] = obj
-    return t
+#: Values and keys share one encoding (the module docstring's table).
+encode_value = encode_key
 
 
-def decode_key_from(data: bytes | memoryview, offset: int = 0) -> tuple[Any, int]:
-    """Decode one key starting at ``offset``; return it and the offset just past it."""
+def _named_type(name: str, trusted: bool) -> _NamedType:
+    entry = _by_name.get(name)
+    if entry is not None:
+        return entry
+    if not trusted:
+        raise UntrustedStateError(
+            f"a value of type {name}, which weir does not know, needs an import to rebuild"
+        )
+    module, _, qualname = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, type):
+        raise UsageError(f"cannot decode a value of type {name}: it names {obj!r}, not a class")
+    register_type(obj, name)
+    return _by_name[name]
+
+
+def _count(data: bytes | memoryview, offset: int) -> tuple[int, int]:
+    return _L.unpack_from(data, offset)[0], offset + 4
+
+
+def _items(data: bytes | memoryview, offset: int, trusted: bool) -> tuple[list[Any], int]:
+    n, offset = _count(data, offset)
+    items = []
+    for _ in range(n):
+        item, offset = decode_key_from(data, offset, trusted)
+        items.append(item)
+    return items, offset
+
+
+def _decode_tuple(data: bytes | memoryview, offset: int, trusted: bool) -> tuple[tuple[Any, ...], int]:
+    """A tuple, with int, float and str elements decoded inline (the inverse of ``_encode_tuple``)."""
+    (n,) = _L.unpack_from(data, offset)
+    offset += 4
+    items: list[Any] = []
+    append = items.append
+    for _ in range(n):
+        tag = data[offset]
+        if tag == 0x02:
+            append(_Q.unpack_from(data, offset + 1)[0] - _OFFSET)
+            offset += 9
+        elif tag == 0x04:
+            append(_D.unpack_from(data, offset + 1)[0])
+            offset += 9
+        elif tag == 0x05:
+            (size,) = _L.unpack_from(data, offset + 1)
+            offset += 5
+            append(bytes(data[offset : offset + size]).decode("utf-8"))
+            offset += size
+        else:
+            item, offset = decode_key_from(data, offset, trusted)
+            append(item)
+    return tuple(items), offset
+
+
+def _decode_str(data: bytes | memoryview, offset: int) -> tuple[str, int]:
+    if data[offset] != 0x05:
+        raise UsageError(
+            f"cannot decode state: expected a string at offset {offset}, found tag 0x{data[offset]:02x}"
+        )
+    n, offset = _count(data, offset + 1)
+    return bytes(data[offset : offset + n]).decode("utf-8"), offset + n
+
+
+def decode_key_from(data: bytes | memoryview, offset: int = 0, trusted: bool = True) -> tuple[Any, int]:
+    """Decode one key or value starting at ``offset``; return it and the offset just past it."""
     tag = data[offset]
     offset += 1
     if tag == 0x02:
@@ -120,49 +310,102 @@ def decode_key_from(data: bytes | memoryview, offset: int = 0) -> tuple[Any, int
         return bytes(data[offset : offset + n]).decode("utf-8"), offset + n
     if tag == 0x00:
         return None, offset
-    if tag == 0x01:
-        return data[offset] == 1, offset + 1
     if tag == 0x04:
         return _D.unpack_from(data, offset)[0], offset + 8
-    if tag == 0x03:
-        (n,) = _L.unpack_from(data, offset)
-        offset += 4
-        return int.from_bytes(data[offset : offset + n], "big", signed=True), offset + n
-    if tag == 0x06:
-        (n,) = _L.unpack_from(data, offset)
-        offset += 4
-        return bytes(data[offset : offset + n]), offset + n
     if tag == 0x07:
-        (n,) = _L.unpack_from(data, offset)
-        offset += 4
-        items = []
+        return _decode_tuple(data, offset, trusted)
+    if tag == 0x01:
+        return data[offset] == 1, offset + 1
+    if tag == 0x06:
+        n, offset = _count(data, offset)
+        return bytes(data[offset : offset + n]), offset + n
+    return _decode_other(tag, data, offset, trusted)
+
+
+def _decode_other(tag: int, data: bytes | memoryview, offset: int, trusted: bool) -> tuple[Any, int]:
+    if tag == 0x09:
+        return _items(data, offset, trusted)
+    if tag == 0x0A:
+        n, offset = _count(data, offset)
+        out = {}
         for _ in range(n):
-            item, offset = decode_key_from(data, offset)
-            items.append(item)
-        return tuple(items), offset
+            k, offset = decode_key_from(data, offset, trusted)
+            out[k], offset = decode_key_from(data, offset, trusted)
+        return out, offset
     if tag == 0x08:
-        name, offset = decode_key_from(data, offset)
-        fields, offset = decode_key_from(data, offset)
-        return _dataclass_type(name)(*fields), offset
+        name, offset = _decode_str(data, offset)
+        fields, offset = decode_key_from(data, offset, trusted)
+        entry = _named_type(name, trusted)
+        if not isinstance(fields, tuple) or len(fields) != len(entry.fields):
+            raise UsageError(f"cannot decode a {name}: expected {len(entry.fields)} fields, found {fields!r}")
+        return entry.build(*fields), offset
+    if tag == 0x0B:
+        names, offset = decode_key_from(data, offset, trusted)
+        kind = data[offset]
+        values, offset = decode_key_from(data, offset + 1, trusted)
+        row = Row(*values)
+        if names is not None:
+            row.set_field_names(list(names))
+        row.set_row_kind(RowKind(kind))
+        return row, offset
+    if tag in (0x0C, 0x0D):
+        items, offset = _items(data, offset, trusted)
+        return (set if tag == 0x0C else frozenset)(items), offset
+    if tag == 0x0E:
+        dtype, offset = _decode_str(data, offset)
+        shape, offset = decode_key_from(data, offset, trusted)
+        n, offset = _count(data, offset)
+        if np.dtype(dtype).kind not in _ARRAY_KINDS:
+            raise UsageError(f"cannot decode an array of dtype {dtype}: only numeric arrays are encoded")
+        array = np.frombuffer(bytes(data[offset : offset + n]), dtype=dtype).reshape(shape)
+        return array.copy(), offset + n
+    if 0x0F <= tag <= 0x12:
+        text, offset = _decode_str(data, offset)
+        parse = (decimal.Decimal, datetime.datetime.fromisoformat, datetime.date.fromisoformat,
+                 datetime.time.fromisoformat)[tag - 0x0F]  # fmt: skip
+        return parse(text), offset
+    if tag == 0x03:
+        n, offset = _count(data, offset)
+        return int.from_bytes(data[offset : offset + n], "big", signed=True), offset + n
     if tag == 0xFF:
-        (n,) = _L.unpack_from(data, offset)
-        offset += 4
+        n, offset = _count(data, offset)
+        if not trusted:
+            raise UntrustedStateError(f"a pickled Python value ({n} bytes) needs pickle to rebuild")
         return pickle.loads(data[offset : offset + n]), offset + n
-    raise UsageError(f"cannot decode state key: unknown tag 0x{tag:02x} at offset {offset - 1}")
+    raise UsageError(f"cannot decode state: unknown tag 0x{tag:02x} at offset {offset - 1}")
 
 
-def decode_key(data: bytes | memoryview) -> Any:
-    """Decode bytes that hold exactly one encoded key."""
-    key, end = decode_key_from(data, 0)
+def decode_key(data: bytes | memoryview, trusted: bool = True) -> Any:
+    """Decode bytes that hold exactly one encoded key or value."""
+    key, end = decode_key_from(data, 0, trusted)
     if end != len(data):
         raise UsageError(f"encoded key has {len(data) - end} trailing bytes after {key!r}")
     return key
 
 
-def encode_value(value: object) -> bytes:
-    """A state value as bytes (pickle protocol 5)."""
-    return pickle.dumps(value, protocol=5)
+def decode_value(data: bytes | memoryview, trusted: bool = True) -> Any:
+    """A state value from ``encode_value``'s bytes (``trusted=False``: refuse opaque values)."""
+    return decode_key(data, trusted)
 
 
-def decode_value(data: bytes | memoryview) -> Any:
-    return pickle.loads(data)
+def find_opaque(data: bytes | memoryview) -> str | None:
+    """What in ``data`` (one encoded key, value, or keys back to back) only code would rebuild; None: nothing."""
+    offset = 0
+    try:
+        while offset < len(data):
+            _, offset = decode_key_from(data, offset, trusted=False)
+    except UntrustedStateError as exc:
+        return str(exc)
+    return None
+
+
+def _register_builtin_types() -> None:
+    from engine.datastream.window import GlobalWindow, TimeWindow
+    from engine.keys.reference import KeyGroupRange
+
+    register_type(TimeWindow, "weir.TimeWindow")
+    register_type(GlobalWindow, "weir.GlobalWindow", fields=())
+    register_type(KeyGroupRange, "weir.KeyGroupRange")
+
+
+_register_builtin_types()

@@ -22,7 +22,7 @@ from engine.checkpoint.storage import CorruptCheckpointError
 from engine.errors import UsageError
 from engine.keys import KeyGroupRange
 from engine.state import HeapKeyedStateBackend, StateMetaInfo
-from engine.state.serde import encode_key
+from engine.state.serde import encode_key, encode_value
 
 STATES = (StateMetaInfo("a", "value", False), StateMetaInfo("b", "map", False))
 RANGE = KeyGroupRange(0, 7)
@@ -107,9 +107,7 @@ def test_a_chain_must_start_with_one_full_run_of_the_same_state() -> None:
 
 
 def test_a_heap_backend_restores_a_chain_through_the_canonical_form() -> None:
-    base = encode_run(
-        _header(FULL, 1), [(0, _key(1, 1), b"\x80\x05K\x01."), (0, _key(6, 2), b"\x80\x05K\x02.")]
-    )
+    base = encode_run(_header(FULL, 1), [(0, _key(1, 1), encode_value(1)), (0, _key(6, 2), encode_value(2))])
     delta = encode_run(_header(DELTA, 2), [(0, _key(6, 2), None)])
     chain = _chain(base, delta)
     snapshot = chain_to_keyed_snapshot(chain)

@@ -13,6 +13,7 @@ from engine.checkpoint.metadata import (
     FileHandle,
     OperatorCheckpointState,
     SubtaskStateHandle,
+    body_checksum,
     parse,
     serialize,
 )
@@ -48,7 +49,10 @@ def _metadata(checkpoint_id: int = 3) -> CheckpointMetadata:
         operator_id="source",
         parallelism=2,
         max_parallelism=128,
-        state_handles=(SubtaskStateHandle(0, "operator", _file(f"{prefix}/source-0-op", b"o")),),
+        state_handles=(
+            SubtaskStateHandle(0, "operator", _file(f"{prefix}/source-0-op", b"o")),
+            SubtaskStateHandle(1, "operator", _file(f"{prefix}/source-1-op", b"p")),
+        ),
         source_positions={0: {"partition-0": 1050}, 1: [1, "two", None]},
     )
     return CheckpointMetadata(
@@ -85,7 +89,7 @@ def test_savepoint_round_trip_and_queries() -> None:
 def test_file_queries_count_shared_files_once() -> None:
     m = _metadata()
     assert [f.path for f in m.shared_files()] == ["shared/a.sst", "shared/b.sst"]
-    assert len(m.private_files()) == 4
+    assert len(m.private_files()) == 5
     assert m.size_bytes() == sum(f.size_bytes for f in m.files())
     assert m.operator("source").source_positions[0] == {"partition-0": 1050}
     with pytest.raises(UsageError, match="no operator 'nope'"):
@@ -158,6 +162,7 @@ def test_empty_and_binary_files_are_rejected() -> None:
 def test_malformed_fields_are_named(mutate: object, expected: str) -> None:
     doc = json.loads(serialize(_metadata()))
     mutate(doc)  # type: ignore[operator]
+    doc["checksum"] = body_checksum(doc)  # a consistent file, so the field check speaks
     with pytest.raises(UsageError, match=expected) as e:
         parse(json.dumps(doc).encode(), "some/_metadata")
     assert "some/_metadata" in str(e.value)
@@ -226,3 +231,48 @@ def test_metadata_and_registry_are_pure() -> None:
 
     source = Path(metadata_module.__file__).read_text(encoding="utf-8")
     assert "import pickle" not in source  # the metadata format is never pickle
+
+
+def _edited(mutate: object) -> bytes:
+    doc = json.loads(serialize(_metadata()))
+    mutate(doc)  # type: ignore[operator]
+    return json.dumps(doc).encode()
+
+
+def test_an_edit_that_leaves_valid_json_fails_the_checksum() -> None:
+    data = _edited(lambda d: d["operators"][0]["state_handles"].pop(1))
+    with pytest.raises(UsageError, match=r"some/_metadata: checksum: .*edited or damaged"):
+        parse(data, "some/_metadata")
+    doc = json.loads(serialize(_metadata()))
+    assert doc["checksum"].startswith("sha256:") and doc["signature"] is None
+    signed = json.loads(serialize(_metadata(), sign=lambda c: "hmac-sha256:" + c[-64:]))
+    assert signed["checksum"] == doc["checksum"]  # the signature is outside the body
+    assert parse(serialize(_metadata(), sign=lambda c: "sig"), "m").signature == "sig"
+
+
+def _recomputed(mutate: object) -> bytes:
+    doc = json.loads(serialize(_metadata()))
+    mutate(doc)  # type: ignore[operator]
+    doc["checksum"] = body_checksum(doc)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize(
+    ("mutate", "expected"),
+    [
+        (lambda d: d["operators"][0]["state_handles"].pop(1), r"key groups 64\.\.127 are missing"),
+        (lambda d: d["operators"][0]["state_handles"].pop(0), r"no state of subtask\(s\) 0 at"),
+        (
+            lambda d: d["operators"][0]["state_handles"][1].update(key_group_range=[60, 127]),
+            r"key groups 60\.\.63 are held twice",
+        ),
+        (
+            lambda d: d["operators"][1]["state_handles"].pop(1),
+            r"operator 'source' has no state of subtask\(s\) 1 at parallelism 2",
+        ),
+    ],
+)
+def test_a_restore_needs_every_key_group_and_subtask_once(mutate: object, expected: str) -> None:
+    with pytest.raises(UsageError, match=expected) as e:
+        parse(_recomputed(mutate), "some/_metadata")
+    assert "some/_metadata" in str(e.value) and "incomplete" in str(e.value)

@@ -275,15 +275,18 @@ def test_metadata_of_another_checkpoint_is_corrupt(tmp_path: Path) -> None:
 
 
 def _savepoint_metadata(files: dict[str, bytes], fmt: str = "canonical") -> CheckpointMetadata:
+    p = len(files)
     handles = tuple(
-        SubtaskStateHandle(i, "keyed", FileHandle.of(path, data), KeyGroupRange(i * 64, i * 64 + 63))
+        SubtaskStateHandle(
+            i, "keyed", FileHandle.of(path, data), KeyGroupRange(i * 128 // p, (i + 1) * 128 // p - 1)
+        )
         for i, (path, data) in enumerate(sorted(files.items()))
     )
     return CheckpointMetadata(
         job_id=JOB,
         checkpoint_id=9,
         timestamp_ms=5,
-        operators=(OperatorCheckpointState("op", 2, 128, handles),),
+        operators=(OperatorCheckpointState("op", p, 128, handles),),
         kind="savepoint",
         savepoint_format=fmt,
     )

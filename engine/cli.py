@@ -129,6 +129,12 @@ def plan(
     help="Skip savepoint state that no operator of the job claims instead of failing.",
 )
 @click.option(
+    "--allow-untrusted-pickle",
+    is_flag=True,
+    help="Restore pickled Python values from a savepoint that your weir did not sign (another user's or "
+    "machine's, or edited). Unpickling runs code from its files: use only for state you trust.",
+)
+@click.option(
     "--inject-failures",
     "inject_failures",
     metavar="SPEC",
@@ -145,6 +151,7 @@ def run(
     live: bool | None,
     from_savepoint: Path | None,
     allow_non_restored_state: bool,
+    allow_untrusted_pickle: bool = False,
     inject_failures: str | None = None,
     failure_seed: int | None = None,
 ) -> None:
@@ -160,8 +167,10 @@ def run(
     if from_savepoint is not None:
         conf.set_string(opts.SAVEPOINT_PATH.key, str(from_savepoint))
         conf.set_string(opts.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key, str(allow_non_restored_state).lower())
-    elif allow_non_restored_state:
-        raise click.UsageError("--allow-non-restored-state goes with --from-savepoint PATH")
+        conf.set_string(opts.SAVEPOINT_ALLOW_UNTRUSTED_PICKLE.key, str(allow_untrusted_pickle).lower())
+    elif allow_non_restored_state or allow_untrusted_pickle:
+        flag = "--allow-non-restored-state" if allow_non_restored_state else "--allow-untrusted-pickle"
+        raise click.UsageError(f"{flag} goes with --from-savepoint PATH")
     if inject_failures is not None:
         from engine.runtime.failure_injector import parse_spec
 

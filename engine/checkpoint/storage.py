@@ -19,6 +19,10 @@ leaves a directory with no (or only a temporary) ``_metadata``, which
 ``discard`` removes ``_metadata`` first, so a crash in the middle of a discard
 never leaves a valid-looking checkpoint with missing files.
 
+``_metadata`` is signed with the user's key (``engine.checkpoint.trust``); recovery
+(``load``, ``latest_valid``) takes only checkpoints whose signature verifies, so a
+checkpoint somebody else wrote or edited is skipped like a damaged one.
+
 Reads verify size and SHA-256 against the handle in the metadata; a missing
 or damaged file raises ``CorruptCheckpointError`` naming the file, what was
 expected and what was found, and ``latest_valid`` falls back to the previous
@@ -42,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from engine.checkpoint import trust
 from engine.checkpoint.metadata import (
     CHECKPOINT,
     SAVEPOINT,
@@ -390,7 +395,7 @@ class CheckpointStorage:
                 f"refusing to commit checkpoint {checkpoint_id} of job {self.job_id}: {e}"
             ) from e
         self._ensure_layout()
-        _atomic_write(path, serialize(metadata))
+        _atomic_write(path, serialize(metadata, sign=trust.sign))
         return path
 
     # ------------------------------------------------------------------ reading checkpoints
@@ -437,6 +442,12 @@ class CheckpointStorage:
                 f"job {self.job_id} has no checkpoint {checkpoint_id} under {self.job_dir} (found: {known})"
             )
         metadata = self._load_unchecked_files(checkpoint_id)
+        if not trust.is_signed_by_this_user(metadata):
+            raise CorruptCheckpointError(
+                f"{self.metadata_path(checkpoint_id)} is not signed with your checkpoint signing key "
+                f"({trust.key_path()}): it was written by another user or weir, or edited afterwards, so "
+                "recovery does not use it (restore it explicitly with `weir run -s` if you trust it)"
+            )
         _verify_all(self.job_dir, metadata, verify_checksums)
         return metadata
 
@@ -610,7 +621,7 @@ def write_savepoint(target_dir: Path | str, metadata: CheckpointMetadata, files:
             )
     for path, data in sorted(files.items()):
         _atomic_write(target / path, bytes(data))
-    _atomic_write(target / METADATA_FILE_NAME, serialize(metadata))
+    _atomic_write(target / METADATA_FILE_NAME, serialize(metadata, sign=trust.sign))
     return target
 
 

@@ -238,6 +238,11 @@ SAVEPOINT_DIRECTORY = _opt(
 SAVEPOINT_PATH = _opt(
     "execution.savepoint.path", "str", None, "Savepoint to restore the job from.",
 )  # fmt: skip
+SAVEPOINT_ALLOW_UNTRUSTED_PICKLE = _opt(
+    "weir.savepoint.allow-untrusted-pickle", "bool", False,
+    "Restore pickled values from a savepoint or checkpoint that your weir did not sign (made by another user "
+    "or machine, or edited): unpickling runs code from the files, so only for state of trusted origin.",
+)  # fmt: skip
 SAVEPOINT_IGNORE_UNCLAIMED_STATE = _opt(
     "execution.savepoint.ignore-unclaimed-state", "bool", False,
     "Allow state of the savepoint that no operator of the job claims (allow_non_restored_state).",

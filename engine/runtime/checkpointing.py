@@ -21,7 +21,6 @@ channel in the network), and does not yet restore from a checkpoint.
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from engine.checkpoint.coordinator import (
 )
 from engine.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
 from engine.checkpoint.registry import SharedStateRegistry
+from engine.checkpoint.state_file import encode_state_file
 from engine.checkpoint.storage import CHECKPOINT_DIR_PREFIX, METADATA_FILE_NAME, CheckpointStorage
 from engine.errors import UsageError
 from engine.runtime.checkpoint_stats import HISTORY_FILE_NAME, CheckpointHistory
@@ -94,15 +94,14 @@ def write_operator_snapshots(
             written = keyed.write(storage)
             keyed, shared = written.handle, written.handle.chain
             total += written.uploaded_bytes
-        data = pickle.dumps(
+        data = encode_state_file(
             {
                 "keyed": keyed,
                 "timers": snap.timers,
                 "source_position": snap.source_position,
                 "operator_state": snap.operator_state,
                 "channel_state": snap.channel_state,
-            },
-            5,
+            }
         )
         handle = storage.write_state_file(
             checkpoint_id, f"{snap.operator_id}-{snap.subtask_index}.state", data

@@ -196,6 +196,7 @@ class JobMaster:
                     restore.path,
                     self.job_graph,
                     restore.allow_non_restored_state,
+                    restore.allow_untrusted_pickle,
                 )
             except BaseException:
                 self.rm.remove_listener(self._on_taskmanager_lost)
@@ -685,21 +686,12 @@ def _recovery_note(restart: int, latest: Any, storage: Any) -> str | None:
 
 def _load_restore_state(storage: Any, metadata: Any) -> dict[str, list[dict[str, Any]]]:
     """Every operator's checkpointed payloads (checksums verified), tagged with their subtask.
-    Incremental keyed state comes with the bytes of its chain of shared files."""
-    import pickle
+    Incremental keyed state comes with the bytes of its chain of shared files. Recovery takes
+    only checkpoints whose signature verified (``CheckpointStorage.load``), so they are trusted."""
+    from engine.checkpoint.state_file import load_payloads
 
-    from engine.checkpoint.incremental import load_for_restore
-
-    state: dict[str, list[dict[str, Any]]] = {}
-    for op in metadata.operators:
-        for handle in op.state_handles:
-            payload = dict(pickle.loads(storage.read_state_file(handle.file)))
-            if payload.get("keyed") is not None:
-                read = storage.read_state_file
-                payload["keyed"] = load_for_restore(payload["keyed"], handle.shared_files, read)
-            payload["subtask"] = handle.subtask_index
-            state.setdefault(op.operator_id, []).append(payload)
-    return state
+    where = f"checkpoint {storage.checkpoint_dir(metadata.checkpoint_id)}"
+    return load_payloads(metadata, storage.read_state_file, where, trusted=True)
 
 
 def _partition_id(partition: Any) -> str:

@@ -27,15 +27,15 @@ unless ``allow_non_restored_state`` is set; operators without state are ignored.
 
 from __future__ import annotations
 
-import pickle
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint.incremental import load_for_restore
 from engine.checkpoint.metadata import CheckpointMetadata
+from engine.checkpoint.state_file import load_payloads
 from engine.checkpoint.storage import load_savepoint, read_savepoint_file
+from engine.checkpoint.trust import is_signed_by_this_user
 from engine.errors import UsageError
 from engine.graph.job_graph import JobGraph
 
@@ -53,6 +53,8 @@ class SavepointRestoreSettings:
 
     path: str
     allow_non_restored_state: bool = False
+    #: unpickle opaque values even when the savepoint's signature does not verify (a named risk)
+    allow_untrusted_pickle: bool = False
 
     @classmethod
     def from_configuration(cls, conf: Any) -> SavepointRestoreSettings | None:
@@ -61,7 +63,11 @@ class SavepointRestoreSettings:
         path = conf.get_option(o.SAVEPOINT_PATH)
         if not path:
             return None
-        return cls(str(path), bool(conf.get_option(o.SAVEPOINT_IGNORE_UNCLAIMED_STATE)))
+        return cls(
+            str(path),
+            bool(conf.get_option(o.SAVEPOINT_IGNORE_UNCLAIMED_STATE)),
+            bool(conf.get_option(o.SAVEPOINT_ALLOW_UNTRUSTED_PICKLE)),
+        )
 
 
 def new_savepoint_dir(root: Path | str, job_id: str) -> Path:
@@ -107,28 +113,20 @@ def check_savepoint_matches_job(
 
 
 def load_savepoint_restore_state(
-    path: str, job_graph: JobGraph, allow_non_restored_state: bool = False
+    path: str,
+    job_graph: JobGraph,
+    allow_non_restored_state: bool = False,
+    allow_untrusted_pickle: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
     """Every operator's payloads from the savepoint at ``path``, checked against ``job_graph``.
-    Runs in a worker thread (it reads files)."""
+    Runs in a worker thread (it reads files).
+
+    Opaque (pickled) values are rebuilt only when the savepoint is signed by this user's
+    weir or ``allow_untrusted_pickle`` accepts the risk; otherwise a state file that holds
+    one fails the restore with an error naming it, before anything is unpickled."""
     metadata = load_savepoint(path)
-    payloads: dict[str, list[dict[str, Any]]] = {}
-    for op in metadata.operators:
-        for handle in op.state_handles:
-            data = read_savepoint_file(path, handle.file)
-            try:
-                payload = dict(pickle.loads(data))
-            except Exception as exc:
-                raise UsageError(
-                    f"savepoint {path}: state file {handle.file.path} cannot be read "
-                    f"({type(exc).__name__}: {exc}); it was not written by this weir"
-                ) from exc
-            if payload.get("keyed") is not None:  # a native savepoint may hold an incremental chain
-                payload["keyed"] = load_for_restore(
-                    payload["keyed"], handle.shared_files, lambda h: read_savepoint_file(path, h)
-                )
-            payload["subtask"] = handle.subtask_index
-            payloads.setdefault(op.operator_id, []).append(payload)
+    trusted = allow_untrusted_pickle or is_signed_by_this_user(metadata)
+    payloads = load_payloads(metadata, lambda h: read_savepoint_file(path, h), f"savepoint {path}", trusted)
     check_savepoint_matches_job(path, metadata, payloads, job_graph, allow_non_restored_state)
     known = {op.id for v in job_graph.vertices for op in v.operators}
     return {op_id: items for op_id, items in payloads.items() if op_id in known}

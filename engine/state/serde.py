@@ -98,6 +98,7 @@ class _NamedType:
     name_bytes: bytes  # the encoded name, written before the fields
     fields: tuple[str, ...]
     build: Callable[..., Any]
+    unpack: Callable[[Any], Sequence[Any]] | None  # the fields of an instance, when not its attributes
 
 
 _by_type: dict[type, _NamedType] = {}
@@ -106,13 +107,14 @@ _by_name: dict[str, _NamedType] = {}
 
 def register_type(
     cls: type, name: str | None = None, fields: Sequence[str] | None = None,
-    build: Callable[..., Any] | None = None,
+    build: Callable[..., Any] | None = None, unpack: Callable[[Any], Sequence[Any]] | None = None,
 ) -> None:  # fmt: skip
     """Make ``cls`` (a dataclass, a named tuple, or any class given ``fields``) a named type.
 
     ``name`` is what the bytes carry (default ``"module:qualname"``; weir's own types use
     short stable names so that moving a class does not orphan old checkpoints); ``build``
-    rebuilds an instance from the fields in order (default: ``cls(*fields)``)."""
+    rebuilds an instance from the fields in order (default: ``cls(*fields)``), and
+    ``unpack`` gives them for an instance (default: its attributes named ``fields``)."""
     if fields is None:
         if dataclasses.is_dataclass(cls):
             fields = [f.name for f in dataclasses.fields(cls) if f.init]
@@ -121,7 +123,7 @@ def register_type(
         else:
             raise UsageError(f"register_type needs the fields of {cls.__qualname__} (not a dataclass)")
     name = name or f"{cls.__module__}:{cls.__qualname__}"
-    entry = _NamedType(cls, _encode_str(name), tuple(fields), build or cls)
+    entry = _NamedType(cls, _encode_str(name), tuple(fields), build or cls, unpack)
     _by_type[cls] = entry
     _by_name[name] = entry
 
@@ -202,9 +204,8 @@ def _encode_other(t: type, value: Any) -> bytes:
         )  # fmt: skip
     entry = _named(t, value)
     if entry is not None:
-        return (
-            b"\x08" + entry.name_bytes + _seq(b"\x07", [getattr(value, f) for f in entry.fields], encode_key)
-        )
+        fields = entry.unpack(value) if entry.unpack else [getattr(value, f) for f in entry.fields]
+        return b"\x08" + entry.name_bytes + _seq(b"\x07", fields, encode_key)
     if t is np.ndarray and value.dtype.kind in _ARRAY_KINDS:
         raw = np.ascontiguousarray(value).tobytes()
         return b"\x0e" + _encode_str(value.dtype.str) + encode_key(value.shape) + _L.pack(len(raw)) + raw

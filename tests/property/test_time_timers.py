@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pickle
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import engine.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
 from engine.keys.reference import KeyGroupRange
+from engine.state.serde import decode_value, encode_value
 from engine.time.timers import InternalTimerService
 
 MAX_KEY_GROUPS = 16
@@ -74,7 +74,7 @@ def test_snapshot_split_over_two_ranges_keeps_every_timer_exactly_once(specs: li
     for key, ns, ts, event in specs:
         register = service.register_event_time_timer if event else service.register_processing_time_timer
         register(key, key_group_of(key), ns, ts)
-    snapshot = pickle.loads(pickle.dumps(service.snapshot()))
+    snapshot = decode_value(encode_value(service.snapshot()))
     ranges = [
         KeyGroupRange(0, split - 1) if split > 0 else KeyGroupRange.EMPTY,
         KeyGroupRange(split, MAX_KEY_GROUPS - 1) if split < MAX_KEY_GROUPS else KeyGroupRange.EMPTY,

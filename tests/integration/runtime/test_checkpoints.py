@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import pickle
 from collections import defaultdict
 
 import pytest
 import trio
 
+from engine.checkpoint.state_file import decode_state_file
 from engine.checkpoint.storage import CheckpointStorage
 from engine.common import Configuration, Types, WatermarkStrategy
 from engine.datastream import StreamExecutionEnvironment
@@ -63,7 +63,7 @@ async def test_checkpoints_complete_and_capture_a_consistent_cut(
         assert [m.checkpoint_id for m in listing.completed] == [driver.completed[-1]]  # 1 retained
         metadata = storage.load(driver.completed[-1], verify_checksums=True)
         payloads = {
-            h.file.path: pickle.loads(storage.read_state_file(h.file))
+            h.file.path: decode_state_file(storage.read_state_file(h.file), h.file.path, trusted=False)
             for op in metadata.operators
             for h in op.state_handles
         }  # read before the cluster (and its working directory) goes away

@@ -3,7 +3,6 @@ delta files gives the output of a run without failure, and no shared file outliv
 
 from __future__ import annotations
 
-import pickle
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -13,6 +12,7 @@ import pytest
 import trio
 
 from engine.checkpoint.incremental import ChainRestore
+from engine.checkpoint.state_file import decode_state_file
 from engine.checkpoint.storage import CheckpointStorage
 from engine.common import Configuration, Types, WatermarkStrategy
 from engine.datastream import StreamExecutionEnvironment
@@ -216,7 +216,7 @@ async def test_the_driver_keeps_exactly_the_files_retained_checkpoints_need(
         assert not storage.list_checkpoints().incomplete
         latest = storage.list_checkpoints().completed[0]
         (handle,) = latest.operators[0].state_handles
-        payload = pickle.loads(storage.read_state_file(handle.file))
+        payload = decode_state_file(storage.read_state_file(handle.file), handle.file.path, trusted=False)
         chain = load_for_restore(payload["keyed"], handle.shared_files, storage.read_state_file)
         restored = LmdbKeyedStateBackend("op", 16, rng, path=tmp_path / "restored")
         try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 import threading
 from concurrent.futures import CancelledError
 from pathlib import Path
@@ -18,6 +17,7 @@ from engine.checkpoint.incremental import (
     decode_run,
     load_for_restore,
 )
+from engine.checkpoint.state_file import decode_state_file
 from engine.checkpoint.storage import CheckpointStorage
 from engine.common import Configuration
 from engine.datastream import StreamExecutionEnvironment
@@ -287,7 +287,7 @@ def test_the_checkpoint_lists_the_chain_as_shared_files_and_restores_from_it(har
     assert [f.path for f in handle.shared_files] == [f.path for f in second.shared_files()]
     assert handle.shared_files[0] == first.operators[0].state_handles[0].shared_files[0]
     assert len(handle.shared_files) == 2 and delta_size < full_size
-    payload = pickle.loads(storage.read_state_file(handle.file))
+    payload = decode_state_file(storage.read_state_file(handle.file), handle.file.path, trusted=False)
     assert isinstance(payload["keyed"], IncrementalKeyedStateHandle)
     restore_state = _load_restore_state(storage, storage.load(2, verify_checksums=True))
     (item,) = restore_state["op"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import pickle
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from engine.checkpoint.metadata import (
     SubtaskStateHandle,
     serialize,
 )
+from engine.checkpoint.state_file import decode_state_file, encode_state_file
 from engine.checkpoint.storage import (
     CheckpointStorage,
     CorruptCheckpointError,
@@ -84,11 +84,13 @@ def test_state_file_round_trip_with_a_keyed_snapshot(tmp_path: Path) -> None:
         state.update(len(key) * 10)
     snapshot = backend.snapshot()
     storage = CheckpointStorage(tmp_path, JOB)
-    data = pickle.dumps(snapshot)
+    data = encode_state_file({"keyed": snapshot})
     handle = storage.write_state_file(4, "op-0-keyed", data)
     assert handle.path == "chk-4/op-0-keyed" and handle.size_bytes == len(data) and not handle.shared
     restored = HeapKeyedStateBackend("op", 128, KeyGroupRange(0, 127))
-    restored.restore([pickle.loads(storage.read_state_file(handle))])
+    restored.restore(
+        [decode_state_file(storage.read_state_file(handle), handle.path, trusted=False)["keyed"]]
+    )
     restored.set_current_key("b")
     assert restored.get_state(ValueStateDescriptor("count")).value() == 10
 

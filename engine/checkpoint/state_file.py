@@ -1,0 +1,221 @@
+"""The private state file of one operator subtask in a checkpoint or savepoint: data, never code. Pure.
+
+Theory of operation
+-------------------
+A task's asynchronous snapshot part writes one file per chained operator holding its
+keyed state (a ``KeyedStateSnapshot``, or the handle of an incremental chain), its
+timers, its source position, its operator state and, for an unaligned checkpoint, the
+in-flight buffers. The file is weir's tagged data encoding (``engine.state.serde``)
+of that payload behind a magic and a version::
+
+    magic    9 bytes   b"WEIRSTATE"
+    version  u16       1
+    payload  the encoded dict {"keyed", "timers", "source_position", "operator_state", "channel_state"}
+
+The snapshot classes are named types with short stable names; keyed entries are
+packed into one byte string per snapshot (``_pack_entries``). Keys, namespaces and
+state values inside are themselves in the data encoding, so typed state (numbers,
+strings, tuples, Rows, windows, ...) is plain data throughout. Only a value of a type
+weir cannot encode is *opaque* (pickled).
+
+Reading (``decode_state_file``) never runs code from the file when ``trusted`` is
+False: an opaque value or an unknown named type raises ``UntrustedStateError``.
+``untrusted_content`` finds opaque values in what the envelope carries as bytes
+(keyed entries, incremental runs, operator state), and in-flight buffers, whose
+records an untyped stream pickles. The restore path passes ``trusted=True`` only when
+the checkpoint's ``_metadata`` signature verifies (``engine.checkpoint.trust``) or the
+user accepted the risk (``--allow-untrusted-pickle``).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from engine.checkpoint.incremental import ChainRestore, IncrementalKeyedStateHandle, load_for_restore
+from engine.checkpoint.metadata import CheckpointMetadata, FileHandle
+from engine.errors import UsageError
+from engine.state.backend import KeyedStateSnapshot, StateMetaInfo
+from engine.state.operator_state import OperatorStateSnapshot
+from engine.state.serde import (
+    UntrustedStateError,
+    decode_key_from,
+    encode_value,
+    find_opaque,
+    register_type,
+)
+from engine.time.timers import Timer, TimerSnapshot
+
+__all__ = ["FORMAT_VERSION", "MAGIC", "UntrustedStateError", "decode_state_file", "encode_state_file",
+           "load_payloads", "untrusted_content", "untrusted_error"]  # fmt: skip
+
+MAGIC = b"WEIRSTATE"
+FORMAT_VERSION = 1
+_VERSION = struct.Struct(">H")
+_GROUP = struct.Struct(">HI")  # key group, entries
+_ENTRY = struct.Struct(">HIIII")  # state index, key, namespace, user key, value lengths
+_PAYLOAD_FIELDS = ("keyed", "timers", "source_position", "operator_state", "channel_state")
+
+
+def _pack_entries(snapshot: KeyedStateSnapshot) -> tuple[Any, ...]:
+    """A snapshot's fields with its entries packed into one byte string (one tuple per entry costs)."""
+    names: dict[str, int] = {}
+    parts: list[bytes] = []
+    for key_group, entries in snapshot.key_groups:
+        parts.append(_GROUP.pack(key_group, len(entries)))
+        for name, key, namespace, user_key, value in entries:
+            index = names.setdefault(name, len(names))
+            parts.append(_ENTRY.pack(index, len(key), len(namespace), len(user_key), len(value)))
+            parts += (key, namespace, user_key, value)
+    return (snapshot.operator_id, snapshot.max_parallelism, snapshot.key_group_range, snapshot.states,
+            tuple(names), len(snapshot.key_groups), b"".join(parts))  # fmt: skip
+
+
+def _unpack_entries(
+    operator_id: str, max_parallelism: int, key_group_range: Any, states: tuple[StateMetaInfo, ...],
+    names: tuple[str, ...], groups: int, packed: bytes,
+) -> KeyedStateSnapshot:  # fmt: skip
+    key_groups = []
+    view = memoryview(packed)
+    pos = 0
+    for _ in range(groups):
+        key_group, count = _GROUP.unpack_from(view, pos)
+        pos += _GROUP.size
+        entries = []
+        for _ in range(count):
+            index, nk, nn, nu, nv = _ENTRY.unpack_from(view, pos)
+            pos += _ENTRY.size
+            a, b, c, d = pos + nk, pos + nk + nn, pos + nk + nn + nu, pos + nk + nn + nu + nv
+            entries.append((names[index], packed[pos:a], packed[a:b], packed[b:c], packed[c:d]))
+            pos = d
+        key_groups.append((key_group, tuple(entries)))
+    if pos != len(packed):
+        raise UsageError(f"keyed state of '{operator_id}' has {len(packed) - pos} bytes after its entries")
+    return KeyedStateSnapshot(operator_id, max_parallelism, key_group_range, tuple(states), tuple(key_groups))
+
+
+register_type(KeyedStateSnapshot, "weir.KeyedStateSnapshot",
+              fields=("operator_id", "max_parallelism", "key_group_range", "states", "names", "groups", "packed"),
+              build=_unpack_entries, unpack=_pack_entries)  # fmt: skip
+register_type(StateMetaInfo, "weir.StateMetaInfo")
+register_type(Timer, "weir.Timer")
+register_type(TimerSnapshot, "weir.TimerSnapshot")
+register_type(OperatorStateSnapshot, "weir.OperatorStateSnapshot")
+register_type(FileHandle, "weir.FileHandle")
+register_type(IncrementalKeyedStateHandle, "weir.IncrementalKeyedStateHandle")
+
+
+def encode_state_file(payload: dict[str, Any]) -> bytes:
+    """The bytes of one operator subtask's state file."""
+    return MAGIC + _VERSION.pack(FORMAT_VERSION) + encode_value({k: payload.get(k) for k in _PAYLOAD_FIELDS})
+
+
+def decode_state_file(data: bytes, where: str, trusted: bool) -> dict[str, Any]:
+    """The payload of a state file (``where`` names it in errors); opaque values only when ``trusted``."""
+    if not data.startswith(MAGIC):
+        raise UsageError(
+            f"state file {where} is not in weir's state file format (it does not start with {MAGIC!r}); "
+            "it was written by an older weir, whose state files were pickled, or it is not a state file"
+        )
+    head = len(MAGIC) + _VERSION.size
+    (version,) = _VERSION.unpack_from(data, len(MAGIC))
+    if version != FORMAT_VERSION:
+        raise UsageError(f"state file {where} has format version {version}; this weir reads {FORMAT_VERSION}")
+    try:
+        payload, end = decode_key_from(data, head, trusted)
+    except UntrustedStateError:
+        raise
+    except (UsageError, ValueError, TypeError, IndexError, KeyError, struct.error, UnicodeDecodeError) as exc:
+        raise UsageError(f"state file {where} cannot be decoded: {type(exc).__name__}: {exc}") from None
+    if end != len(data) or not isinstance(payload, dict) or set(payload) != set(_PAYLOAD_FIELDS):
+        raise UsageError(f"state file {where} does not hold one state payload ({', '.join(_PAYLOAD_FIELDS)})")
+    return payload
+
+
+def _opaque_in_keyed(snapshot: KeyedStateSnapshot) -> str | None:
+    kinds = {m.name: m.kind for m in snapshot.states}
+    for _, entries in snapshot.key_groups:
+        for name, key, namespace, user_key, value in entries:
+            user = user_key if kinds.get(name) == "map" else b""
+            found = find_opaque(key + namespace + user) or find_opaque(value)
+            if found:
+                return f"state '{name}' of operator '{snapshot.operator_id}': {found}"
+    return None
+
+
+def _opaque_in_chain(chain: ChainRestore) -> str | None:
+    for run in chain.runs():
+        kinds = {m.name: m.kind for m in run.header.states}
+        for name, raw_key, value in run.entries():
+            _, end = decode_key_from(raw_key, 2, trusted=False)  # the key
+            _, end = decode_key_from(raw_key, end, trusted=False)  # the namespace
+            found = (find_opaque(raw_key[end:]) if kinds.get(name) == "map" else None) or (
+                find_opaque(value) if value is not None else None
+            )
+            if found:
+                return f"state '{name}' in incremental state file {run.where}: {found}"
+    return None
+
+
+def untrusted_content(payload: dict[str, Any]) -> str | None:
+    """What in a decoded payload (incremental chains loaded) only code would rebuild; None: it is all data."""
+    try:
+        keyed = payload.get("keyed")
+        if isinstance(keyed, KeyedStateSnapshot) and (found := _opaque_in_keyed(keyed)):
+            return found
+        if isinstance(keyed, ChainRestore) and (found := _opaque_in_chain(keyed)):
+            return found
+    except UntrustedStateError as exc:
+        return str(exc)
+    op_state = payload.get("operator_state")
+    if isinstance(op_state, OperatorStateSnapshot):
+        for name, _, elements in op_state.states:
+            for element in elements:
+                if found := find_opaque(element):
+                    return f"operator state '{name}': {found}"
+    if payload.get("channel_state"):
+        return (
+            "in-flight records of an unaligned checkpoint, whose frames may hold pickled records "
+            "(weir replays them only from checkpoints it can prove it wrote)"
+        )
+    return None
+
+
+def untrusted_error(where: str, path: str, found: str) -> UntrustedStateError:
+    """The one error for a state file that needs code to restore and whose origin is not proven."""
+    from engine.checkpoint.trust import key_path
+
+    return UntrustedStateError(
+        f"{where}: state file {path} holds {found}. Its _metadata is not signed with your checkpoint "
+        f"signing key ({key_path()}): it was made by another user or machine, or edited afterwards. "
+        "Rebuilding that value would run code from the file, so nothing was restored. If you trust where "
+        "it came from, restore with --allow-untrusted-pickle (configuration: "
+        "weir.savepoint.allow-untrusted-pickle: true)"
+    )
+
+
+def load_payloads(
+    metadata: CheckpointMetadata, read: Callable[[FileHandle], bytes], where: str, trusted: bool
+) -> dict[str, list[dict[str, Any]]]:
+    """Every operator's payloads of a checkpoint or savepoint, tagged with their subtask.
+
+    ``read`` returns the verified bytes of one file; ``where`` names the checkpoint in errors.
+    Incremental keyed state comes with the bytes of its chain. Unless ``trusted``, a file
+    holding anything only code would rebuild fails with ``untrusted_error``."""
+    state: dict[str, list[dict[str, Any]]] = {}
+    for op in metadata.operators:
+        for handle in op.state_handles:
+            path = handle.file.path
+            try:
+                payload = decode_state_file(read(handle.file), f"{path} of {where}", trusted)
+                if payload["keyed"] is not None:
+                    payload["keyed"] = load_for_restore(payload["keyed"], handle.shared_files, read)
+                found = None if trusted else untrusted_content(payload)
+            except UntrustedStateError as exc:
+                found = str(exc)
+            if found is not None:
+                raise untrusted_error(where, path, found)
+            payload["subtask"] = handle.subtask_index
+            state.setdefault(op.operator_id, []).append(payload)
+    return state

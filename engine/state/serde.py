@@ -246,8 +246,12 @@ def _named_type(name: str, trusted: bool) -> _NamedType:
     obj: Any = importlib.import_module(module)
     for part in qualname.split("."):
         obj = getattr(obj, part)
-    if not isinstance(obj, type):
-        raise UsageError(f"cannot decode a value of type {name}: it names {obj!r}, not a class")
+    if not isinstance(obj, type) or not (
+        dataclasses.is_dataclass(obj) or (issubclass(obj, tuple) and hasattr(obj, "_fields"))
+    ):
+        raise UsageError(
+            f"cannot decode a value of type {name}: it names {obj!r}, not a dataclass or named tuple"
+        )
     register_type(obj, name)
     return _by_name[name]
 

@@ -306,7 +306,7 @@ def decode_run(data: bytes, where: str) -> Run:
 class IncrementalKeyedStateHandle:
     """One subtask's keyed state in an incremental checkpoint: a chain of run files, base first.
 
-    Pickled into the subtask's private state file; the same files are the state
+    Written into the subtask's private state file; the same files are the state
     handle's ``shared_files`` in the metadata (what the registry counts).
     """
 

@@ -11,7 +11,7 @@ namespace set on the state object (``set_current_namespace``; the default is
 group is outside the range is a routing bug upstream: ``ProtocolViolation``.
 
 ``snapshot(key_group_range)`` returns a ``KeyedStateSnapshot``: an immutable,
-picklable, in-memory value in one canonical format for every backend, so a
+plain-data, in-memory value in one canonical format for every backend, so a
 heap snapshot restores into LMDB and back, and a snapshot of a range restores
 into any set of backends whose ranges split it (each takes only its own key
 groups) -- that is how rescaling works.
@@ -26,7 +26,7 @@ of ``(state_name, key_bytes, namespace_bytes, user_key_bytes, value_bytes)``:
 - ``user_key_bytes``: ``b""`` for value/reducing/aggregating state; for list
   state the element's position as 8 bytes big endian (one entry per element);
   for map state ``serde.encode_key`` of the map key (one entry per map entry);
-- ``value_bytes``: ``serde.encode_value`` (pickle 5) of the stored value -- for
+- ``value_bytes``: ``serde.encode_value`` (weir's data encoding) of the stored value -- for
   a state with TTL the stored value is ``(last_access_ms, value)``; reducing
   and aggregating state store the accumulator.
 

@@ -9,7 +9,7 @@ so one key group is one contiguous key range (snapshots and rescaling read a
 range, never the whole database), and all entries of one key and namespace are
 contiguous too. The user key is empty for value/reducing/aggregating state,
 the element position (8 bytes big endian) for list state, and
-``encode_key(map_key)`` for map state. Values are ``encode_value`` (pickle 5)
+``encode_key(map_key)`` for map state. Values are ``encode_value`` (data encoding)
 of the stored value, which is ``(last_access_ms, value)`` for states with TTL
 -- exactly the bytes of the canonical snapshot format (``engine.state.backend``).
 

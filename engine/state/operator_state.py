@@ -9,7 +9,7 @@ Each subtask holds named lists. On restore at a different parallelism:
 - union state (``get_union_list_state``): every new subtask gets all elements
   of all old subtasks (a source then picks what it owns).
 
-Snapshots hold pickled elements, so they are immutable and picklable. Pure.
+Snapshots hold encoded elements (``serde.encode_value``), so they are immutable plain data. Pure.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ UNION = "union"
 
 @dataclass(frozen=True, slots=True)
 class OperatorStateSnapshot:
-    """The operator state of one subtask: ``states`` is a sorted tuple of (name, mode, pickled elements)."""
+    """The operator state of one subtask: ``states`` is a sorted tuple of (name, mode, encoded elements)."""
 
     operator_id: str
     states: tuple[tuple[str, str, tuple[bytes, ...]], ...]

@@ -1,4 +1,4 @@
-"""MyJob, the reference job of seed 000 ("Flink internals end to end").
+"""MyJob, the reference job of Flink's internals walk-through.
 
 source -> map -> key_by -> tumbling event-time window of 10 s -> sink
 

@@ -1,4 +1,4 @@
-"""WindowWordCount, the worked example of seed 003 ("four-level transformation").
+"""WindowWordCount, Flink's worked example of the four graph levels.
 
 The flat_map runs at parallelism 4 in slot sharing group ``flatMap_sg``; the count
 window and its sink run at parallelism 3 in ``sum_sg``. The source cannot chain with the

@@ -6,7 +6,7 @@ newest intended time among the events a result depends on). The sink strips that
 field before comparing with ``expected/<query>``.
 
 keyed:
-  ``keyed-window``  seed 000's MyJob: source → map → key_by → 10 s tumbling event-time
+  ``keyed-window``  Flink's MyJob example: source → map → key_by → 10 s tumbling event-time
                     window → reduce (count and sum per key and window) → sink
   ``keyed-shuffle`` source → map → key_by → sink: every event crosses a keyed exchange
 nexmark:
@@ -236,7 +236,7 @@ QUERIES: dict[str, Query] = {
     q.name: q
     for q in (
         Query("keyed-window", "keyed", (TableInput("events", ("key", "value", "event_time"), "event_time"),),
-              _keyed_window, False, "count and sum per key, 10 s tumbling event-time window (seed 000's MyJob)"),
+              _keyed_window, False, "count and sum per key, 10 s tumbling event-time window (Flink's MyJob example)"),
         Query("keyed-shuffle", "keyed", (TableInput("events", ("key", "value", "event_time"), "event_time"),),
               _keyed_shuffle, True, "every event through map -> key_by -> map"),
         Query("q0", "nexmark", (TableInput(BIDS, ("auction", "bidder", "price", "date_time"), "date_time"),),

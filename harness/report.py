@@ -9,7 +9,7 @@ reads) and two PNGs with matplotlib's Agg backend:
 
 - ``latency_vs_throughput.png``: p50 and p99 latency against achieved throughput, one
   line per buffer timeout, one panel per configuration group;
-- ``throughput_vs_timeout.png``: max throughput against buffer timeout (seed 002's plot,
+- ``throughput_vs_timeout.png``: max throughput against buffer timeout (the plot of Flink's network-stack write-up,
   for weir).
 
 ``compare`` matches two reports configuration by configuration (``RunConfig.key``).
@@ -469,7 +469,7 @@ def plots(report: dict[str, Any], directory: Path) -> list[Path]:
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
-    ax.set_title("weir: max throughput against buffer timeout (seed 002's plot)")
+    ax.set_title("weir: max throughput against buffer timeout (the plot of Flink's network-stack write-up)")
     fig.tight_layout()
     path = directory / THROUGHPUT_PLOT
     fig.savefig(path, dpi=90)

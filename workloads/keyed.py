@@ -11,7 +11,7 @@ Row ``id`` (0 … events-1) is event number ``id`` of the stream:
 - ``payload``: ``payload_bytes`` hexadecimal characters (empty when 0).
 
 Queries with expected answers: ``keyed-window`` (count and sum of value per key and
-tumbling event-time window of ``window_ms``, the shape of seed 000's MyJob) and
+tumbling event-time window of ``window_ms``, the shape of Flink's MyJob example) and
 ``keyed-shuffle`` (every event's key, value and event time, routed by key).
 """
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A TaskManager offers a fixed number of task slots. With slot sharing (Flink's default,
-seed 004) a slot holds one *pipeline slice* rather than one subtask: per slot sharing
+Flink's slot sharing) a slot holds one *pipeline slice* rather than one subtask: per slot sharing
 group, shared slot ``k`` holds subtask ``k`` of every vertex of that group whose
 parallelism is greater than ``k``. So a group needs as many slots as its largest
 parallelism, and a job needs the sum over its groups (``required_slots``). Groups are

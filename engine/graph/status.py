@@ -13,7 +13,7 @@ ExecutionGraph exists, ``RUNNING`` once scheduled and ``FINISHED`` when all
 work is done. A failure moves it to ``FAILING`` while its tasks are cancelled;
 when all of them are terminal it is ``FAILED``, unless the restart strategy lets
 it restart, in which case it goes through ``RESTARTING`` back to ``RUNNING``
-(or, on the older path of seed 004, to ``CREATED``: "once the job has been
+(or, on Flink's older path, to ``CREATED``: "once the job has been
 completely restarted, it will reach the created state"). A user's cancel moves
 it to ``CANCELLING`` and, once every task is terminal, to ``CANCELED``.
 ``FINISHED``, ``CANCELED`` and ``FAILED`` are *globally* terminal: the job is
@@ -148,7 +148,7 @@ JOB_STATUS_TRANSITIONS: Mapping[tuple[JobStatus, str], JobStatus] = {
     (_J.FAILING, "cancel"): _J.CANCELLING,
     (_J.FAILING, "suspend"): _J.SUSPENDED,
     (_J.RESTARTING, "restarted"): _J.RUNNING,
-    (_J.RESTARTING, "reset"): _J.CREATED,  # seed 004: a restarted job "will reach the created state"
+    (_J.RESTARTING, "reset"): _J.CREATED,  # older path: a restarted job "will reach the created state"
     (_J.RESTARTING, "cancel"): _J.CANCELED,
     (_J.RESTARTING, "fail"): _J.FAILED,  # restarts exhausted while restarting
     (_J.RESTARTING, "suspend"): _J.SUSPENDED,

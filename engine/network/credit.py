@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Seed 002, "Credit-based Flow Control": a sender may forward a buffer on a logical
+As Flink's credit-based flow control: a sender may forward a buffer on a logical
 channel only if the receiver has announced room for it; one buffer = one credit.
 
 Sender side (``CreditLedger``, one per subpartition being served to a remote channel):

@@ -1,10 +1,10 @@
 """``NetworkEnvironment``: the network stack of one TaskManager; ``NetworkRegistry``: the in-process network.
 
-A TaskManager's environment (Flink's ShuffleEnvironment, seed 000 5.2.4) owns its
+A TaskManager's environment (Flink's ShuffleEnvironment) owns its
 ``NetworkBufferPool``, creates the ``ResultPartition`` of every task it runs and the
 ``InputGate`` of every task input, and runs the connection tasks to other TaskManagers.
 
-Sizes follow seed 002: a partition's pool has at most
+Sizes follow Flink's network stack: a partition's pool has at most
 ``num_subpartitions × buffers_per_channel + floating_buffers_per_gate`` buffers and at
 least ``num_subpartitions + 1`` (one buffer being written per subpartition plus one, so
 the writer can always make progress, as in Flink); a gate's pool has the remote channels'

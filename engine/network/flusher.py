@@ -1,6 +1,6 @@
 """The output flusher: buffer timeout semantics (pure ``FlushPolicy``) and the timer task.
 
-Seed 002, "Flush after Buffer Timeout": a buffer becomes consumable when it is full, when
+As Flink's flush after the buffer timeout: a buffer becomes consumable when it is full, when
 an event is written, or when the output flusher fires. ``execution.buffer-timeout.interval``
 chooses how often it fires:
 

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A gate has one input channel per producer subpartition it reads (seed 000, 5.3.1). A
+A gate has one input channel per producer subpartition it reads (as Flink's InputGate). A
 channel notifies the gate whenever it may have something to read; the gate keeps the
 channels with data in a FIFO and serves them round robin, one item per turn, so a busy
 channel cannot starve the others. Every item carries its ``channel_index``; the task

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Seed 002, "Writing Records into Network Buffers" and "Flushing Buffers to Netty". Each
+As Flink writes records into network buffers and flushes them to the network. Each
 subpartition holds a queue of buffers and in-band events, in write order. The buffer
 being written sits at the tail of the queue from the moment it is requested (Flink's
 BufferBuilder / BufferConsumer pair): the writer appends to it, and a reader may already

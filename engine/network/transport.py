@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Seed 002, "Physical Transport": all remote channels from the subtasks of one TaskManager
+As Flink's physical transport: all remote channels from the subtasks of one TaskManager
 (the *client*, where the consumers run) to another (the *server*, where the producers
 run) share one connection. Flink runs it over TCP with Netty; weir's in-process
 ``Connection`` is two message queues, one per direction, and the messages are the whole

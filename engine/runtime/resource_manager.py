@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A thin Trio driver around two pure cores: a ``SlotManager`` (which slots exist, who holds
 them) and a ``HeartbeatMonitor`` (who has been silent too long). It knows nothing about
-job logic; it deals purely in slots (seed 000, 5.1.2).
+job logic; it deals purely in slots (as Flink's ResourceManager).
 
 - TaskManagers call ``register_task_executor`` with their slot report and then
   ``heartbeat_from_task_executor`` every ``heartbeat_interval_ms``. A registration may

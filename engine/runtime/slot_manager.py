@@ -18,7 +18,7 @@ all or nothing: too few free slots raise ``NotEnoughSlots`` (``request_slots``) 
 return ``None`` (``try_request``, for a driver that waits for TaskManagers to register
 or slots to be released).
 
-A slot then follows Flink's TaskSlot states (seed 000, 5.2.1)::
+A slot then follows Flink's TaskSlot states (Flink's TaskSlot)::
 
     FREE --allocate--> ALLOCATED(job) --activate--> ACTIVE(job)
     ALLOCATED(job) / ACTIVE(job) --mark_releasing--> RELEASING(job) --free--> FREE

@@ -139,7 +139,7 @@ def test_emit_to_gate(benchmark: Any, capsys: pytest.CaptureFixture[str]) -> Non
                 f"  {channel:<7}{size:>5}: {statistics.median(per_round):.2f} "
                 f"[{min(per_round):.2f}..{max(per_round):.2f}]"
             )
-    lines.append("(seed 002: Flink at 1 ms keeps ~0.75 of its throughput at 100 ms)")
+    lines.append("(Flink's network-stack write-up: at 1 ms Flink keeps ~0.75 of its throughput at 100 ms)")
     benchmark.extra_info.update(figures=figures, ratio_1ms_over_100ms=ratios)
     with capsys.disabled():
         print("\n".join(lines))

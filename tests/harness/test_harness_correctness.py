@@ -31,7 +31,7 @@ async def _check(directory: Path, config: RunConfig, rate: float | None = None) 
 
 @pytest.mark.parametrize("parallelism", [1, 2])
 async def test_the_reference_window_job_matches_spark(keyed_uniform: Path, parallelism: int) -> None:
-    """Seed 000's MyJob shape with aligned checkpoints on LMDB, replayed for ~1 s of real time."""
+    """The shape of Flink's MyJob example with aligned checkpoints on LMDB, replayed for ~1 s of real time."""
     config = RunConfig("keyed-window", parallelism, checkpointing="aligned", backend="lmdb",
                        checkpoint_interval_ms=200)  # fmt: skip
     await _check(keyed_uniform, config, rate=20_000.0)  # checkpoints happen while it runs

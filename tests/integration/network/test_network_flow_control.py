@@ -85,7 +85,7 @@ async def test_without_timeout_bytes_wait_for_a_full_buffer_or_an_event(
         assert arrivals[3:] == [(pytest.approx(14), b"d"), (pytest.approx(14), EndOfPartition())]
 
 
-# --- backpressure isolation (seed 002) ------------------------------------------------------
+# --- backpressure isolation (as Flink's) ------------------------------------------------------
 
 
 async def test_a_stalled_consumer_does_not_stall_its_neighbour_on_the_same_connection(

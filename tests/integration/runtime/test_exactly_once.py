@@ -2,7 +2,7 @@
 
 Two jobs, both with an exact oracle computed by a Python loop:
 
-- the windowed MyJob shape (seed 000): source → map → key_by → 10 s tumbling event-time
+- the windowed shape of Flink's MyJob example: source → map → key_by → 10 s tumbling event-time
   window → FileSink; one line per (key, window start, sum);
 - a keyed running sum: source → map → key_by → reduce → FileSink; one line per record,
   the key's running total. Every key's records come from one quarter of the index range,

@@ -10,7 +10,7 @@ from engine.datastream.window import TumblingEventTimeWindows
 
 
 def my_job(parallelism: int = 2) -> StreamExecutionEnvironment:
-    """Seed 000's MyJob: source+map at ``parallelism``, key_by, 10 s tumbling window, sink at 1."""
+    """Flink's MyJob example: source+map at ``parallelism``, key_by, 10 s tumbling window, sink at 1."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     (
@@ -28,7 +28,7 @@ def my_job(parallelism: int = 2) -> StreamExecutionEnvironment:
 
 
 def window_word_count(source_parallelism: int = 1) -> StreamExecutionEnvironment:
-    """Seed 003's WindowWordCount: flatMap at 4 in flatMap_sg; count-window sum and sink at 3 in sum_sg."""
+    """Flink's WindowWordCount example: flatMap at 4 in flatMap_sg; count-window sum and sink at 3 in sum_sg."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(source_parallelism)
     text = env.from_source(

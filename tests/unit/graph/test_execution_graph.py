@@ -1,4 +1,4 @@
-"""ExecutionGraph: seed 000's MyJob expanded by parallelism, pointwise rescaling, attempts, regions."""
+"""ExecutionGraph: Flink's MyJob example expanded by parallelism, pointwise rescaling, attempts, regions."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def source(env: StreamExecutionEnvironment) -> DataStream:
 
 
 def my_job(parallelism: int, batch: bool = False) -> ExecutionGraph:
-    """Seed 000's MyJob: source -> map at ``parallelism``, key_by, 10 s window, sink at 1."""
+    """Flink's MyJob example: source -> map at ``parallelism``, key_by, 10 s window, sink at 1."""
     env = StreamExecutionEnvironment.get_execution_environment()
     if batch:
         env.set_runtime_mode(RuntimeExecutionMode.BATCH)
@@ -54,7 +54,7 @@ def names(vertices: list[ExecutionVertex]) -> list[str]:
     return [v.task_name_with_subtask for v in vertices]
 
 
-# -- seed 000: MyJob ----------------------------------------------------------------------------
+# -- Flink's MyJob example ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("parallelism", [2, 4])

@@ -1,4 +1,4 @@
-"""Slot sharing and placement: seed 004's Source-Map-Reduce, seed 003's WindowWordCount, locality."""
+"""Slot sharing and placement: Flink's Source-Map-Reduce slot example, Flink's WindowWordCount, locality."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def compile_job(env: StreamExecutionEnvironment, name: str) -> ExecutionGraph:
 
 
 def source_map_reduce(chaining: bool = True) -> ExecutionGraph:
-    """Seed 004: Source 4 -> Map 4 -> Reduce 3."""
+    """Flink's slot sharing example: Source 4 -> Map 4 -> Reduce 3."""
     env = StreamExecutionEnvironment.get_execution_environment()
     if not chaining:
         env.disable_operator_chaining()
@@ -32,11 +32,11 @@ def source_map_reduce(chaining: bool = True) -> ExecutionGraph:
         .reduce(lambda a, b: (a[0], a[1] + b[1]))
         .set_parallelism(3)
     )
-    return compile_job(env, "seed 004")
+    return compile_job(env, "slot sharing example")
 
 
 def window_word_count() -> ExecutionGraph:
-    """Seed 003: source at 1 in 'default', flat_map at 4 in 'flatMap_sg', window sum and sink at 3 in 'sum_sg'."""
+    """Flink's WindowWordCount: source at 1 in 'default', flat_map at 4 in 'flatMap_sg', window sum and sink at 3 in 'sum_sg'."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(3)
     (
@@ -56,7 +56,7 @@ def window_word_count() -> ExecutionGraph:
 
 
 def my_job(parallelism: int) -> ExecutionGraph:
-    """Seed 000's MyJob."""
+    """Flink's MyJob example."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     (
@@ -75,7 +75,7 @@ def contents(slot: Slot) -> list[str]:
     return [ev.task_name_with_subtask for ev in slot.subtasks]
 
 
-# -- seed 004 -----------------------------------------------------------------------------------
+# -- Flink's slot sharing example -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("chaining", [True, False])
@@ -124,7 +124,7 @@ def test_assign_to_executions_records_slots() -> None:
         assert ev.current_execution.assigned_slot is plan.slot_of(ev)
 
 
-# -- seed 003 -----------------------------------------------------------------------------------
+# -- Flink's WindowWordCount ------------------------------------------------------------------------------------
 
 
 def test_window_word_count_needs_a_slot_per_group_slice() -> None:
@@ -160,7 +160,7 @@ def test_single_taskmanager_singular_message() -> None:
         plan_slots(source_map_reduce(), 1, 1)
 
 
-# -- channel locality (seed 000, Physical Transport) ---------------------------------------------
+# -- channel locality (Flink's physical transport) ---------------------------------------------
 
 
 def test_my_job_channel_locality_on_two_taskmanagers() -> None:

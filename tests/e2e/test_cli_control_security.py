@@ -148,9 +148,7 @@ def test_a_home_owned_by_another_user_is_refused(tmp_path: Path, monkeypatch: py
     assert ran.exit_code == 2 and "is owned by uid" in ran.stderr
 
 
-def test_a_jobs_dir_owned_by_another_user_is_refused(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_jobs_dir_owned_by_another_user_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     jobs = home / "jobs"

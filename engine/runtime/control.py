@@ -294,6 +294,8 @@ async def serve_job_control(cluster: Any, handle: Any) -> None:
     requests = box / "requests"
     responses = box / "responses"
     try:
+        if not _TOKEN.fullmatch(handle.job_id):
+            raise UsageError(f"job id {handle.job_id!r} is not a plain token, so it names no mailbox")
         for level in (jobs_dir().parent, jobs_dir(), box, requests, responses):
             private_dir(level)
     except UsageError as exc:  # the job goes on; only its mailbox is missing

@@ -11,12 +11,19 @@ import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+import trio
 
 from engine.errors import UsageError
 from engine.private_files import private_dir, read_private
-from engine.runtime.control import checked_savepoint_target, parse_request, running_jobs
+from engine.runtime.control import (
+    checked_savepoint_target,
+    parse_request,
+    running_jobs,
+    serve_job_control,
+)
 
 NOBODY = 65534
 ROOT = os.geteuid() == 0
@@ -187,3 +194,13 @@ def test_weir_list_does_not_trust_another_users_or_a_linked_job_json(
         _plant_job(home, "theirs", NOBODY)
     assert {job["job_id"] for job in running_jobs()} == expected
     assert own.is_dir()
+
+
+def test_a_job_id_that_is_a_path_gets_no_mailbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("WEIR_HOME", str(tmp_path / "home"))
+    handle = SimpleNamespace(job_id="../../escape", job_master=None)
+    trio.run(serve_job_control, None, handle)  # returns at once: the job goes on without a mailbox
+    assert not (tmp_path / "escape").exists()
+    assert "job id '../../escape' is not a plain token" in capsys.readouterr().err

@@ -263,6 +263,15 @@ async def _carry_out(job_master: Any, request: dict[str, Any]) -> dict[str, Any]
     return {"savepoint": path}
 
 
+def _remove(path: Path) -> None:
+    """Remove whatever is at ``path`` (a file, a link, a planted directory), never what a link points to."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)  # rmtree does not follow links inside either
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
+
+
 def _take_request(path: Path) -> dict[str, Any] | str | None:
     """Read and remove one request: the request, an error to answer with, or None when the
     file is not this user's own regular file (refused unread, never answered)."""
@@ -272,7 +281,7 @@ def _take_request(path: Path) -> dict[str, Any] | str | None:
         print(f"weir: refused control request {path}: {exc}", file=sys.stderr)
         return None
     finally:
-        path.unlink(missing_ok=True)
+        _remove(path)
     try:
         return parse_request(data)
     except UsageError as exc:
@@ -326,7 +335,12 @@ async def serve_job_control(cluster: Any, handle: Any) -> None:
     try:
         async with trio.open_nursery() as nursery:
             while True:
-                for name in sorted(os.listdir(requests)):
+                try:
+                    names = sorted(os.listdir(requests))
+                except FileNotFoundError:
+                    print(f"weir: the mailbox of job {handle.job_id} was removed; it is off", file=sys.stderr)
+                    return
+                for name in names:
                     if name.startswith("."):
                         continue  # a client's temporary, renamed into place when complete
                     taken = _take_request(requests / name)

@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 import trio
+import trio.testing
 
 from engine.errors import UsageError
 from engine.private_files import private_dir, read_private
@@ -204,3 +205,27 @@ def test_a_job_id_that_is_a_path_gets_no_mailbox(
     trio.run(serve_job_control, None, handle)  # returns at once: the job goes on without a mailbox
     assert not (tmp_path / "escape").exists()
     assert "job id '../../escape' is not a plain token" in capsys.readouterr().err
+
+
+def test_a_directory_planted_as_a_request_is_removed_and_the_mailbox_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEIR_HOME", str(tmp_path / "home"))
+    handle = SimpleNamespace(
+        job_id="abc", job_master=SimpleNamespace(job_graph=SimpleNamespace(job_name="j"))
+    )
+    requests = tmp_path / "home" / "jobs" / "abc" / "requests"
+
+    async def plant_then_stop() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_job_control, None, handle)
+            while not requests.is_dir():
+                await trio.sleep(0.01)
+            (requests / "1-dir.json").mkdir()
+            (requests / "1-dir.json" / "inside").write_text("{}")
+            await trio.sleep(1)  # ten polls
+            assert not (requests / "1-dir.json").exists()
+            assert (requests.parent / "job.json").is_file()  # the mailbox is still served
+            nursery.cancel_scope.cancel()
+
+    trio.run(plant_then_stop, clock=trio.testing.MockClock(autojump_threshold=0))

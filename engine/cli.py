@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -219,7 +220,8 @@ def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: floa
     execution.checkpointing.savepoint-dir); prints the savepoint's path. The job goes on."""
     from engine.runtime.control import send_request
 
-    target = None if target_directory is None else str(Path(target_directory).resolve())
+    # absolute but not resolved: the job's process follows only links it may trust (control.py)
+    target = None if target_directory is None else os.path.abspath(target_directory)
     result = send_request(job_id, {"action": "savepoint", "target": target, "format": fmt}, timeout)
     click.echo(result["savepoint"])
 
@@ -241,7 +243,7 @@ def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float)
     """Stop running job JOB_ID with a savepoint (the job FINISHES); prints the savepoint's path."""
     from engine.runtime.control import send_request
 
-    target = None if target is None else str(Path(target).resolve())
+    target = None if target is None else os.path.abspath(target)
     request = {"action": "stop", "target": target, "drain": drain, "format": fmt}
     click.echo(send_request(job_id, request, timeout)["savepoint"])
 

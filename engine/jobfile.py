@@ -90,17 +90,18 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
         results.append((graph, result))
         return result
 
-    saved_argv = sys.argv
-    sys.argv = [str(job_path)]
-    sys.path.insert(0, str(job_path.parent.resolve()))
-    from engine.runtime.control import combine_observers, serve_job_control
+    from engine.runtime.control import combine_observers, job_control_observer
 
     live_observer = None
     if live:
         from engine.runtime.live_view import make_live_observer
 
         live_observer = make_live_observer(console)
-    observer = combine_observers(live_observer, serve_job_control)  # `weir savepoint` etc. reach the job
+    # `weir savepoint` etc. reach the job; a weir home that is not private is refused before it starts
+    observer = combine_observers(live_observer, job_control_observer())
+    saved_argv = sys.argv
+    sys.argv = [str(job_path)]
+    sys.path.insert(0, str(job_path.parent.resolve()))
     try:
         client.execute_stream_graph = recording
         with default_configuration(configuration), client.observe_jobs(observer):

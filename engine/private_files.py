@@ -10,9 +10,12 @@ Another local user must not be able to read or plant anything there, so:
   exists, used only if it is a real directory (not a symlink) owned by the current user
   and not writable by group or others; otherwise ``UsageError`` says what is wrong and
   how to fix it;
+- missing parents of a private directory are created 0700 too, so no level weir made
+  itself is one another user can rename or replace;
 - a private file is opened with ``O_NOFOLLOW`` (a symlink planted in its place is refused,
   not followed) and created with mode 0600 and ``O_EXCL``, so a temporary file is never
-  one somebody else made first;
+  one somebody else made first; a file is read only if it is a regular file of the
+  current user (``O_NONBLOCK``: a FIFO planted in its place cannot hang the reader);
 - a file is replaced atomically: written to a fresh ``O_EXCL`` temporary beside it, then
   renamed over it (a rename replaces a planted symlink instead of writing through it).
 
@@ -38,7 +41,7 @@ __all__ = [
     "write_private",
 ]
 
-_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_OPEN_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -78,13 +81,13 @@ def private_dir(path: Path) -> Path:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass  # somebody made it just now: it is checked below like any existing one
-        else:
-            os.chmod(path, 0o700)  # the umask may have taken bits away; never adds any
+        missing = [p for p in (path, *path.parents) if not os.path.lexists(p)]
+        for level in reversed(missing):
+            try:
+                os.mkdir(level, 0o700)
+            except FileExistsError:
+                continue  # somebody made it just now: ``path`` is checked below like any existing one
+            os.chmod(level, 0o700)  # the umask may have taken bits away; never adds any
         st = os.lstat(path)
     check_private_dir(path, st)
     return path
@@ -102,12 +105,21 @@ def open_private(path: Path, flags: int = _OPEN_READ) -> int:
         raise
 
 
-def read_private(path: Path) -> bytes:
-    """The bytes of a regular file at ``path``, opened without following symlinks."""
+def read_private(path: Path, *, max_bytes: int | None = None) -> bytes:
+    """The bytes of a regular file of the current user at ``path``, opened without following
+    symlinks; ``UsageError`` for anything else, or for a file longer than ``max_bytes``."""
     fd = open_private(path)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise UsageError(f"{path} is not a regular file")
+        if st.st_uid != os.getuid():
+            raise UsageError(
+                f"{path} is owned by uid {st.st_uid}, not by you (uid {os.getuid()}); "
+                "weir reads its private files only when you wrote them"
+            )
+        if max_bytes is not None and st.st_size > max_bytes:
+            raise UsageError(f"{path} holds {st.st_size} bytes, more than the {max_bytes} expected")
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)

@@ -13,7 +13,9 @@ the loop). So weir debloats the step: a batch must take at most
 ``target / STEPS_PER_TARGET`` of processing, and a batch's size follows the measured
 processing rate of the task's chain.
 
-Events: ``on_batch(records, busy_s, now_s)`` after each batch, with the seconds the task
+The first batch is a probe of ``PROBE_BATCH`` records whose rate sizes the next batches
+at once, so a slow chain never runs a full batch. Then, events:
+``on_batch(records, busy_s, now_s)`` after each batch, with the seconds the task
 spent processing it (not waiting for output: backpressure is not processing). Every
 ``period`` the records and busy time seen so far make one throughput sample; the rate used
 is the smaller of the newest sample and the exponential moving average over ``samples``
@@ -22,7 +24,8 @@ Decision: ``on_batch`` returns the new batch size, or None when it stays; a new 
 within ``threshold_percentages`` of the current one is not announced (as Flink's).
 
 Invariants: ``min_batch <= batch_size <= max_batch``; ``max_batch`` is the batch size the
-source was configured with, so a fast chain keeps exactly its configured batches.
+source was configured with, so a fast chain keeps exactly its configured batches (after
+the probe).
 It does not touch Trio or a clock: time is the ``now_s`` argument.
 """
 
@@ -33,9 +36,12 @@ from typing import Any
 
 from engine.errors import UsageError
 
-# a batch may take this fraction of the target: a checkpoint needs a few steps of every
-# busy task of the loop (trigger, barrier, alignment, acknowledgement)
+# a batch may take this fraction of the target: a checkpoint needs some 10 to 20 steps of the
+# loop (trigger, barrier, alignment, a worker thread's write and its return, the metadata,
+# the notification), each as long as one batch of every busy task of the loop
 STEPS_PER_TARGET = 100
+# the first batch of a task: small, so that a slow chain is found out in one cheap step
+PROBE_BATCH = 256
 
 
 @dataclass(frozen=True)
@@ -78,21 +84,24 @@ class BatchDebloater:
 
     def __init__(self, settings: DebloatSettings, max_batch: int, min_batch: int = 1) -> None:
         if not 1 <= min_batch <= max_batch:
-            raise UsageError(f"batch debloater: need 1 <= min_batch <= max_batch, got {min_batch}, {max_batch}")
+            raise UsageError(
+                f"batch debloater: need 1 <= min_batch <= max_batch, got {min_batch}, {max_batch}"
+            )
         self.settings = settings
         self.max_batch = max_batch
         self.min_batch = min_batch
-        self.batch_size = max_batch
+        self.batch_size = min(max_batch, PROBE_BATCH)
         self.rate: float | None = None  # records per busy second, moving average
+        self._probed = False
         self._alpha = 2.0 / (settings.samples + 1)
-        self._period_start_s: float | None = None
+        self._period_start_s = 0.0
         self._records = 0
         self._busy_s = 0.0
 
     def on_batch(self, records: int, busy_s: float, now_s: float) -> int | None:
         """Account one processed batch; the new batch size when it changes, else None."""
-        if self._period_start_s is None:
-            self._period_start_s = now_s - busy_s
+        if not self._probed:
+            return self._on_probe(records, busy_s, now_s)
         self._records += records
         self._busy_s += busy_s
         if now_s - self._period_start_s < self.settings.period_ms / 1000 or self._busy_s <= 0:
@@ -102,9 +111,22 @@ class BatchDebloater:
         self.rate = sample if self.rate is None else self._alpha * sample + (1 - self._alpha) * self.rate
         return self._resize(min(sample, self.rate))
 
+    def _on_probe(self, records: int, busy_s: float, now_s: float) -> int | None:
+        """The first batch sizes the next ones at once; it does not seed the average (it may
+        have paid for warm-up), so a probe that looked slow costs one period at most."""
+        self._probed = True
+        self._period_start_s = now_s
+        new = self.max_batch if busy_s <= 0 else self._wanted(records / busy_s)
+        if new == self.batch_size:
+            return None
+        self.batch_size = new
+        return new
+
+    def _wanted(self, rate: float) -> int:
+        return max(self.min_batch, min(self.max_batch, round(rate * self.settings.step_budget_s)))
+
     def _resize(self, rate: float) -> int | None:
-        wanted = int(rate * self.settings.step_budget_s)
-        new = max(self.min_batch, min(self.max_batch, wanted))
+        new = self._wanted(rate)
         if new == self.batch_size:
             return None
         if abs(1 - self.batch_size / new) * 100 < self.settings.threshold_percentages:

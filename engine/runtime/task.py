@@ -506,7 +506,9 @@ class Task:
         size = head.reader.batch_size
         if settings is None or not settings.enabled or not isinstance(size, int) or size < 1:
             return None
-        return BatchDebloater(settings, max_batch=size)
+        debloater = BatchDebloater(settings, max_batch=size)
+        head.reader.batch_size = debloater.batch_size  # the probe
+        return debloater
 
     async def _run_input(self) -> None:
         d = self.d

@@ -355,6 +355,28 @@ FLOATING_BUFFERS_PER_GATE = _opt(
     "taskmanager.network.memory.floating-buffers-per-gate", "int", 8, "Floating buffers per gate.",
     check=_non_negative,
 )  # fmt: skip
+# buffer debloating (Flink's keys; weir sizes source batches by them, see engine/network/debloat.py)
+BUFFER_DEBLOAT_ENABLED = _opt(
+    "taskmanager.network.memory.buffer-debloat.enabled", "bool", True,
+    "Size source batches from the measured processing rate (weir: on by default).",
+)  # fmt: skip
+BUFFER_DEBLOAT_TARGET = _opt(
+    "taskmanager.network.memory.buffer-debloat.target", "duration", 1000,
+    "Processing time a barrier may wait behind in a task; a batch takes 1/20 of it at most.",
+    check=_positive,
+)  # fmt: skip
+BUFFER_DEBLOAT_PERIOD = _opt(
+    "taskmanager.network.memory.buffer-debloat.period", "duration", 200,
+    "How often the processing rate is sampled and the batch size recalculated.", check=_positive,
+)  # fmt: skip
+BUFFER_DEBLOAT_SAMPLES = _opt(
+    "taskmanager.network.memory.buffer-debloat.samples", "int", 20,
+    "Samples the moving average of the processing rate spans.", check=_positive,
+)  # fmt: skip
+BUFFER_DEBLOAT_THRESHOLD = _opt(
+    "taskmanager.network.memory.buffer-debloat.threshold-percentages", "int", 25,
+    "A new batch size closer than this to the current one is not applied.", check=_positive,
+)  # fmt: skip
 # failure injection (weir's own, for recovery tests; grammar in engine/runtime/failure_injector.py)
 FAILURE_INJECTION_SPEC = _opt(
     "weir.failure-injection.spec", "str", None,

@@ -28,6 +28,7 @@ from engine.graph.job_graph import JobGraph, generate_job_graph
 from engine.graph.slots import required_slots
 from engine.graph.status import JobStatus
 from engine.graph.stream_graph import StreamGraph
+from engine.network.debloat import DebloatSettings
 from engine.runtime.busy_poll import BusyPollClock, BusyPollPolicy
 from engine.runtime.job_master import JobResult, JobSettings
 from engine.runtime.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
@@ -149,6 +150,7 @@ def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -
         processing_time_ms=processing_time_source(),
         collect_channels=collect_channels or {},
         job_parameters=env.get_config().get_global_job_parameters(),
+        debloat=DebloatSettings.from_configuration(env.get_configuration()),
     )
 
 

@@ -62,6 +62,7 @@ class JobSettings:
     savepoint_dir: Any = (
         None  # default target directory of savepoints (execution.checkpointing.savepoint-dir)
     )
+    debloat: Any = None  # engine.network.debloat.DebloatSettings; None: batches keep their size
 
 
 class JobMaster:
@@ -588,6 +589,7 @@ class JobMaster:
             failure_injector=self.failure_injector,
             unaligned_checkpoints=s.checkpoint_config is not None and s.checkpoint_config.unaligned,
             aligned_timeout_ms=0 if s.checkpoint_config is None else s.checkpoint_config.aligned_timeout_ms,
+            debloat=s.debloat,
         )
         self.executions[execution.attempt_id] = execution
         self.deploy_order.append(ev.task_name_with_subtask)

@@ -49,6 +49,7 @@ from engine.codec.serializers import serializer_for
 from engine.errors import OperatorFailure, WeirError
 from engine.graph.job_graph import JobEdge, JobVertex
 from engine.graph.stream_graph import StreamEdge, StreamGraph
+from engine.network.debloat import BatchDebloater
 from engine.network.environment import ChannelSpec
 from engine.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
 from engine.network.flusher import run_output_flusher
@@ -100,6 +101,7 @@ class TaskDeployment:
     unaligned_checkpoints: bool = False  # execution.checkpointing.unaligned.enabled
     aligned_timeout_ms: int = 0  # start aligned, go unaligned after this long (0: unaligned at once)
     failure_injector: Any = None  # engine.runtime.failure_injector.FailureInjector (tests, --inject-failures)
+    debloat: Any = None  # engine.network.debloat.DebloatSettings; None: source batches keep their size
 
     @property
     def name_with_subtask(self) -> str:
@@ -462,6 +464,7 @@ class Task:
     async def _source_loop(self, head: SourceOperator) -> None:
         """Poll and emit until the input ends or a stop-with-savepoint completes."""
         guard = self.guards[self.d.job_vertex.chained_node_ids[0]]
+        debloater = self._source_debloater(head)
         while True:
             if self._stop is not None:
                 # a stop-with-savepoint barrier went out: end once the savepoint completes,
@@ -480,15 +483,32 @@ class Task:
             async with self._drain_lock:
                 if self._stop is not None:
                     continue  # read after a stop-with-savepoint barrier: never emitted, not in the position
+                started = trio.current_time()
                 try:
                     head.emit_batch(batch)
                 except OperatorFailure:
                     raise
                 except (WeirError, Exception) as exc:
                     raise guard.fail(exc) from exc
+                if debloater is not None:
+                    now = trio.current_time()
+                    resized = debloater.on_batch(len(batch), now - started, now)
+                    if resized is not None:
+                        head.reader.batch_size = resized
                 await self._drain()
             self._poke_timers_if_due()
             await trio.lowlevel.checkpoint()
+
+    def _source_debloater(self, head: SourceOperator) -> BatchDebloater | None:
+        """What sizes this source's batches from its chain's processing rate (None: a reader
+        that sizes its own batches, or debloating is off)."""
+        settings = self.d.debloat
+        size = head.reader.batch_size
+        if settings is None or not settings.enabled or not isinstance(size, int) or size < 1:
+            return None
+        debloater = BatchDebloater(settings, max_batch=size)
+        head.reader.batch_size = debloater.batch_size  # the probe
+        return debloater
 
     async def _run_input(self) -> None:
         d = self.d

@@ -38,6 +38,9 @@ class SourceReader:
 
     subtask = 0
     parallelism = 1
+    # records one next_batch reads at most; None: the reader decides. A reader with a
+    # batch_size lets the task shrink it when its chain is slow (buffer debloating).
+    batch_size: int | None = None
 
     def position(self) -> Any:
         """Where the next read starts, as a JSON value (recorded by checkpoints); None: not replayable."""

@@ -584,6 +584,7 @@ class JobMaster:
             on_checkpoint_metrics=None if self.checkpoints is None else self._checkpoint_metrics,
             on_checkpoint_decline=None if self.checkpoints is None else self._checkpoint_decline,
             restore_state=self._restore_state,
+            on_recovery_note=self.recovery_log.append,
             failure_injector=self.failure_injector,
             unaligned_checkpoints=s.checkpoint_config is not None and s.checkpoint_config.unaligned,
             aligned_timeout_ms=0 if s.checkpoint_config is None else s.checkpoint_config.aligned_timeout_ms,

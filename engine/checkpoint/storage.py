@@ -630,7 +630,7 @@ def load_savepoint(path: Path | str, verify_checksums: bool = False) -> Checkpoi
     if metadata.kind != SAVEPOINT:
         raise UsageError(
             f"{directory} holds checkpoint {metadata.checkpoint_id} of job {metadata.job_id}, not a savepoint; "
-            "restore a retained checkpoint with CheckpointStorage(root, job_id).load(checkpoint_id)"
+            "a job resumes from it with `weir run -s` (execution.savepoint.path) as from a savepoint"
         )
     _verify_all(directory, metadata, verify_checksums)
     return metadata

@@ -28,22 +28,33 @@ unless ``allow_non_restored_state`` is set; operators without state are ignored.
 from __future__ import annotations
 
 import pickle
+import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine.checkpoint.incremental import load_for_restore
-from engine.checkpoint.metadata import CheckpointMetadata
-from engine.checkpoint.storage import load_savepoint, read_savepoint_file
+from engine.checkpoint.metadata import CheckpointMetadata, FileHandle
+from engine.checkpoint.storage import (
+    METADATA_FILE_NAME,
+    CheckpointStorage,
+    load_savepoint,
+    read_savepoint_file,
+)
 from engine.errors import UsageError
 from engine.graph.job_graph import JobGraph
+
+_CHECKPOINT_DIR_NAME = re.compile(r"chk-(\d+)")
 
 __all__ = [
     "SavepointRestoreSettings",
     "check_savepoint_matches_job",
     "load_savepoint_restore_state",
     "new_savepoint_dir",
+    "open_restore_point",
+    "resume_paths",
 ]
 
 
@@ -106,16 +117,76 @@ def check_savepoint_matches_job(
         )
 
 
+def open_restore_point(path: str | Path) -> tuple[CheckpointMetadata, Callable[[FileHandle], bytes]]:
+    """The metadata of what ``path`` names and a reader of its files (checksums verified):
+
+    - a savepoint (its directory or its ``_metadata``);
+    - a retained checkpoint, ``<root>/<job id>/chk-<N>`` (or its ``_metadata``): Flink's
+      ``-s`` takes it as it takes a savepoint; its files stay where they are, the job only reads
+      them (the restored job writes its own checkpoints under its own job id);
+    - a job's checkpoint directory, ``<root>/<job id>``: its newest complete and intact checkpoint.
+    """
+    given = Path(path)
+    directory = given.parent if given.name == METADATA_FILE_NAME else given
+    if not directory.is_dir():
+        raise UsageError(
+            f"{path} does not exist; give a savepoint directory, a retained checkpoint "
+            "(<checkpoint dir>/<job id>/chk-<N>) or a job's checkpoint directory (<checkpoint dir>/<job id>)"
+        )
+    match = _CHECKPOINT_DIR_NAME.fullmatch(directory.name)
+    if match is not None:
+        storage = CheckpointStorage(directory.parent.parent, directory.parent.name)
+        return storage.load(int(match.group(1))), storage.read_state_file
+    if (directory / METADATA_FILE_NAME).exists():
+        return load_savepoint(directory), lambda handle: read_savepoint_file(directory, handle)
+    storage = CheckpointStorage(directory.parent, directory.name)
+    latest = storage.latest_valid()
+    if latest.metadata is None:
+        why = f" ({latest.reason})" if latest.reason else ""
+        raise UsageError(
+            f"{path} holds no savepoint and no complete checkpoint{why}; give a savepoint directory, "
+            "a retained checkpoint (<checkpoint dir>/<job id>/chk-<N>) or a job's checkpoint directory"
+        )
+    return latest.metadata, storage.read_state_file
+
+
+def resume_paths(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Job id -> the path of its newest valid checkpoint (``describe`` lists newest first)."""
+    resume: dict[str, str] = {}
+    for e in entries:
+        if e["kind"] == "checkpoint" and e["status"] == "valid" and e["job_id"]:
+            resume.setdefault(e["job_id"], e["path"])
+    return resume
+
+
+def _check_channel_state(
+    path: str, metadata: CheckpointMetadata, payloads: dict[str, list[dict[str, Any]]], job_graph: JobGraph
+) -> None:
+    """In-flight data of an unaligned checkpoint restores only at the parallelism it was taken at."""
+    parallelism = {op.id: v.parallelism for v in job_graph.vertices for op in v.operators}
+    for op_state in metadata.operators:
+        has_channel_state = any(
+            p.get("channel_state") is not None for p in payloads.get(op_state.operator_id, [])
+        )
+        new = parallelism.get(op_state.operator_id)
+        if has_channel_state and new is not None and new != op_state.parallelism:
+            raise UsageError(
+                f"{path} is an unaligned checkpoint with in-flight data of operator {op_state.operator_id} "
+                f"at parallelism {op_state.parallelism}; it restores only at that parallelism, not {new} "
+                "(take a savepoint to rescale)"
+            )
+
+
 def load_savepoint_restore_state(
     path: str, job_graph: JobGraph, allow_non_restored_state: bool = False
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every operator's payloads from the savepoint at ``path``, checked against ``job_graph``.
-    Runs in a worker thread (it reads files)."""
-    metadata = load_savepoint(path)
+    """Every operator's payloads from the savepoint or retained checkpoint at ``path``
+    (``open_restore_point``), checked against ``job_graph``. Runs in a worker thread (it reads files)."""
+    metadata, read = open_restore_point(path)
     payloads: dict[str, list[dict[str, Any]]] = {}
     for op in metadata.operators:
         for handle in op.state_handles:
-            data = read_savepoint_file(path, handle.file)
+            data = read(handle.file)
             try:
                 payload = dict(pickle.loads(data))
             except Exception as exc:
@@ -124,11 +195,10 @@ def load_savepoint_restore_state(
                     f"({type(exc).__name__}: {exc}); it was not written by this weir"
                 ) from exc
             if payload.get("keyed") is not None:  # a native savepoint may hold an incremental chain
-                payload["keyed"] = load_for_restore(
-                    payload["keyed"], handle.shared_files, lambda h: read_savepoint_file(path, h)
-                )
+                payload["keyed"] = load_for_restore(payload["keyed"], handle.shared_files, read)
             payload["subtask"] = handle.subtask_index
             payloads.setdefault(op.operator_id, []).append(payload)
     check_savepoint_matches_job(path, metadata, payloads, job_graph, allow_non_restored_state)
+    _check_channel_state(path, metadata, payloads, job_graph)
     known = {op.id for v in job_graph.vertices for op in v.operators}
     return {op_id: items for op_id, items in payloads.items() if op_id in known}

@@ -16,8 +16,8 @@ chain of immutable run files (copied into the savepoint, so it is self-contained
 backends without a native form write the canonical one. A native chain still restores
 on any backend at any parallelism: it is folded into key groups on restore.
 
-Restoring (``execution.savepoint.path``, ``weir run --from-savepoint``): the savepoint's
-files are read (checksums verified) into one payload per old subtask, tagged with the
+Restoring (``execution.savepoint.path``, ``weir run --from-savepoint``/``-s``; a retained
+checkpoint restores the same way, ``open_restore_point``): the savepoint's files are read (checksums verified) into one payload per old subtask, tagged with the
 old subtask index. Each new task then takes what is its own: the key groups of its
 range, its share of the operator list state, its splits of the sources (the task does
 that, ``Task._restore``), so any new parallelism works while max parallelism stays.

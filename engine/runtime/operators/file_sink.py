@@ -45,7 +45,10 @@ Events, all in the task's own loop (no locks, no threads):
   ``.<final name>.superseded.<token>`` (hidden, never deleted; the resumed file gets back its
   checkpointed prefix), and one line naming them goes to the job's result: the replay then
   writes their records exactly once. A fresh start counts past every finished file of its
-  index, so files of an earlier run are never taken for later output.
+  index, so files of an earlier run are never taken for later output, and a first attempt
+  records the counter it started at (``.<prefix>-<subtask><suffix>.first-part``, removed at
+  the job's end): a restart from the beginning (no valid checkpoint left) moves aside from
+  there.
 - ``finish()`` — **end of input**: every in-progress file rolls and the subtask writes an
   end-of-input manifest (``.<prefix>-<subtask><suffix>.end-of-input``, atomically) listing
   its uncommitted files. They are committed by ``commit_end_of_input`` once the JOB has
@@ -88,10 +91,12 @@ class PartFileNames:
     _in_progress: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _manifest: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _final: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _first_part: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         p, s = re.escape(self.prefix), re.escape(self.suffix)
         object.__setattr__(self, "_final", re.compile(rf"^{p}-(\d+)-(\d+){s}$"))
+        object.__setattr__(self, "_first_part", re.compile(rf"^\.{p}-(\d+){s}\.first-part$"))
         object.__setattr__(
             self, "_in_progress", re.compile(rf"^\.{p}-(\d+)-(\d+){s}\.inprogress\.[0-9a-f]+$")
         )
@@ -105,6 +110,15 @@ class PartFileNames:
 
     def manifest(self, subtask: int) -> str:
         return f".{self.prefix}-{subtask}{self.suffix}.end-of-input"
+
+    def first_part(self, subtask: int) -> str:
+        """The marker holding the counter a job's first attempt started at (a restart from the
+        beginning moves aside what the job committed from there on)."""
+        return f".{self.prefix}-{subtask}{self.suffix}.first-part"
+
+    def first_part_writer(self, name: str) -> int | None:
+        m = self._first_part.match(name)
+        return int(m.group(1)) if m else None
 
     @staticmethod
     def superseded(final_name: str, token: str) -> str:
@@ -234,6 +248,8 @@ class FileSinkOperator(SinkOperator):
             for e in entries
             if self.names.owns(me, parallelism, int(e["subtask"]))
         }
+        if not ctx.is_restored and ctx.attempt_number > 0:  # a restart from the beginning
+            restored_counters = self._first_parts(me, parallelism)
         touched: set[Path] = set()
         now = ctx.processing_time_ms()
         for entry in entries:
@@ -300,9 +316,30 @@ class FileSinkOperator(SinkOperator):
                     touched.add(path.parent)
         if not ctx.is_restored:  # start past every file of this index, in every bucket
             self._counter = max(self._counter, highest_own + 1)
+            if ctx.attempt_number == 0:
+                self._write_first_part()
         _fsync_dirs(touched)
         if self.superseded:
             self._report_superseded()
+
+    def _write_first_part(self) -> None:
+        """Record (atomically) the counter this job starts at; ``commit_end_of_input`` removes it."""
+        marker = self.base / self.names.first_part(self.context.subtask_index)
+        tmp = marker.with_name(marker.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(str(self._counter))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, marker)
+
+    def _first_parts(self, me: int, parallelism: int) -> dict[int, int]:
+        """The starting counters of the old subtasks this one owns, from their markers."""
+        counters = {}
+        for path in self.base.iterdir():
+            writer = self.names.first_part_writer(path.name)
+            if writer is not None and self.names.owns(me, parallelism, writer):
+                counters[writer] = int(path.read_text(encoding="utf-8"))
+        return counters
 
     def _supersede(self, path: Path) -> str:
         """Move the finished file ``path`` out of sight (a hidden name beside it, never deleted):
@@ -477,6 +514,10 @@ def commit_end_of_input(sink: Any) -> list[str]:
     committed: list[str] = []
     touched: set[Path] = set()
     for manifest in sorted(base.iterdir()):
+        if names.first_part_writer(manifest.name) is not None:  # the job is over: no restart will need it
+            manifest.unlink()
+            touched.add(base)
+            continue
         if names.manifest_writer(manifest.name) is None:
             continue
         body = json.loads(manifest.read_text(encoding="utf-8"))

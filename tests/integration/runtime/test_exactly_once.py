@@ -373,13 +373,14 @@ async def test_a_failure_right_after_falling_back_keeps_the_restored_checkpoint(
     assert describe_difference(committed_lines(out), oracle(case, FAST_EVENTS * 2)) == ""
 
 
+@pytest.mark.parametrize("retained", [2, 1])
 async def test_recovery_behind_a_committed_checkpoint_writes_its_records_once(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    retained: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """The newest checkpoint completed and the sink committed its files; then a state file of it
-    is damaged and a TaskManager is lost. Recovery falls back to the checkpoint before, whose
-    state knows nothing of those files: the sink moves them aside, says so, and the replay
-    writes their records once."""
+    is damaged and a TaskManager is lost. Recovery falls back to the checkpoint before (with
+    one retained checkpoint: to the beginning), whose state knows nothing of those files: the
+    sink moves them aside, says so, and the replay writes their records once."""
     from engine.checkpoint.storage import METADATA_FILE_NAME
 
     case = Case("sum", 2, "hashmap", False)
@@ -387,7 +388,7 @@ async def test_recovery_behind_a_committed_checkpoint_writes_its_records_once(
     events = FAST_EVENTS * 8
     rolling = RollingPolicy.on_checkpoint_rolling_policy()
     env, job_graph = build_job(case, out, events, rolling=rolling, interval_ms=300)
-    env.get_checkpoint_config().set_num_retained_checkpoints(2)  # something to fall back to
+    env.get_checkpoint_config().set_num_retained_checkpoints(retained)
     config = ClusterConfig(taskmanagers=2, slots_per_taskmanager=job_graph_parallelism(job_graph))
     async with open_minicluster(config) as cluster:
         handle = cluster.submit(job_graph, job_settings_for(env))

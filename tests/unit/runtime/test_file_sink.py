@@ -97,7 +97,8 @@ def visible(base: Path) -> list[str]:
 
 
 def hidden(base: Path) -> list[str]:
-    return sorted(p.name for p in base.rglob(".*"))
+    """Hidden files but the first attempt's start marker, which stays until the job's end."""
+    return sorted(p.name for p in base.rglob(".*") if not p.name.endswith(".first-part"))
 
 
 def restore(sink: FileSink, snapshots: list[OperatorStateSnapshot], parallelism: int) -> list[Subtask]:
@@ -145,7 +146,7 @@ def test_recovery_commits_the_precommitted_and_discards_the_rest(tmp_path: Path)
     again.checkpoint(3)
     again.op.notify_checkpoint_complete(3)
     assert visible(tmp_path) == ["a", "c", "lost-1", "lost-2"]
-    names = sorted(p.name for p in tmp_path.iterdir())
+    names = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".first-part"))
     assert names == ["part-0-0", "part-0-1"]  # the counter came back with the state: no name reused
 
 
@@ -411,3 +412,26 @@ def test_a_fresh_start_counts_past_every_finished_file_of_the_subtask(tmp_path: 
     (again,) = restore(sink, [first], 1)
     assert again.op.superseded == []
     assert visible(tmp_path) == ["from an earlier run", "new"]
+
+
+def test_a_restart_from_the_beginning_moves_aside_what_the_first_attempt_committed(tmp_path: Path) -> None:
+    """No valid checkpoint is left (the only retained one was damaged): the job starts over and
+    the sources replay everything, so what the first attempt committed must go out of sight."""
+    (tmp_path / "part-0-0").write_text("from an earlier run\n")
+    sink = make_sink(tmp_path)
+    s = Subtask(sink)
+    s.write("a")
+    s.checkpoint(1)
+    s.op.notify_checkpoint_complete(1)  # part-0-1 is visible
+    s.write("b")
+    s.op.close()
+    again = Subtask(sink, attempt=1)  # not restored: from the beginning
+    assert visible(tmp_path) == ["from an earlier run"]
+    assert [final for final, _ in again.op.superseded] == ["part-0-1"]
+    again.write("a", "b")
+    again.checkpoint(2)
+    again.op.notify_checkpoint_complete(2)
+    again.op.finish()
+    commit_end_of_input(sink)
+    assert visible(tmp_path) == ["a", "b", "from an earlier run"]
+    assert [n for n in hidden(tmp_path) if ".superseded." not in n] == []  # the marker went with the job

@@ -121,7 +121,9 @@ def plan(
     "-s",
     "from_savepoint",
     type=click.Path(exists=True, path_type=Path),
-    help="Start the job from this savepoint (its directory or its _metadata), at any parallelism.",
+    help="Start the job from this savepoint or retained checkpoint: a savepoint directory, "
+    "<checkpoint dir>/<job id>/chk-<N> (or its _metadata), or <checkpoint dir>/<job id> for its "
+    "latest complete checkpoint. `weir checkpoints DIR` prints the path to use.",
 )
 @click.option(
     "--allow-non-restored-state",
@@ -269,11 +271,14 @@ def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
 
     from engine.checkpoint.storage import describe
     from engine.runtime.checkpoint_stats import HISTORY_FILE_NAME, read_history
+    from engine.runtime.savepoints import resume_paths
 
     entries = describe(directory, verify_checksums=verify)
     histories = {p.parent.name: read_history(p) for p in sorted(directory.rglob(HISTORY_FILE_NAME))}
+    resume = resume_paths(entries)
     if fmt == "json":
-        click.echo(json.dumps({"checkpoints": entries, "history": histories}, indent=2, default=str))
+        listing = {"checkpoints": entries, "history": histories, "resume": resume}
+        click.echo(json.dumps(listing, indent=2, default=str))
         return
     for job_id, records in histories.items():
         history = Table(title=f"checkpoint history of job {job_id[:8]}")
@@ -303,6 +308,8 @@ def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
             f"{e.get('size_bytes', 0):,}", str(e.get("files", "")), str(e.get("status", "")), str(e.get("reason") or ""),
         )  # fmt: skip
     Console().print(table)
+    for job_id, path in resume.items():
+        click.echo(f"resume job {job_id} from its latest checkpoint: weir run JOB_FILE -s {path}")
 
 
 @main.group(invoke_without_command=True)

@@ -429,7 +429,9 @@ class CheckpointStorage:
             )
         return metadata
 
-    def load(self, checkpoint_id: int, verify_checksums: bool = False) -> CheckpointMetadata:
+    def load(
+        self, checkpoint_id: int, verify_checksums: bool = False, require_signature: bool = True
+    ) -> CheckpointMetadata:
         """The metadata of a completed checkpoint, after checking that its files exist with the right sizes.
 
         ``CorruptCheckpointError`` when the checkpoint is incomplete or damaged;
@@ -442,7 +444,7 @@ class CheckpointStorage:
                 f"job {self.job_id} has no checkpoint {checkpoint_id} under {self.job_dir} (found: {known})"
             )
         metadata = self._load_unchecked_files(checkpoint_id)
-        if not trust.is_signed_by_this_user(metadata):
+        if require_signature and not trust.is_signed_by_this_user(metadata):
             raise CorruptCheckpointError(
                 f"{self.metadata_path(checkpoint_id)} is not signed with your checkpoint signing key "
                 f"({trust.key_path()}): it was written by another user or weir, or edited afterwards, so "
@@ -468,12 +470,12 @@ class CheckpointStorage:
                 )
         return CheckpointListing(tuple(completed), tuple(incomplete))
 
-    def latest_valid(self, verify_checksums: bool = True) -> LatestValid:
+    def latest_valid(self, verify_checksums: bool = True, require_signature: bool = True) -> LatestValid:
         """The newest checkpoint whose metadata and files are intact; newer ones skipped, with the reason."""
         skipped = []
         for checkpoint_id in self._checkpoint_ids_on_disk():
             try:
-                metadata = self.load(checkpoint_id, verify_checksums=verify_checksums)
+                metadata = self.load(checkpoint_id, verify_checksums, require_signature)
             except CorruptCheckpointError as e:
                 skipped.append(SkippedCheckpoint(checkpoint_id, str(e)))
                 continue
@@ -641,7 +643,7 @@ def load_savepoint(path: Path | str, verify_checksums: bool = False) -> Checkpoi
     if metadata.kind != SAVEPOINT:
         raise UsageError(
             f"{directory} holds checkpoint {metadata.checkpoint_id} of job {metadata.job_id}, not a savepoint; "
-            "restore a retained checkpoint with CheckpointStorage(root, job_id).load(checkpoint_id)"
+            "a job resumes from it with `weir run -s` (execution.savepoint.path) as from a savepoint"
         )
     _verify_all(directory, metadata, verify_checksums)
     return metadata

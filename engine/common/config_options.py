@@ -231,6 +231,13 @@ CHECKPOINTS_DIRECTORY = _opt(
     "execution.checkpointing.dir", "str", None, "Checkpoint storage directory.",
     fallback_keys=("state.checkpoints.dir",),
 )  # fmt: skip
+CHECKPOINTING_RETENTION = _opt(
+    "execution.checkpointing.externalized-checkpoint-retention", "enum", "NO_EXTERNALIZED_CHECKPOINTS",
+    "What happens to a job's checkpoints when it ends: NO_EXTERNALIZED_CHECKPOINTS deletes them on "
+    "FINISHED, CANCELED and FAILED; DELETE_ON_CANCELLATION keeps them when it FAILED; "
+    "RETAIN_ON_CANCELLATION keeps them when it was CANCELED or FAILED.",
+    choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"),
+)  # fmt: skip
 SAVEPOINT_DIRECTORY = _opt(
     "execution.checkpointing.savepoint-dir", "str", None, "Default savepoint directory.",
     fallback_keys=("state.savepoints.dir",),

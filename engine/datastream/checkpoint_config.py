@@ -18,7 +18,6 @@ from engine.errors import UsageError
 class CheckpointConfig:
     def __init__(self, configuration: Configuration) -> None:
         self._conf = configuration
-        self._retention = ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
 
     def is_checkpointing_enabled(self) -> bool:
         return self.get_checkpoint_interval() > 0
@@ -115,13 +114,15 @@ class CheckpointConfig:
     def set_externalized_checkpoint_retention(
         self, retention: ExternalizedCheckpointRetention
     ) -> CheckpointConfig:
+        """What happens to the job's checkpoints when it ends (Flink's
+        ``execution.checkpointing.externalized-checkpoint-retention``; docs/checkpoints.md)."""
         if not isinstance(retention, ExternalizedCheckpointRetention):
             raise UsageError(f"retention must be an ExternalizedCheckpointRetention, got {retention!r}")
-        self._retention = retention
+        self._conf.set_string(opts.CHECKPOINTING_RETENTION.key, retention.name)
         return self
 
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
-        return self._retention
+        return ExternalizedCheckpointRetention[self._conf.get_option(opts.CHECKPOINTING_RETENTION)]
 
 
 class ExecutionConfig:

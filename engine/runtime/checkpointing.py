@@ -152,6 +152,36 @@ def build_metadata(
     )
 
 
+#: Flink's CheckpointProperties per ExternalizedCheckpointRetention: the terminal job statuses
+#: that discard a job's checkpoints (a FINISHED job's are discarded under every policy)
+_DISCARDED_ON: dict[str, frozenset[str]] = {
+    "NO_EXTERNALIZED_CHECKPOINTS": frozenset({"FINISHED", "CANCELED", "FAILED"}),
+    "DELETE_ON_CANCELLATION": frozenset({"FINISHED", "CANCELED"}),
+    "RETAIN_ON_CANCELLATION": frozenset({"FINISHED"}),
+}
+
+
+def discards_checkpoints_on(retention: str, job_status: str) -> bool:
+    """Whether a job that ended with ``job_status`` loses its checkpoints under ``retention``. Pure."""
+    if retention not in _DISCARDED_ON:
+        raise UsageError(f"checkpoint retention must be one of {', '.join(_DISCARDED_ON)}, got {retention!r}")
+    return job_status in _DISCARDED_ON[retention]
+
+
+def discard_job_checkpoints(storage: CheckpointStorage) -> None:
+    """Delete every checkpoint of the job (``_metadata`` first) and its shared and task-owned
+    files; the checkpoint history (statistics, no state) stays for ``weir checkpoints``."""
+    import shutil
+
+    if not storage.job_dir.is_dir():
+        return
+    for entry in sorted(storage.job_dir.iterdir()):
+        if entry.name.startswith(CHECKPOINT_DIR_PREFIX) and entry.is_dir():
+            storage.discard(int(entry.name.removeprefix(CHECKPOINT_DIR_PREFIX)), missing_ok=True)
+    for directory in (storage.shared_dir, storage.taskowned_dir):
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def _newest_mtime_ns(path: Path) -> int:
     """The newest modification time of ``path`` and, for a directory, of everything in it (0 if gone)."""
     try:

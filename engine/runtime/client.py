@@ -145,6 +145,7 @@ def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -
         checkpoint_dir=None if directory is None else Path(directory),
         savepoint_restore=SavepointRestoreSettings.from_configuration(env.get_configuration()),
         savepoint_dir=env.get_configuration().get_option(opts.SAVEPOINT_DIRECTORY),
+        checkpoint_retention=env.get_configuration().get_option(opts.CHECKPOINTING_RETENTION),
         buffer_timeout_ms=env.get_buffer_timeout(),
         auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
         processing_time_ms=processing_time_source(),

@@ -63,6 +63,8 @@ class JobSettings:
         None  # default target directory of savepoints (execution.checkpointing.savepoint-dir)
     )
     debloat: Any = None  # engine.network.debloat.DebloatSettings; None: batches keep their size
+    #: execution.checkpointing.externalized-checkpoint-retention: which end of the job discards its checkpoints
+    checkpoint_retention: str = "NO_EXTERNALIZED_CHECKPOINTS"
 
 
 class JobMaster:
@@ -222,6 +224,7 @@ class JobMaster:
             self.rm.remove_listener(self._on_taskmanager_lost)
             self.rm.release_slots(self.job_id)
             self._release_partitions(eg)
+        await self._apply_checkpoint_retention()
         runtime_ms = int((trio.current_time() - started) * 1000)
         accumulators: dict[str, Any] = {"restarts": self.restarts}
         if self.checkpoints is not None:
@@ -234,6 +237,21 @@ class JobMaster:
         return JobResult(
             self.job_id, self.job_graph.job_name, self.status.state, runtime_ms, self.failure, accumulators
         )
+
+    async def _apply_checkpoint_retention(self) -> None:
+        """The job ended: discard its checkpoints unless the retention keeps them for this status
+        (a process that dies never gets here, so its checkpoints stay for ``weir run -s``)."""
+        from engine.runtime.checkpointing import discard_job_checkpoints, discards_checkpoints_on
+
+        driver = self.checkpoints
+        if driver is None or not discards_checkpoints_on(
+            self.settings.checkpoint_retention, self.status.state.name
+        ):
+            return
+        try:
+            await trio.to_thread.run_sync(discard_job_checkpoints, driver.storage)
+        except OSError as exc:  # best effort, as in Flink: the job's result stands
+            driver.cleanup_failures.append(f"discarding the checkpoints of the ended job: {exc}")
 
     async def _supervise(self, eg: ExecutionGraph) -> None:
         while True:
@@ -586,6 +604,7 @@ class JobMaster:
             on_checkpoint_metrics=None if self.checkpoints is None else self._checkpoint_metrics,
             on_checkpoint_decline=None if self.checkpoints is None else self._checkpoint_decline,
             restore_state=self._restore_state,
+            on_recovery_note=self.recovery_log.append,
             failure_injector=self.failure_injector,
             unaligned_checkpoints=s.checkpoint_config is not None and s.checkpoint_config.unaligned,
             aligned_timeout_ms=0 if s.checkpoint_config is None else s.checkpoint_config.aligned_timeout_ms,

@@ -16,8 +16,8 @@ chain of immutable run files (copied into the savepoint, so it is self-contained
 backends without a native form write the canonical one. A native chain still restores
 on any backend at any parallelism: it is folded into key groups on restore.
 
-Restoring (``execution.savepoint.path``, ``weir run --from-savepoint``): the savepoint's
-files are read (checksums verified) into one payload per old subtask, tagged with the
+Restoring (``execution.savepoint.path``, ``weir run --from-savepoint``/``-s``; a retained
+checkpoint restores the same way, ``open_restore_point``): the savepoint's files are read (checksums verified) into one payload per old subtask, tagged with the
 old subtask index. Each new task then takes what is its own: the key groups of its
 range, its share of the operator list state, its splits of the sources (the task does
 that, ``Task._restore``), so any new parallelism works while max parallelism stays.
@@ -27,23 +27,34 @@ unless ``allow_non_restored_state`` is set; operators without state are ignored.
 
 from __future__ import annotations
 
+import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint.metadata import CheckpointMetadata
+from engine.checkpoint.metadata import CheckpointMetadata, FileHandle
 from engine.checkpoint.state_file import load_payloads
-from engine.checkpoint.storage import load_savepoint, read_savepoint_file
+from engine.checkpoint.storage import (
+    METADATA_FILE_NAME,
+    CheckpointStorage,
+    load_savepoint,
+    read_savepoint_file,
+)
 from engine.checkpoint.trust import is_signed_by_this_user
 from engine.errors import UsageError
 from engine.graph.job_graph import JobGraph
+
+_CHECKPOINT_DIR_NAME = re.compile(r"chk-(\d+)")
 
 __all__ = [
     "SavepointRestoreSettings",
     "check_savepoint_matches_job",
     "load_savepoint_restore_state",
     "new_savepoint_dir",
+    "open_restore_point",
+    "resume_paths",
 ]
 
 
@@ -112,21 +123,82 @@ def check_savepoint_matches_job(
         )
 
 
+def open_restore_point(path: str | Path) -> tuple[CheckpointMetadata, Callable[[FileHandle], bytes]]:
+    """The metadata of what ``path`` names and a reader of its files (checksums verified):
+
+    - a savepoint (its directory or its ``_metadata``);
+    - a retained checkpoint, ``<root>/<job id>/chk-<N>`` (or its ``_metadata``): Flink's
+      ``-s`` takes it as it takes a savepoint; its files stay where they are, the job only reads
+      them (the restored job writes its own checkpoints under its own job id);
+    - a job's checkpoint directory, ``<root>/<job id>``: its newest complete and intact checkpoint.
+    """
+    given = Path(path)
+    directory = given.parent if given.name == METADATA_FILE_NAME else given
+    if not directory.is_dir():
+        raise UsageError(
+            f"{path} does not exist; give a savepoint directory, a retained checkpoint "
+            "(<checkpoint dir>/<job id>/chk-<N>) or a job's checkpoint directory (<checkpoint dir>/<job id>)"
+        )
+    match = _CHECKPOINT_DIR_NAME.fullmatch(directory.name)
+    if match is not None:
+        storage = CheckpointStorage(directory.parent.parent, directory.parent.name)
+        return storage.load(int(match.group(1)), require_signature=False), storage.read_state_file
+    if (directory / METADATA_FILE_NAME).exists():
+        return load_savepoint(directory), lambda handle: read_savepoint_file(directory, handle)
+    storage = CheckpointStorage(directory.parent, directory.name)
+    latest = storage.latest_valid(require_signature=False)
+    if latest.metadata is None:
+        why = f" ({latest.reason})" if latest.reason else ""
+        raise UsageError(
+            f"{path} holds no savepoint and no complete checkpoint{why}; give a savepoint directory, "
+            "a retained checkpoint (<checkpoint dir>/<job id>/chk-<N>) or a job's checkpoint directory"
+        )
+    return latest.metadata, storage.read_state_file
+
+
+def resume_paths(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Job id -> the path of its newest valid checkpoint (``describe`` lists newest first)."""
+    resume: dict[str, str] = {}
+    for e in entries:
+        if e["kind"] == "checkpoint" and e["status"] == "valid" and e["job_id"]:
+            resume.setdefault(e["job_id"], e["path"])
+    return resume
+
+
+def _check_channel_state(
+    path: str, metadata: CheckpointMetadata, payloads: dict[str, list[dict[str, Any]]], job_graph: JobGraph
+) -> None:
+    """In-flight data of an unaligned checkpoint restores only at the parallelism it was taken at."""
+    parallelism = {op.id: v.parallelism for v in job_graph.vertices for op in v.operators}
+    for op_state in metadata.operators:
+        has_channel_state = any(
+            p.get("channel_state") is not None for p in payloads.get(op_state.operator_id, [])
+        )
+        new = parallelism.get(op_state.operator_id)
+        if has_channel_state and new is not None and new != op_state.parallelism:
+            raise UsageError(
+                f"{path} is an unaligned checkpoint with in-flight data of operator {op_state.operator_id} "
+                f"at parallelism {op_state.parallelism}; it restores only at that parallelism, not {new} "
+                "(take a savepoint to rescale)"
+            )
+
+
 def load_savepoint_restore_state(
     path: str,
     job_graph: JobGraph,
     allow_non_restored_state: bool = False,
     allow_untrusted_pickle: bool = False,
 ) -> dict[str, list[dict[str, Any]]]:
-    """Every operator's payloads from the savepoint at ``path``, checked against ``job_graph``.
-    Runs in a worker thread (it reads files).
+    """Every operator's payloads from the savepoint or retained checkpoint at ``path``
+    (``open_restore_point``), checked against ``job_graph``. Runs in a worker thread (it reads files).
 
     Opaque (pickled) values are rebuilt only when the savepoint is signed by this user's
     weir or ``allow_untrusted_pickle`` accepts the risk; otherwise a state file that holds
     one fails the restore with an error naming it, before anything is unpickled."""
-    metadata = load_savepoint(path)
+    metadata, read = open_restore_point(path)
     trusted = allow_untrusted_pickle or is_signed_by_this_user(metadata)
-    payloads = load_payloads(metadata, lambda h: read_savepoint_file(path, h), f"savepoint {path}", trusted)
+    payloads = load_payloads(metadata, read, f"savepoint {path}", trusted)
     check_savepoint_matches_job(path, metadata, payloads, job_graph, allow_non_restored_state)
+    _check_channel_state(path, metadata, payloads, job_graph)
     known = {op.id for v in job_graph.vertices for op in v.operators}
     return {op_id: items for op_id, items in payloads.items() if op_id in known}

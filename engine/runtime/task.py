@@ -98,6 +98,7 @@ class TaskDeployment:
     on_checkpoint_metrics: Any = None  # (execution_id, checkpoint_id, metrics dict) -> None, before the ack
     on_checkpoint_decline: Any = None  # (execution_id, checkpoint_id, reason) -> None
     restore_state: Any = None  # operator id -> list of checkpointed payloads to restore from
+    on_recovery_note: Any = None  # (line) -> None: what an operator's restore did beyond the usual
     unaligned_checkpoints: bool = False  # execution.checkpointing.unaligned.enabled
     aligned_timeout_ms: int = 0  # start aligned, go unaligned after this long (0: unaligned at once)
     failure_injector: Any = None  # engine.runtime.failure_injector.FailureInjector (tests, --inject-failures)
@@ -380,6 +381,7 @@ class Task:
                     keyed_backend=keyed_backend,
                     key_selector=node.state_key_selector,
                     operator_state_backend=OperatorStateBackend(operator_id),
+                    report_recovery=d.on_recovery_note,
                 ),
                 output,
             )

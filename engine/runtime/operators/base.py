@@ -50,6 +50,7 @@ class OperatorContext:
     operator_state_backend: Any = None  # the subtask's OperatorStateBackend (list and union list state)
     is_restored: bool = False  # the task restored this operator from a checkpoint or savepoint
     state_provider: Any = None  # the RuntimeStateProvider of the last runtime_context() on a keyed backend
+    report_recovery: Callable[[str], None] | None = None  # a line for the job's "recovery" result
 
     def operator_state(self) -> Any:
         """The subtask's operator state (created on first use, also outside a task)."""

@@ -37,6 +37,18 @@ Events, all in the task's own loop (no locks, no threads):
   checkpoint, which the sources replay. Ownership by index means nothing is committed or
   deleted twice, also at a different parallelism; a restart without a checkpoint (attempt
   > 0) deletes the same way.
+- a restore **behind committed output** (recovery fell back past a damaged newer checkpoint,
+  or a retained checkpoint or savepoint is restored after the job went on): a finished file
+  of an owned old subtask ``j`` whose counter is at or above ``j``'s restored counter was
+  committed after the restored checkpoint, and a resumable in-progress file of the restored
+  state may have been committed later with more bytes. Both are renamed aside to
+  ``.<final name>.superseded.<token>`` (hidden, never deleted; the resumed file gets back its
+  checkpointed prefix), and one line naming them goes to the job's result: the replay then
+  writes their records exactly once. A fresh start counts past every finished file of its
+  index, so files of an earlier run are never taken for later output, and a first attempt
+  records the counter it started at (``.<prefix>-<subtask><suffix>.first-part``, removed at
+  the job's end): a restart from the beginning (no valid checkpoint left) moves aside from
+  there.
 - ``finish()`` — **end of input**: every in-progress file rolls and the subtask writes an
   end-of-input manifest (``.<prefix>-<subtask><suffix>.end-of-input``, atomically) listing
   its uncommitted files. They are committed by ``commit_end_of_input`` once the JOB has
@@ -49,8 +61,7 @@ Invariants: a finished file's content is final; every record of a completed chec
 in exactly one pending-or-finished file; hidden files are the sink's working space.
 
 What it does not do: bulk formats (Parquet), compaction, custom bucket assigners, and
-recovery from a checkpoint older than one whose files were already committed (output
-cannot be taken back; Flink has the same limit).
+taking back what readers already read from a file that a restore later moved aside.
 """
 
 from __future__ import annotations
@@ -79,9 +90,13 @@ class PartFileNames:
     suffix: str
     _in_progress: re.Pattern[str] = field(init=False, repr=False, compare=False)
     _manifest: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _final: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _first_part: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         p, s = re.escape(self.prefix), re.escape(self.suffix)
+        object.__setattr__(self, "_final", re.compile(rf"^{p}-(\d+)-(\d+){s}$"))
+        object.__setattr__(self, "_first_part", re.compile(rf"^\.{p}-(\d+){s}\.first-part$"))
         object.__setattr__(
             self, "_in_progress", re.compile(rf"^\.{p}-(\d+)-(\d+){s}\.inprogress\.[0-9a-f]+$")
         )
@@ -95,6 +110,25 @@ class PartFileNames:
 
     def manifest(self, subtask: int) -> str:
         return f".{self.prefix}-{subtask}{self.suffix}.end-of-input"
+
+    def first_part(self, subtask: int) -> str:
+        """The marker holding the counter a job's first attempt started at (a restart from the
+        beginning moves aside what the job committed from there on)."""
+        return f".{self.prefix}-{subtask}{self.suffix}.first-part"
+
+    def first_part_writer(self, name: str) -> int | None:
+        m = self._first_part.match(name)
+        return int(m.group(1)) if m else None
+
+    @staticmethod
+    def superseded(final_name: str, token: str) -> str:
+        """The hidden name a finished file is moved to when a restore puts it out of sight."""
+        return f".{final_name}.superseded.{token}"
+
+    def finished_part(self, name: str) -> tuple[int, int] | None:
+        """(writer subtask, counter) of the finished part file ``name`` (None: not one of ours)."""
+        m = self._final.match(name)
+        return (int(m.group(1)), int(m.group(2))) if m else None
 
     def in_progress_writer(self, name: str) -> int | None:
         """The subtask index that wrote the in-progress file ``name`` (None: not one of ours)."""
@@ -179,6 +213,9 @@ class FileSinkOperator(SinkOperator):
         self._state: Any = None
         self._next_check_ms: int | None = None
         self.committed: list[str] = []  # final names this subtask committed (tests, metrics)
+        #: (final name, hidden name) of finished files a restore moved out of sight (see _supersede)
+        self.superseded: list[tuple[str, str]] = []
+        self._notes: list[str] = []
 
     # -- state ---------------------------------------------------------------------------------
     def _descriptor(self) -> Any:
@@ -204,6 +241,15 @@ class FileSinkOperator(SinkOperator):
             f[1] for e in entries for f in e["in_progress"]
         }
         self._counter = max((int(e["counter"]) for e in entries), default=0)
+        #: the restored counter of every old subtask this one owns: its finished files at or
+        #: above it were committed after the restored checkpoint
+        restored_counters = {
+            int(e["subtask"]): int(e["counter"])
+            for e in entries
+            if self.names.owns(me, parallelism, int(e["subtask"]))
+        }
+        if not ctx.is_restored and ctx.attempt_number > 0:  # a restart from the beginning
+            restored_counters = self._first_parts(me, parallelism)
         touched: set[Path] = set()
         now = ctx.processing_time_ms()
         for entry in entries:
@@ -217,12 +263,17 @@ class FileSinkOperator(SinkOperator):
             for bucket, in_progress, final, length, created_ms in entry["in_progress"]:
                 path = self.base / in_progress
                 if not path.exists():
-                    if (self.base / final).exists():
-                        continue  # committed before the failure
-                    raise WeirError(
-                        f"FileSink: in-progress part file {path} of the restored checkpoint is missing; "
-                        f"it held {length} bytes of checkpointed output"
-                    )
+                    done = self.base / final
+                    if done.exists() and done.stat().st_size == length:
+                        continue  # committed before the failure, as checkpointed
+                    if done.exists() and done.stat().st_size > length:
+                        self._take_back(final, in_progress, length)  # committed later, with more
+                        touched.add(done.parent)
+                    else:
+                        raise WeirError(
+                            f"FileSink: in-progress part file {path} of the restored checkpoint is missing "
+                            f"(and its final name {done} holds less); it held {length} bytes of checkpointed output"
+                        )
                 with open(path, "r+b") as f:
                     f.truncate(length)  # drop what was written after the checkpoint
                     f.flush()
@@ -236,9 +287,19 @@ class FileSinkOperator(SinkOperator):
                     if commit_part(self.base, in_progress, final):
                         self.committed.append(final)
                         touched.add((self.base / final).parent)
+        highest_own = -1
         for directory, _dirs, files in os.walk(self.base):
             for name in files:
                 path = Path(directory) / name
+                part = self.names.finished_part(name)
+                if part is not None:
+                    writer, counter = part
+                    if writer == me:
+                        highest_own = max(highest_own, counter)
+                    if writer in restored_counters and counter >= restored_counters[writer]:
+                        self._supersede(path)
+                        touched.add(path.parent)
+                    continue
                 manifest_writer = self.names.manifest_writer(name)
                 if manifest_writer is not None and self.names.owns(me, parallelism, manifest_writer):
                     path.unlink(missing_ok=True)  # an attempt that did not finish
@@ -253,7 +314,67 @@ class FileSinkOperator(SinkOperator):
                 ):
                     path.unlink(missing_ok=True)  # written after the restored checkpoint
                     touched.add(path.parent)
+        if not ctx.is_restored:  # start past every file of this index, in every bucket
+            self._counter = max(self._counter, highest_own + 1)
+            if ctx.attempt_number == 0:
+                self._write_first_part()
         _fsync_dirs(touched)
+        if self.superseded:
+            self._report_superseded()
+
+    def _write_first_part(self) -> None:
+        """Record (atomically) the counter this job starts at; ``commit_end_of_input`` removes it."""
+        marker = self.base / self.names.first_part(self.context.subtask_index)
+        tmp = marker.with_name(marker.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(str(self._counter))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, marker)
+
+    def _first_parts(self, me: int, parallelism: int) -> dict[int, int]:
+        """The starting counters of the old subtasks this one owns, from their markers."""
+        counters = {}
+        for path in self.base.iterdir():
+            writer = self.names.first_part_writer(path.name)
+            if writer is not None and self.names.owns(me, parallelism, writer):
+                counters[writer] = int(path.read_text(encoding="utf-8"))
+        return counters
+
+    def _supersede(self, path: Path) -> str:
+        """Move the finished file ``path`` out of sight (a hidden name beside it, never deleted):
+        it was committed after the restored checkpoint, and the sources replay its records."""
+        aside = path.with_name(self.names.superseded(path.name, secrets.token_hex(8)))
+        os.rename(path, aside)
+        self.superseded.append((str(path.relative_to(self.base)), aside.name))
+        return aside.name
+
+    def _take_back(self, final: str, in_progress: str, length: int) -> None:
+        """An in-progress file of the restored checkpoint was committed later with more data:
+        move the committed file aside and put its checkpointed ``length`` bytes back in progress."""
+        aside = self.base / final
+        aside = aside.with_name(self._supersede(aside))
+        with open(aside, "rb") as src, open(self.base / in_progress, "xb") as dst:
+            dst.write(src.read(length))
+            dst.flush()
+            os.fsync(dst.fileno())
+
+    def _report_superseded(self) -> None:
+        """One line for the job's result (and ``recovery_notes``) naming what was moved aside."""
+        moved = ", ".join(f"{final} -> {aside}" for final, aside in self.superseded)
+        note = (
+            f"FileSink '{self.name}' subtask {self.context.subtask_index}: the restored checkpoint is "
+            f"older than output already committed; moved {len(self.superseded)} finished part file(s) "
+            f"aside so that the replay writes their records once: {moved}"
+        )
+        self._notes.append(note)
+        report = getattr(self.context, "report_recovery", None)
+        if report is not None:
+            report(note)
+
+    def recovery_notes(self) -> list[str]:
+        """What this subtask's restore did beyond the usual (finished files moved aside)."""
+        return list(self._notes)
 
     def snapshot_state(self, checkpoint_id: int) -> None:
         """Pre-commit: roll or persist every open file, and claim the pending files for this checkpoint."""
@@ -393,6 +514,10 @@ def commit_end_of_input(sink: Any) -> list[str]:
     committed: list[str] = []
     touched: set[Path] = set()
     for manifest in sorted(base.iterdir()):
+        if names.first_part_writer(manifest.name) is not None:  # the job is over: no restart will need it
+            manifest.unlink()
+            touched.add(base)
+            continue
         if names.manifest_writer(manifest.name) is None:
             continue
         body = json.loads(manifest.read_text(encoding="utf-8"))

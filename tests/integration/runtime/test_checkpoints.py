@@ -10,7 +10,7 @@ import trio
 from engine.checkpoint.state_file import decode_state_file
 from engine.checkpoint.storage import CheckpointStorage
 from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
+from engine.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
 from engine.datastream.connectors.datagen import DataGeneratorSource
 from engine.datastream.state import ValueStateDescriptor
 from engine.graph.job_graph import generate_job_graph
@@ -48,6 +48,8 @@ async def test_checkpoints_complete_and_capture_a_consistent_cut(
     backend: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     env, job_graph = keyed_sum_job(backend)
+    retain = ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION  # the test reads it after the cancel
+    env.get_checkpoint_config().set_externalized_checkpoint_retention(retain)
     async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=2)) as cluster:
         handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
         driver = None
@@ -91,6 +93,24 @@ async def test_checkpoints_complete_and_capture_a_consistent_cut(
         got[key] = state.value()
     assert got == dict(expected)
     assert sum(expected.values()) > 0
+
+
+async def test_a_cancelled_jobs_checkpoints_are_discarded_by_default(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """NO_EXTERNALIZED_CHECKPOINTS (Flink's default): nothing of the checkpoints outlives the job."""
+    env, job_graph = keyed_sum_job("hashmap")
+    async with open_minicluster(ClusterConfig(taskmanagers=1, slots_per_taskmanager=2)) as cluster:
+        handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
+        with trio.fail_after(300):
+            while handle.job_master.checkpoints is None or not handle.job_master.checkpoints.completed:
+                await trio.sleep(0.5)
+        storage: CheckpointStorage = handle.job_master.checkpoints.storage
+        assert storage.list_checkpoints().completed
+        handle.cancel()
+        result = await handle.wait()
+        assert result.status.name == "CANCELED"
+        assert not storage.list_checkpoints().completed and not storage.shared_dir.exists()
 
 
 FAIL_ONCE = {"armed": True}

@@ -142,6 +142,7 @@ def build_job(
     max_failures: int = -1,
     exactly_once: bool = True,
     rolling: Any = None,
+    interval_ms: int = CHECKPOINT_INTERVAL_MS,
 ) -> tuple[StreamExecutionEnvironment, Any]:
     conf = Configuration()
     conf.set_string("state.backend.type", case.backend)
@@ -154,7 +155,7 @@ def build_job(
         conf.set_string("weir.failure-injection.max-failures", str(max_failures))
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(case.parallelism)
-    env.enable_checkpointing(CHECKPOINT_INTERVAL_MS)
+    env.enable_checkpointing(interval_ms)
     if case.unaligned:
         env.get_checkpoint_config().enable_unaligned_checkpoints()
     if case.job == "window":
@@ -370,6 +371,54 @@ async def test_a_failure_right_after_falling_back_keeps_the_restored_checkpoint(
     notes = result.accumulators["recovery"]
     assert len(notes) == 2 and all("restored checkpoint 1" in note for note in notes), notes
     assert describe_difference(committed_lines(out), oracle(case, FAST_EVENTS * 2)) == ""
+
+
+@pytest.mark.parametrize("retained", [2, 1])
+async def test_recovery_behind_a_committed_checkpoint_writes_its_records_once(
+    retained: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The newest checkpoint completed and the sink committed its files; then a state file of it
+    is damaged and a TaskManager is lost. Recovery falls back to the checkpoint before (with
+    one retained checkpoint: to the beginning), whose state knows nothing of those files: the
+    sink moves them aside, says so, and the replay writes their records once."""
+    from engine.checkpoint.storage import METADATA_FILE_NAME
+
+    case = Case("sum", 2, "hashmap", False)
+    out = tmp_path / "out"
+    events = FAST_EVENTS * 8
+    rolling = RollingPolicy.on_checkpoint_rolling_policy()
+    env, job_graph = build_job(case, out, events, rolling=rolling, interval_ms=300)
+    env.get_checkpoint_config().set_num_retained_checkpoints(retained)
+    config = ClusterConfig(taskmanagers=2, slots_per_taskmanager=job_graph_parallelism(job_graph))
+    async with open_minicluster(config) as cluster:
+        handle = cluster.submit(job_graph, job_settings_for(env))
+        damaged = 0
+        while not damaged:
+            await trio.sleep(0.01)
+            driver = handle.job_master.checkpoints
+            if driver is None or len(driver.completed) < 2:
+                continue
+            newest = driver.completed[-1]
+            await trio.sleep(0.05)  # the sinks hear of it and commit (the next one is 300 ms away)
+            if driver.completed[-1] != newest:
+                continue
+            victim = next(
+                p for p in driver.storage.checkpoint_dir(newest).iterdir() if p.name != METADATA_FILE_NAME
+            )
+            data = bytearray(victim.read_bytes())
+            data[len(data) // 2] ^= 0xFF
+            victim.write_bytes(bytes(data))  # no await in between: no checkpoint completes meanwhile
+            running = [e for e, x in handle.job_master.executions.items() if x.state.name == "RUNNING"]
+            cluster.lose_taskmanager(cluster.taskmanager_index_of(running[0]))
+            damaged = newest
+        result = await handle.wait()
+    assert result.status.name == "FINISHED", result.failure
+    notes = result.accumulators.get("recovery", [])
+    assert any(f"skipped damaged checkpoint {damaged}" in n for n in notes), (notes, result.accumulators)
+    moved = [n for n in notes if "moved" in n and "aside" in n]
+    assert moved, notes
+    assert describe_difference(committed_lines(out), oracle(case, events)) == ""
+    assert [p.name for p in out.rglob(".*") if ".superseded." not in p.name] == []
 
 
 async def test_an_appending_sink_duplicates_under_the_same_failures(

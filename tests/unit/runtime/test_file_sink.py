@@ -97,7 +97,8 @@ def visible(base: Path) -> list[str]:
 
 
 def hidden(base: Path) -> list[str]:
-    return sorted(p.name for p in base.rglob(".*"))
+    """Hidden files but the first attempt's start marker, which stays until the job's end."""
+    return sorted(p.name for p in base.rglob(".*") if not p.name.endswith(".first-part"))
 
 
 def restore(sink: FileSink, snapshots: list[OperatorStateSnapshot], parallelism: int) -> list[Subtask]:
@@ -145,7 +146,7 @@ def test_recovery_commits_the_precommitted_and_discards_the_rest(tmp_path: Path)
     again.checkpoint(3)
     again.op.notify_checkpoint_complete(3)
     assert visible(tmp_path) == ["a", "c", "lost-1", "lost-2"]
-    names = sorted(p.name for p in tmp_path.iterdir())
+    names = sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".first-part"))
     assert names == ["part-0-0", "part-0-1"]  # the counter came back with the state: no name reused
 
 
@@ -346,3 +347,91 @@ def test_bad_sink_settings_get_clear_errors(tmp_path: Path) -> None:
     assert FileSink.RowFormatBuilder is type(builder)  # type: ignore[attr-defined]  # PyFlink's name
     assert isinstance(builder.build().bucket_assigner, BucketAssigner)  # date-time by default, as in Flink
     assert builder.build().bucket_assigner.kind == "date_time"
+
+
+def test_a_restore_behind_committed_files_moves_them_aside_and_replays_exactly(tmp_path: Path) -> None:
+    """Checkpoint 2 completed and its file was committed, then recovery fell back to checkpoint 1
+    (checkpoint 2 was damaged): the file of checkpoint 2 must not stay visible next to its replay."""
+    sink = make_sink(tmp_path)
+    s = Subtask(sink)
+    s.write("a")
+    first = s.checkpoint(1)
+    s.op.notify_checkpoint_complete(1)
+    s.write("b", "c")
+    s.checkpoint(2)
+    s.op.notify_checkpoint_complete(2)  # part-0-1 is visible now
+    s.write("d")
+    s.op.close()
+    (again,) = restore(sink, [first], 1)
+    assert visible(tmp_path) == ["a"]  # checkpoint 2's file is out of sight, not deleted
+    (aside,) = [n for n in hidden(tmp_path) if ".superseded." in n]
+    assert aside.startswith(".part-0-1.superseded.")
+    assert again.op.superseded == [("part-0-1", aside)]
+    notes = again.op.recovery_notes()
+    assert len(notes) == 1 and "part-0-1" in notes[0] and aside in notes[0]
+    again.write("b", "c", "d")  # the sources replay everything after checkpoint 1
+    again.checkpoint(3)
+    again.op.notify_checkpoint_complete(3)
+    assert visible(tmp_path) == ["a", "b", "c", "d"]
+
+
+def test_a_resumed_file_committed_later_is_cut_back_to_the_checkpoint(tmp_path: Path) -> None:
+    """An in-progress file of checkpoint 1 was committed at the job's end with more lines; a
+    restore of checkpoint 1 (a retained checkpoint of the finished job) resumes its prefix."""
+    sink = make_sink(tmp_path, RollingPolicy.default_rolling_policy(part_size=1 << 20))
+    s = Subtask(sink)
+    s.write("a", "b")
+    first = s.checkpoint(1)
+    s.op.notify_checkpoint_complete(1)
+    s.write("c")
+    s.op.finish()
+    assert commit_end_of_input(sink) == ["part-0-0"]
+    s.op.close()
+    (again,) = restore(sink, [first], 1)
+    assert visible(tmp_path) == []  # the committed file went aside; its first 4 bytes are resumed
+    (aside,) = [n for n in hidden(tmp_path) if ".superseded." in n]
+    assert (tmp_path / aside).read_text() == "a\nb\nc\n"
+    again.write("c")
+    again.op.finish()
+    assert commit_end_of_input(sink) == ["part-0-0"]
+    assert (tmp_path / "part-0-0").read_text() == "a\nb\nc\n"
+
+
+def test_a_fresh_start_counts_past_every_finished_file_of_the_subtask(tmp_path: Path) -> None:
+    """Files of an earlier run in another bucket stay below the new run's counter, so a restore
+    of the new run never takes them for its own later output."""
+    (tmp_path / "other-bucket").mkdir()
+    (tmp_path / "other-bucket" / "part-0-4").write_text("from an earlier run\n")
+    sink = make_sink(tmp_path)
+    s = Subtask(sink)
+    s.write("new")
+    first = s.checkpoint(1)
+    s.op.notify_checkpoint_complete(1)
+    s.op.close()
+    assert (tmp_path / "part-0-5").read_text() == "new\n"
+    (again,) = restore(sink, [first], 1)
+    assert again.op.superseded == []
+    assert visible(tmp_path) == ["from an earlier run", "new"]
+
+
+def test_a_restart_from_the_beginning_moves_aside_what_the_first_attempt_committed(tmp_path: Path) -> None:
+    """No valid checkpoint is left (the only retained one was damaged): the job starts over and
+    the sources replay everything, so what the first attempt committed must go out of sight."""
+    (tmp_path / "part-0-0").write_text("from an earlier run\n")
+    sink = make_sink(tmp_path)
+    s = Subtask(sink)
+    s.write("a")
+    s.checkpoint(1)
+    s.op.notify_checkpoint_complete(1)  # part-0-1 is visible
+    s.write("b")
+    s.op.close()
+    again = Subtask(sink, attempt=1)  # not restored: from the beginning
+    assert visible(tmp_path) == ["from an earlier run"]
+    assert [final for final, _ in again.op.superseded] == ["part-0-1"]
+    again.write("a", "b")
+    again.checkpoint(2)
+    again.op.notify_checkpoint_complete(2)
+    again.op.finish()
+    commit_end_of_input(sink)
+    assert visible(tmp_path) == ["a", "b", "from an earlier run"]
+    assert [n for n in hidden(tmp_path) if ".superseded." not in n] == []  # the marker went with the job

@@ -413,7 +413,7 @@ def test_pack_and_unpack_deltas_agree_with_the_reference(case: tuple[np.ndarray,
 @PROPERTY_SETTINGS
 @given(
     st.lists(INT64, min_size=0, max_size=60)
-    | st.integers(-(2**63), 2**63 - 2**33).flatmap(
+    | st.integers(-(2**63), 2**63 - 1 - 2**33).flatmap(
         lambda lo: st.lists(st.integers(lo, lo + 2**33), max_size=60)
     ),
     st.booleans(),

@@ -589,6 +589,15 @@ class ColumnarSerializer(BatchSerializer):
             except Mismatch as m:
                 raise self._mismatch(batch, j, m) from None
 
+    def as_rows(self, values: Sequence[Any]) -> list[Any]:
+        """ROW types: the records as ``Row``s, as a decoded frame holds them (named for
+        ROW_NAMED, row kinds kept); tuples or lists of the declared arity become Rows. Other
+        types: the values unchanged. Raises ``UsageError`` for a record of another shape."""
+        if not self._is_row or not len(values):
+            return list(values)
+        split = self._split(values)
+        return _make_rows(split.columns, self._decoded_names, split.kinds)  # type: ignore[arg-type]
+
     # -- encoding ----------------------------------------------------------------------------------
 
     def encode(self, batch: Batch) -> bytes:

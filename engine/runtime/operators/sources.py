@@ -6,6 +6,7 @@ can be repeated (and, with checkpoints, replayed).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -100,12 +101,18 @@ class CollectionReader(_SplitReader):
     """Splits: ``[lo, hi]`` index ranges into the collection."""
 
     def __init__(
-        self, elements: list[Any], subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        elements: list[Any],
+        subtask: int,
+        parallelism: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        as_records: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
         self.elements = elements
         self.subtask, self.parallelism = subtask, parallelism
         self.splits = [list(split_range(0, len(elements), subtask, parallelism))]
         self.batch_size = batch_size
+        self.as_records = as_records  # e.g. tuples to Rows on a ROW stream, as PyFlink's source does
 
     async def next_batch(self) -> Batch | None:
         while self.splits and self.splits[0][0] >= self.splits[0][1]:
@@ -114,7 +121,8 @@ class CollectionReader(_SplitReader):
             return None
         split = self.splits[0]
         end = min(split[0] + self.batch_size, split[1])
-        batch = Batch(self.elements[split[0] : end])
+        elements = self.elements[split[0] : end]
+        batch = Batch(elements if self.as_records is None else self.as_records(elements))
         split[0] = end
         return batch
 

@@ -126,6 +126,10 @@ class JobMaster:
         from engine.errors import CheckpointError, UsageError
 
         directory = target_dir or self.settings.savepoint_dir
+        if directory:
+            from engine.common.config_options import local_path
+
+            directory = local_path("savepoint target directory", directory)
         if not directory:
             raise UsageError(
                 "no savepoint target directory: give one, or set execution.checkpointing.savepoint-dir "

@@ -119,7 +119,9 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
         from engine.runtime.live_view import make_live_observer
 
         live_observer = make_live_observer(console)
-    observer = combine_observers(live_observer, serve_job_control)  # `weir savepoint` etc. reach the job
+    observer = combine_observers(  # `weir savepoint` etc. reach the job; restarts are said on stderr
+        live_observer, serve_job_control, restart_announcer(console)
+    )
     try:
         client.execute_stream_graph = recording
         for name in _SUBMITTERS:
@@ -150,6 +152,21 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
     if not results:
         return f"job file '{path}' submitted its job without waiting for it (execute_async)"
     return summary_tables(results)
+
+
+def restart_announcer(console: Any) -> Any:
+    """An observer that prints each restart of the job and its cause (live view or not)."""
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    async def observe(cluster: Any, handle: Any) -> None:
+        master = handle.job_master
+        for line in master.restart_log:  # any that came before the observer started
+            say(line)
+        master.restart_listeners.append(say)
+
+    return observe
 
 
 def summary_tables(results: list[Any]) -> Any:

@@ -215,3 +215,26 @@ def test_run_a_job_file_that_only_collects_is_a_job(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
     assert result.exit_code == 0, result.output
     assert "collected [1, 2, 3]" in result.stdout
+
+
+def test_run_says_each_restart_and_its_cause(tmp_path: Path) -> None:
+    job = tmp_path / "restarts.py"
+    job.write_text(
+        "from engine.common import Configuration\n"
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "conf = Configuration()\n"
+        "conf.set_string('restart-strategy.type', 'fixed-delay')\n"
+        "conf.set_string('restart-strategy.fixed-delay.attempts', '2')\n"
+        "conf.set_string('restart-strategy.fixed-delay.delay', '0 ms')\n"
+        "env = StreamExecutionEnvironment.get_execution_environment(conf)\n"
+        "env.from_collection([1, 0]).map(lambda x: 1 // x).name('divide').print()\n"
+        "env.execute('always fails')\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 2
+    cause = "operator 'divide' (subtask 1/1) failed: ZeroDivisionError: integer division or modulo by zero"
+    lines = result.stderr.splitlines()
+    assert [line for line in lines if " restart " in line] == [
+        f"job 'always fails' restart {n} (the job, in 0 ms) after: {cause}" for n in (1, 2)
+    ]
+    assert lines[-1] == f"error: job 'always fails' failed: {cause}"

@@ -185,6 +185,12 @@ def run(
     console.print(summary)
 
 
+def _local_dir(what: str, value: str) -> str:
+    """An absolute path from a path or a file:// URI (the job may run in another directory).
+    Absolute but not resolved: the job's process follows only links it may trust (control.py)."""
+    return os.path.abspath(opts.local_path(what, value))
+
+
 @main.command("list")
 def list_jobs() -> None:
     """Jobs running in `weir run` processes of this user (under $WEIR_HOME)."""
@@ -222,8 +228,7 @@ def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: floa
     execution.checkpointing.savepoint-dir); prints the savepoint's path. The job goes on."""
     from engine.runtime.control import send_request
 
-    # absolute but not resolved: the job's process follows only links it may trust (control.py)
-    target = None if target_directory is None else os.path.abspath(target_directory)
+    target = None if target_directory is None else _local_dir("TARGET_DIRECTORY", target_directory)
     result = send_request(job_id, {"action": "savepoint", "target": target, "format": fmt}, timeout)
     click.echo(result["savepoint"])
 
@@ -245,7 +250,7 @@ def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float)
     """Stop running job JOB_ID with a savepoint (the job FINISHES); prints the savepoint's path."""
     from engine.runtime.control import send_request
 
-    target = None if target is None else os.path.abspath(target)
+    target = None if target is None else _local_dir("--savepoint-path", target)
     request = {"action": "stop", "target": target, "drain": drain, "format": fmt}
     click.echo(send_request(job_id, request, timeout)["savepoint"])
 

@@ -47,11 +47,7 @@ def load_job_file(path: str | Path, configuration: Configuration | None = None) 
                         f"job file '{path}' exited with status {exit_.code} before building its job"
                     ) from None
             except Exception as exc:
-                frame = _last_frame_in(job_path, exc)
-                where = f" at line {frame}" if frame else ""
-                raise UsageError(
-                    f"job file '{path}' raised {type(exc).__name__}{where} while building its job: {exc}"
-                ) from exc
+                raise _raised(path, job_path, exc, " while building its job") from exc
             built = [env for env in capture.environments if env.get_transformations()]
             if built:
                 return built[-1].get_stream_graph()
@@ -64,12 +60,25 @@ def load_job_file(path: str | Path, configuration: Configuration | None = None) 
     )
 
 
+def _raised(path: str | Path, job_path: Path, exc: BaseException, when: str) -> UsageError:
+    """One line for an exception the job file's own code raised (a traceback helps nobody here)."""
+    line = _last_frame_in(job_path, exc)
+    where = f" at line {line}" if line else ""
+    detail = exc.msg if isinstance(exc, SyntaxError) else exc
+    return UsageError(f"job file '{path}' raised {type(exc).__name__}{where}{when}: {detail}")
+
+
 def _last_frame_in(job_path: Path, exc: BaseException) -> int | None:
+    if isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).resolve() == job_path.resolve():
+        return exc.lineno
     line = None
     for frame in traceback.extract_tb(exc.__traceback__):
         if Path(frame.filename).resolve() == job_path.resolve():
             line = frame.lineno
     return line
+
+
+_SUBMITTERS = ("submit_stream_graph", "execute_and_collect")
 
 
 def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> Any:
@@ -83,12 +92,22 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
             f"job file '{path}' does not exist; give the path of a Python file that builds a job"
         )
     results: list[Any] = []
+    submitted: list[str] = []  # every way a job file may run a job, not only execute()
     original = client.execute_stream_graph
+    originals = {name: getattr(client, name) for name in _SUBMITTERS}
 
     def recording(env: Any, graph: StreamGraph) -> Any:
+        submitted.append(graph.job_name)
         result = original(env, graph)
         results.append((graph, result))
         return result
+
+    def counting(name: str) -> Any:
+        def submit(*args: Any, **kwargs: Any) -> Any:
+            submitted.append(name)
+            return originals[name](*args, **kwargs)
+
+        return submit
 
     from engine.runtime.control import combine_observers, job_control_observer
 
@@ -97,13 +116,16 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
         from engine.runtime.live_view import make_live_observer
 
         live_observer = make_live_observer(console)
-    # `weir savepoint` etc. reach the job; a weir home that is not private is refused before it starts
-    observer = combine_observers(live_observer, job_control_observer())
+    # `weir savepoint` etc. reach the job (a weir home that is not private is refused before it
+    # starts); restarts are said on stderr
+    observer = combine_observers(live_observer, job_control_observer(), restart_announcer(console))
     saved_argv = sys.argv
     sys.argv = [str(job_path)]
     sys.path.insert(0, str(job_path.parent.resolve()))
     try:
         client.execute_stream_graph = recording
+        for name in _SUBMITTERS:
+            setattr(client, name, counting(name))
         with default_configuration(configuration), client.observe_jobs(observer):
             try:
                 runpy.run_path(str(job_path), run_name="__main__")
@@ -114,13 +136,37 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
             except SystemExit as exit_:
                 if exit_.code not in (None, 0):
                     raise UsageError(f"job file '{path}' exited with status {exit_.code}") from None
+            except Exception as exc:
+                raise _raised(path, job_path, exc, "" if submitted else " while building its job") from exc
     finally:
         client.execute_stream_graph = original
+        for name, function in originals.items():
+            setattr(client, name, function)
         sys.argv = saved_argv
         sys.path.remove(str(job_path.parent.resolve()))
+    if not submitted:  # Flink's `flink run`: "The program didn't contain a Flink job."
+        raise UsageError(
+            f"job file '{path}' didn't contain a job: it never called env.execute() "
+            f"(or execute_async(), execute_and_collect()); add one at the end"
+        )
     if not results:
-        return f"job file '{path}' ran no job (it never called env.execute())"
+        return f"job file '{path}' submitted its job without waiting for it (execute_async)"
     return summary_tables(results)
+
+
+def restart_announcer(console: Any) -> Any:
+    """An observer that prints each restart of the job and its cause (live view or not)."""
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    async def observe(cluster: Any, handle: Any) -> None:
+        master = handle.job_master
+        for line in master.restart_log:  # any that came before the observer started
+            say(line)
+        master.restart_listeners.append(say)
+
+    return observe
 
 
 def summary_tables(results: list[Any]) -> Any:

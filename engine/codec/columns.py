@@ -180,6 +180,14 @@ def _first_of_type(values: Sequence[Any], t: type) -> int:
     return _first(values, lambda v: type(v) is t)
 
 
+def _check_classes(values: Values, classes: Any, expected: str) -> None:
+    """Raise ``Mismatch`` for the first value that is not an instance of ``classes``."""
+    for t in set(map(type, values)):
+        if not issubclass(t, classes):
+            i = _first_of_type(values, t)
+            raise Mismatch(i, f"got {describe_value(values[i])}{expected}")
+
+
 def _need(payload: memoryview, pos: int, size: int, what: str) -> None:
     if size < 0 or pos + size > len(payload):
         raise ProtocolViolation(
@@ -352,6 +360,12 @@ class ColumnCodec(ABC):
     def prepare(self, values: Values) -> Prepared:
         """Check and convert the column; raises ``Mismatch`` for the first value that does not fit."""
 
+    def check_types(self, values: Values) -> None:
+        """Raise ``Mismatch`` for the first value whose Python type this column cannot hold
+        (None is the caller's business). Cheaper than ``prepare``: no conversion, no range
+        check; for records that stay inside an operator chain and are never encoded."""
+        self.prepare(values)
+
     @abstractmethod
     def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
         """Read ``n`` values at ``payload[pos:]``: ``(raw column, position after it)``."""
@@ -476,6 +490,12 @@ class FixedColumn(ColumnCodec):
             array = self._from_values(values.tolist() if isinstance(values, np.ndarray) else values)
         array = np.ascontiguousarray(array, dtype=self.wire_dtype)
         return prepare_int64(array) if self.packs else _FixedPrepared(array)
+
+    def check_types(self, values: Values) -> None:
+        if isinstance(values, np.ndarray) and values.dtype.kind != "O":
+            self._from_array(values)  # vectorized
+        else:
+            self._check_types(values.tolist() if isinstance(values, np.ndarray) else values)
 
     def _check_types(self, values: Sequence[Any]) -> None:
         types = set(map(type, values))
@@ -663,6 +683,9 @@ class StringColumn(ColumnCodec):
     def prepare(self, values: Values) -> Prepared:
         return _StringPrepared(values.tolist() if isinstance(values, np.ndarray) else values)
 
+    def check_types(self, values: Values) -> None:
+        _check_classes(values, str, "")
+
     def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
         what = "a STRING column"
         lengths = None
@@ -741,6 +764,9 @@ class BytesColumn(ColumnCodec):
     def prepare(self, values: Values) -> Prepared:
         return _BytesPrepared(values.tolist() if isinstance(values, np.ndarray) else values)
 
+    def check_types(self, values: Values) -> None:
+        _check_classes(values, bytes | bytearray, ", expected bytes")
+
     def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
         what = "a BYTE_ARRAY column"
         lengths, pos = read_fixed(payload, pos, n, _U32, what)
@@ -810,6 +836,9 @@ class PickledColumn(ColumnCodec):
 
     def prepare(self, values: Values) -> Prepared:
         return _PickledPrepared(values.tolist() if isinstance(values, np.ndarray) else list(values))
+
+    def check_types(self, values: Values) -> None:
+        """Anything picklable fits; whether it pickles shows only when it is encoded."""
 
     def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
         what = f"a pickled {type_expr(self.type_info)} column"

@@ -244,6 +244,13 @@ class BatchSerializer(ABC):
     def describe(self) -> str:
         """What this serializer writes, for plans and logs."""
 
+    def check_types(self, batch: Batch) -> None:
+        """Raise ``UsageError`` naming the first record whose Python type does not fit the
+        stream's type. Per batch and cheaper than ``encode`` (no ranges, nothing built): the
+        check of records that go from one operator to the next inside a chain, never encoded.
+        An untyped stream takes anything."""
+        return None
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.describe()}>"
 
@@ -569,6 +576,27 @@ class ColumnarSerializer(BatchSerializer):
         return self._record_error(
             m.index, record, f"{self._field_label(j)} {m.detail}, expected {field_type}"
         )
+
+    def check_types(self, batch: Batch) -> None:
+        split = self._split(batch.values)  # arity, tuple/list/Row, field names of named Rows
+        for j, codec in enumerate(self.columns):
+            column = split.columns[j]
+            if self._nullable[j] and _may_hold_none(column) and any(map(is_, column, repeat(None))):
+                placeholder = _placeholder(codec)
+                column = [placeholder if v is None else v for v in column]
+            try:
+                codec.check_types(column)
+            except Mismatch as m:
+                raise self._mismatch(batch, j, m) from None
+
+    def as_rows(self, values: Sequence[Any]) -> list[Any]:
+        """ROW types: the records as ``Row``s, as a decoded frame holds them (named for
+        ROW_NAMED, row kinds kept); tuples or lists of the declared arity become Rows. Other
+        types: the values unchanged. Raises ``UsageError`` for a record of another shape."""
+        if not self._is_row or not len(values):
+            return list(values)
+        split = self._split(values)
+        return _make_rows(split.columns, self._decoded_names, split.kinds)  # type: ignore[arg-type]
 
     # -- encoding ----------------------------------------------------------------------------------
 

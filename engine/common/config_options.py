@@ -9,6 +9,7 @@ the key, the value and what would be valid. Durations use Flink's syntax ("100 m
 from __future__ import annotations
 
 import re
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,33 @@ def _parse_float(key: str, value: Any) -> float:
         raise UsageError(f"{key}: expected a number, got {value!r}") from None
 
 
+_URI_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):(//)?")
+
+
+def local_path(what: str, value: Any) -> str:
+    """A directory or file on the local file system, given as a path or as a ``file://`` URI
+    (the form Flink's documentation uses: ``file:///data/checkpoints``); ``file:`` URIs become
+    plain paths. weir stores checkpoints and savepoints locally only, so another scheme
+    (``s3://``, ``hdfs://``) is an error naming ``what``."""
+    text = str(value)
+    m = _URI_SCHEME.match(text)
+    if m is None or (m.group(2) is None and m.group(1).lower() != "file"):
+        return text  # a plain path (also one like 'runs:2', which is no URI)
+    if m.group(1).lower() != "file":
+        raise UsageError(
+            f"{what}: weir keeps checkpoints and savepoints on the local file system, so the "
+            f"scheme '{m.group(1)}://' is not supported, got {text!r}; give a path or a file:// URI "
+            f"such as 'file:///data/checkpoints'"
+        )
+    uri = urllib.parse.urlsplit(text)
+    if uri.netloc not in ("", "localhost") or not uri.path.startswith("/") or uri.query or uri.fragment:
+        raise UsageError(
+            f"{what}: a file URI names an absolute local path, such as 'file:///data/checkpoints', "
+            f"got {text!r}"
+        )
+    return urllib.parse.unquote(uri.path)
+
+
 def _parse_bool(key: str, value: Any) -> bool:
     if isinstance(value, bool):
         return value
@@ -93,7 +121,7 @@ def _parse_bool(key: str, value: Any) -> bool:
 @dataclass(frozen=True)
 class ConfigOption:
     key: str
-    kind: str  # int | float | bool | str | duration | memory | enum
+    kind: str  # int | float | bool | str | path | duration | memory | enum
     default: Any
     description: str
     choices: tuple[str, ...] = ()
@@ -115,6 +143,8 @@ class ConfigOption:
             parsed = parse_duration_ms(self.key, value)
         elif self.kind == "memory":
             parsed = parse_memory_bytes(self.key, value)
+        elif self.kind == "path":
+            parsed = local_path(self.key, value)
         elif self.kind == "enum":
             text = str(getattr(value, "name", value)).strip()
             norm = self.aliases.get(text.lower(), text.lower())
@@ -228,7 +258,7 @@ CHECKPOINTING_ALIGNED_TIMEOUT = _opt(
     "Switch to unaligned when alignment takes longer; 0 never switches.", check=_non_negative,
 )  # fmt: skip
 CHECKPOINTS_DIRECTORY = _opt(
-    "execution.checkpointing.dir", "str", None, "Checkpoint storage directory.",
+    "execution.checkpointing.dir", "path", None, "Checkpoint storage directory.",
     fallback_keys=("state.checkpoints.dir",),
 )  # fmt: skip
 CHECKPOINTING_RETENTION = _opt(
@@ -239,11 +269,11 @@ CHECKPOINTING_RETENTION = _opt(
     choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"),
 )  # fmt: skip
 SAVEPOINT_DIRECTORY = _opt(
-    "execution.checkpointing.savepoint-dir", "str", None, "Default savepoint directory.",
+    "execution.checkpointing.savepoint-dir", "path", None, "Default savepoint directory.",
     fallback_keys=("state.savepoints.dir",),
 )  # fmt: skip
 SAVEPOINT_PATH = _opt(
-    "execution.savepoint.path", "str", None, "Savepoint to restore the job from.",
+    "execution.savepoint.path", "path", None, "Savepoint to restore the job from.",
 )  # fmt: skip
 SAVEPOINT_ALLOW_UNTRUSTED_PICKLE = _opt(
     "weir.savepoint.allow-untrusted-pickle", "bool", False,

@@ -270,7 +270,10 @@ class ProcessWindowFunction(Function):
 
 
 class SourceFunction(Function):
-    """A legacy-style source: ``run(ctx)`` emits with ``ctx.collect``; used by ``add_source``."""
+    """A legacy-style source for ``add_source``: ``run(ctx)`` runs in a worker thread and emits
+    with ``ctx.collect(value)`` or ``ctx.collect_with_timestamp(value, timestamp_ms)``. A
+    record goes on as soon as the task takes it (the buffer timeout then applies, as for any
+    source); ``collect`` blocks while the task is behind. ``cancel`` must make ``run`` return."""
 
     def run(self, ctx: Any) -> None:
         raise NotImplementedError

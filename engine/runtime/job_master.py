@@ -109,6 +109,8 @@ class JobMaster:
         self.finished_before_deploy: dict[str, set[str]] = {}
         self._driver_stopped: trio.Event | None = None
         self.recovery_log: list[str] = []  # what recovery skipped and why (damaged checkpoints)
+        self.restart_log: list[str] = []  # one line per restart: which, how soon, and its cause
+        self.restart_listeners: list[Callable[[str], None]] = []  # called with each new line
         self.failure_injector = _failure_injector(
             job_graph
         )  # weir.failure-injection.* (tests, --inject-failures)
@@ -129,6 +131,10 @@ class JobMaster:
         from engine.errors import CheckpointError, UsageError
 
         directory = target_dir or self.settings.savepoint_dir
+        if directory:
+            from engine.common.config_options import local_path
+
+            directory = local_path("savepoint target directory", directory)
         if not directory:
             raise UsageError(
                 "no savepoint target directory: give one, or set execution.checkpointing.savepoint-dir "
@@ -279,6 +285,8 @@ class JobMaster:
                         None if strategy is None else strategy.on_failure(self.settings.processing_time_ms())
                     )
                     regions = self._regions_to_restart(eg)
+                    if decision is not None and decision.restart:
+                        self._announce_restart(decision.delay_ms, regions, len(eg.regions))
                     if decision is not None and decision.restart and regions is not None:
                         # region failover: the job stays RUNNING; only the failed regions restart
                         self._restarting_regions = regions
@@ -307,6 +315,18 @@ class JobMaster:
                 await self._restart(eg)
                 continue
             await self._changed.wait()
+
+    def _announce_restart(self, delay_ms: int, regions: set[int] | None, num_regions: int) -> None:
+        """Say that the job restarts and why (Flink logs 'switched from state RUNNING to
+        RESTARTING' with the exception): into ``restart_log`` and to every listener."""
+        what = "the job" if regions is None else f"{len(regions)} of {num_regions} regions"
+        line = (
+            f"job '{self.job_graph.job_name}' restart {self.restarts + 1} ({what}, in {delay_ms} ms) "
+            f"after: {self.failure}"
+        )
+        self.restart_log.append(line)
+        for listener in self.restart_listeners:
+            listener(line)
 
     def _regions_to_restart(self, eg: ExecutionGraph) -> set[int] | None:
         """The pipelined regions a region failover restarts, or None for a full restart: the

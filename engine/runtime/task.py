@@ -45,8 +45,8 @@ from engine.checkpoint.barrier_handler import (
 )
 from engine.codec.batch import Batch
 from engine.codec.reader import FrameReader
-from engine.codec.serializers import serializer_for
-from engine.errors import OperatorFailure, WeirError
+from engine.codec.serializers import ColumnarSerializer, serializer_for
+from engine.errors import OperatorFailure, UsageError, WeirError
 from engine.graph.job_graph import JobEdge, JobVertex
 from engine.graph.stream_graph import StreamEdge, StreamGraph
 from engine.network.debloat import BatchDebloater
@@ -269,6 +269,7 @@ class Task:
         self.network = network
         self.operators: list[StreamOperator] = []  # chain order, head first
         self.guards: dict[int, _Guard] = {}
+        self._producers: dict[int, _Guard] = {}  # id(writer) -> the operator that feeds it
         self.writers: list[RecordWriter] = []
         self._flushed_by_timer: list[Any] = []  # partitions the TaskManager's shared flusher flushes
         self.partitions: list[Any] = []
@@ -345,6 +346,7 @@ class Task:
                 frames=frames,
             )
             self.writers.append(writer)
+            self._producers[id(writer)] = self.guards[stream_edge.source_id]
             writers_by_edge[id(stream_edge)] = _WriterTarget(writer)
         for node_id in vertex.chained_node_ids:
             node = graph.node(node_id)
@@ -352,7 +354,7 @@ class Task:
             for edge in node.out_edges:
                 if edge.target_id in chain_ids:
                     guard = self.guards[edge.target_id]
-                    process, on_wm = guard.process, guard.watermark
+                    process, on_wm = _type_checked(guard.process, _edge_type(graph, edge)), guard.watermark
                     output.add_status_target(guard.status)
                 else:
                     target = writers_by_edge[id(edge)]
@@ -444,7 +446,10 @@ class Task:
         for writer in self.writers:
             if writer.pending:
                 started = trio.current_time()
-                await writer.drain()
+                try:
+                    await writer.drain()
+                except UsageError as exc:  # a record that does not fit the declared type
+                    raise self._producers[id(writer)].fail(exc) from exc
                 self.backpressured_seconds += trio.current_time() - started
         for sink in self.async_sinks:
             await sink.drain()
@@ -1034,6 +1039,24 @@ class Task:
             partitions=partitions,
             gate=None if self.gate is None else self.gate.statistics(),
         )
+
+
+def _type_checked(process: Callable[[Batch], None], type_info: Any) -> Callable[[Batch], None]:
+    """``process`` behind a check that each batch fits the edge's declared type. The producer
+    calls it, so its guard names the producer; records in a chain are never encoded, and the
+    check is what enforces a declared ``output_type`` there. An untyped edge is not checked."""
+    if type_info is None:
+        return process
+    serializer = serializer_for(type_info)
+    if not isinstance(serializer, ColumnarSerializer):
+        return process  # pickled: anything goes
+    check = serializer.check_types
+
+    def checked(batch: Batch) -> None:
+        check(batch)
+        process(batch)
+
+    return checked
 
 
 def _edge_type(graph: StreamGraph, edge: StreamEdge) -> Any:

@@ -166,3 +166,75 @@ def test_the_two_input_example_against_its_oracle() -> None:
     rates = dict(module["RATES"])
     expected = [(i, c, round(a / rates[c], 2)) for i, c, a in module["orders"](400)]
     assert sorted(out) == sorted(expected)
+
+
+def test_run_a_job_file_with_a_syntax_error_gives_one_line(tmp_path: Path) -> None:
+    job = tmp_path / "syntax.py"
+    job.write_text("from engine.datastream import StreamExecutionEnvironment\nx = (\n")
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 2
+    assert f"error: job file '{job}' raised SyntaxError at line 2 while building its job" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_run_a_job_file_that_raises_while_building_gives_one_line(tmp_path: Path) -> None:
+    job = tmp_path / "raises.py"
+    job.write_text(
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "raise RuntimeError('no input configured')\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 2
+    assert (
+        f"error: job file '{job}' raised RuntimeError at line 3 while building its job: no input configured"
+        in result.stderr
+    )
+    assert "Traceback" not in result.output
+
+
+def test_run_a_job_file_that_never_executes_fails_like_flink_run(tmp_path: Path) -> None:
+    job = tmp_path / "no_execute.py"
+    job.write_text(
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "env.from_collection([1, 2]).print()\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 2
+    assert f"error: job file '{job}' didn't contain a job: it never called env.execute()" in result.stderr
+
+
+def test_run_a_job_file_that_only_collects_is_a_job(tmp_path: Path) -> None:
+    job = tmp_path / "collects.py"
+    job.write_text(
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "env = StreamExecutionEnvironment.get_execution_environment()\n"
+        "print('collected', sorted(env.from_collection([3, 1, 2]).execute_and_collect(limit=3)))\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 0, result.output
+    assert "collected [1, 2, 3]" in result.stdout
+
+
+def test_run_says_each_restart_and_its_cause(tmp_path: Path) -> None:
+    job = tmp_path / "restarts.py"
+    job.write_text(
+        "from engine.common import Configuration\n"
+        "from engine.datastream import StreamExecutionEnvironment\n"
+        "conf = Configuration()\n"
+        "conf.set_string('restart-strategy.type', 'fixed-delay')\n"
+        "conf.set_string('restart-strategy.fixed-delay.attempts', '2')\n"
+        "conf.set_string('restart-strategy.fixed-delay.delay', '0 ms')\n"
+        "env = StreamExecutionEnvironment.get_execution_environment(conf)\n"
+        "env.from_collection([1, 0]).map(lambda x: 1 // x).name('divide').print()\n"
+        "env.execute('always fails')\n"
+    )
+    result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
+    assert result.exit_code == 2
+    cause = "operator 'divide' (subtask 1/1) failed: ZeroDivisionError: integer division or modulo by zero"
+    lines = result.stderr.splitlines()
+    assert [line for line in lines if " restart " in line] == [
+        f"job 'always fails' restart {n} (the job, in 0 ms) after: {cause}" for n in (1, 2)
+    ]
+    assert lines[-1] == f"error: job 'always fails' failed: {cause}"

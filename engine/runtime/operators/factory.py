@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 from engine.codec.batch import Batch
+from engine.codec.serializers import serializer_for
+from engine.common.typeinfo import RowTypeInfo
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream.connectors.builtin import (
     CollectionSource,
@@ -152,7 +154,9 @@ def create_source(
         return src.create_source_operator(node.name, subtask, parallelism, interval_ms, t.watermark_strategy)
     reader: sources.SourceReader
     if isinstance(src, CollectionSource):
-        reader = sources.CollectionReader(src.elements, subtask, parallelism)
+        rows = isinstance(src.type_info, RowTypeInfo)  # PyFlink's source makes tuples Rows
+        as_records = serializer_for(src.type_info).as_rows if rows else None  # type: ignore[attr-defined]
+        reader = sources.CollectionReader(src.elements, subtask, parallelism, as_records=as_records)
     elif isinstance(src, NumberSequenceSource):
         reader = sources.NumberSequenceReader(src.start, src.end, subtask, parallelism)
     elif isinstance(src, DataGeneratorSource):

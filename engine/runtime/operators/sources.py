@@ -6,13 +6,15 @@ can be repeated (and, with checkpoints, replayed).
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import trio
 
-from engine.codec.batch import Batch
+from engine.codec.batch import NO_TIMESTAMP, Batch
 from engine.errors import UsageError
 
 DEFAULT_BATCH_SIZE = 4096
@@ -103,12 +105,18 @@ class CollectionReader(_SplitReader):
     """Splits: ``[lo, hi]`` index ranges into the collection."""
 
     def __init__(
-        self, elements: list[Any], subtask: int, parallelism: int, batch_size: int = DEFAULT_BATCH_SIZE
+        self,
+        elements: list[Any],
+        subtask: int,
+        parallelism: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        as_records: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
         self.elements = elements
         self.subtask, self.parallelism = subtask, parallelism
         self.splits = [list(split_range(0, len(elements), subtask, parallelism))]
         self.batch_size = batch_size
+        self.as_records = as_records  # e.g. tuples to Rows on a ROW stream, as PyFlink's source does
 
     async def next_batch(self) -> Batch | None:
         while self.splits and self.splits[0][0] >= self.splits[0][1]:
@@ -117,7 +125,8 @@ class CollectionReader(_SplitReader):
             return None
         split = self.splits[0]
         end = min(split[0] + self.batch_size, split[1])
-        batch = Batch(self.elements[split[0] : end])
+        elements = self.elements[split[0] : end]
+        batch = Batch(elements if self.as_records is None else self.as_records(elements))
         split[0] = end
         return batch
 
@@ -258,59 +267,104 @@ class FileLinesReader(SourceReader):
 
 
 class _SourceContext:
-    """What a legacy SourceFunction's ``run(ctx)`` sees; runs in a worker thread."""
+    """What a SourceFunction's ``run(ctx)`` sees; it runs in a worker thread.
 
-    def __init__(self, send: Any, batch_size: int) -> None:
-        self._send = send
-        self._batch: list[Any] = []
-        self._batch_size = batch_size
+    Records wait in a buffer shared with the task; the task takes all of them whenever it
+    asks for a batch, so a record never waits for others to fill a batch: once taken, the
+    buffer timeout decides when it leaves the task, as for any other source. The first
+    record into an empty buffer wakes the task (``wake`` is thread-safe and does not
+    block). ``collect`` blocks while ``max_buffered`` records wait (backpressure), and
+    returns at once after ``close``.
+    """
+
+    def __init__(self, wake: Callable[[], None], max_buffered: int) -> None:
+        self._wake = wake
+        self._max_buffered = max_buffered
+        self._space = threading.Condition()
+        self._values: list[Any] = []
+        self._timestamps: list[int] = []
+        self._stamped = False  # some record of the buffer came with a timestamp
+        self._closed = False
 
     def collect(self, element: Any) -> None:
-        self._batch.append(element)
-        if len(self._batch) >= self._batch_size:
-            self.flush()
+        self._add(element, NO_TIMESTAMP)
 
     def collect_with_timestamp(self, element: Any, timestamp: int) -> None:
-        self.collect(element)
+        self._add(element, int(timestamp), stamped=True)
 
-    def flush(self) -> None:
-        if self._batch:
-            batch, self._batch = self._batch, []
-            trio.from_thread.run(self._send, Batch(batch))
+    def _add(self, element: Any, timestamp: int, stamped: bool = False) -> None:
+        with self._space:
+            while len(self._values) >= self._max_buffered and not self._closed:
+                self._space.wait()
+            if self._closed:
+                return  # the job is going down; the function's cancel() ends its loop
+            self._values.append(element)
+            self._timestamps.append(timestamp)
+            self._stamped = self._stamped or stamped
+            first = len(self._values) == 1
+        if first:
+            self._wake()
+
+    def take(self) -> Batch | None:
+        """Every buffered record as one batch (None if there is none); called by the task."""
+        with self._space:
+            if not self._values:
+                return None
+            values, timestamps, stamped = self._values, self._timestamps, self._stamped
+            self._values, self._timestamps, self._stamped = [], [], False
+            self._space.notify_all()
+        return Batch(values, np.array(timestamps, dtype=np.int64) if stamped else None)
+
+    def close(self) -> None:
+        with self._space:
+            self._closed = True
+            self._space.notify_all()
 
 
 class FunctionSourceReader(SourceReader):
-    """``add_source``: the SourceFunction runs in a worker thread and hands batches over a channel."""
+    """``add_source``: the SourceFunction runs in a worker thread; the task takes what it
+    collected whenever it asks for a batch (see ``_SourceContext``)."""
 
-    def __init__(self, function: Any, nursery: trio.Nursery, batch_size: int = 256) -> None:
+    def __init__(self, function: Any, nursery: trio.Nursery, max_buffered: int = 4096) -> None:
         self.function = function
-        send, self.receive = trio.open_memory_channel[Batch | None](1)
-        self._started = False
-        self._send = send
         self._nursery = nursery
-        self._batch_size = batch_size
+        self._max_buffered = max_buffered
+        self._ctx: _SourceContext | None = None
+        self._arrived = trio.Event()
+        self._finished = False
 
-    async def _run(self) -> None:
-        ctx = _SourceContext(self._send.send, self._batch_size)
-
-        def body() -> None:
-            self.function.run(ctx)
-            ctx.flush()
-
+    async def _run(self, ctx: _SourceContext) -> None:
         try:
-            await trio.to_thread.run_sync(body, abandon_on_cancel=True)
-            await self._send.send(None)
+            await trio.to_thread.run_sync(self.function.run, ctx, abandon_on_cancel=True)
         finally:
-            self._send.close()
+            self._finished = True
+            self._arrived.set()
+
+    def _start(self) -> _SourceContext:
+        token = trio.lowlevel.current_trio_token()
+        ctx = self._ctx = _SourceContext(lambda: token.run_sync_soon(self._on_arrival), self._max_buffered)
+        self._nursery.start_soon(self._run, ctx)
+        return ctx
+
+    def _on_arrival(self) -> None:
+        self._arrived.set()
 
     async def next_batch(self) -> Batch | None:
-        if not self._started:
-            self._started = True
-            self._nursery.start_soon(self._run)
-        try:
-            return await self.receive.receive()
-        except trio.EndOfChannel:
-            return None
+        """What the function collected since the last call; waits for at least one record.
+        None once the function returned and everything was taken. Cancellation: stops
+        waiting; the records stay buffered."""
+        ctx = self._ctx if self._ctx is not None else self._start()
+        while True:
+            self._arrived = trio.Event()  # before take(): a wake-up after it sets this one
+            finished = self._finished
+            batch = ctx.take()
+            if batch is not None:
+                return batch
+            if finished:
+                return None
+            await self._arrived.wait()
 
     def close(self) -> None:
         self.function.cancel()
+        if self._ctx is not None:
+            self._ctx.close()

@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
+from engine.codec.batch import Batch
 from engine.common.watermark_strategy import WatermarkStrategy
 from engine.datastream import functions as fn
 from engine.errors import UsageError
 from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
+from engine.time.watermarks import EmitWatermark, TimestampAssignment, WatermarkAction, WatermarkOutput
 
 MAX_WATERMARK = (1 << 63) - 1
 
@@ -247,11 +248,17 @@ class ProcessOperator(_UserFunctionOperator):
 
 
 class TimestampsAndWatermarksOperator(StreamOperator):
-    """``assign_timestamps_and_watermarks``: stamps records and emits watermarks periodically."""
+    """``assign_timestamps_and_watermarks``: stamps records and emits watermarks periodically.
+
+    The watermarks follow the strategy exactly as a source's do (``WatermarkOutput``),
+    ``with_idleness`` included: no record for the timeout announces this output idle, so
+    downstream valves stop waiting for it; the next record makes it active again.
+    """
 
     def __init__(self, name: str, strategy: WatermarkStrategy, auto_watermark_interval_ms: int) -> None:
         super().__init__(name)
-        self.generator = WatermarkGenerator(strategy)
+        self.stamping = None if strategy.timestamp_assigner is None else TimestampAssignment(strategy)
+        self.watermarks = WatermarkOutput(strategy)
         self.interval_ms = auto_watermark_interval_ms
         self._next_emit_ms: int | None = None
 
@@ -261,65 +268,33 @@ class TimestampsAndWatermarksOperator(StreamOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        stamped = self.generator.stamp(batch)
-        self._emit(stamped)
+        if self.stamping is not None:
+            batch = Batch(batch.values, self.stamping.stamp(batch.values, batch.timestamps))
+        self._emit(batch)
+        now_ms = self.context.processing_time_ms()
+        actions = self.watermarks.on_events(batch.timestamps, now_ms)
         if self.interval_ms == 0:
-            self._emit_watermark()
+            actions += self.watermarks.on_periodic_emit(now_ms)
+        self._apply(actions)
 
     def process_watermark(self, timestamp: int) -> None:
         # Upstream watermarks are swallowed, as in Flink, except the final one at end of input.
         if timestamp == MAX_WATERMARK:
-            self.current_watermark = timestamp
-            self.chain_output.emit_watermark(timestamp)
+            self._apply(self.watermarks.on_end_of_input())
 
     def next_processing_time_deadline(self) -> int | None:
         return self._next_emit_ms
 
     def on_processing_time(self, now_ms: int) -> None:
         if self._next_emit_ms is not None and now_ms >= self._next_emit_ms:
-            self._emit_watermark()
+            self._apply(self.watermarks.on_periodic_emit(now_ms))
             self._next_emit_ms = now_ms + self.interval_ms
 
-    def _emit_watermark(self) -> None:
-        wm = self.generator.current_watermark()
-        if wm is not None and wm > self.current_watermark:
-            self.current_watermark = wm
-            self.chain_output.emit_watermark(wm)
-
-
-class WatermarkGenerator:
-    """Timestamps from the strategy's assigner; the watermark from the largest one seen."""
-
-    def __init__(self, strategy: WatermarkStrategy) -> None:
-        self.strategy = strategy
-        self.max_timestamp: int | None = None
-
-    def stamp(self, batch: Batch) -> Batch:
-        assigner = self.strategy.timestamp_assigner
-        if assigner is not None:
-            previous = batch.timestamp_list()
-            extract = assigner.extract_timestamp
-            stamps = np.fromiter(
-                (
-                    int(extract(v, NO_TIMESTAMP if p is None else p))
-                    for v, p in zip(batch.as_list(), previous)
-                ),
-                dtype=np.int64,
-                count=len(batch),
-            )
-            batch = Batch(batch.values, stamps)
-        if batch.timestamps is not None and len(batch):
-            valid = batch.timestamps[batch.timestamps != NO_TIMESTAMP]
-            if len(valid):
-                top = int(valid.max())
-                if self.max_timestamp is None or top > self.max_timestamp:
-                    self.max_timestamp = top
-        return batch
-
-    def current_watermark(self) -> int | None:
-        kind = self.strategy.kind
-        if kind == WatermarkStrategy.NONE or self.max_timestamp is None:
-            return None
-        if kind == WatermarkStrategy.MONOTONOUS:
-            return self.max_timestamp - 1
-        return self.max_timestamp - self.strategy.max_out_of_orderness_ms - 1
+    def _apply(self, actions: list[WatermarkAction]) -> None:
+        for action in actions:
+            if isinstance(action, EmitWatermark):
+                if action.timestamp > self.current_watermark:
+                    self.current_watermark = action.timestamp
+                    self.chain_output.emit_watermark(action.timestamp)
+            else:
+                self.chain_output.emit_watermark_status(action.idle)

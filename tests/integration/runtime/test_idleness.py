@@ -1,7 +1,9 @@
-"""An idle source subtask stops holding the watermark back after the idleness timeout (MockClock)."""
+"""An idle source subtask stops holding the watermark back after the idleness timeout (MockClock),
+with the strategy on the source or on ``assign_timestamps_and_watermarks`` after it."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from engine.codec.batch import Batch
@@ -38,16 +40,22 @@ class HalfSilentSource(Source):
         return _Reader(subtask)
 
 
-def job(idle_timeout_ms: int | None) -> tuple[StreamExecutionEnvironment, list[tuple[str, int]], object]:
+def job(
+    idle_timeout_ms: int | None, on_source: bool = True
+) -> tuple[StreamExecutionEnvironment, list[tuple[str, int]], object]:
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(2)
     strategy = WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(lambda e, _: e[1] * 100)
     if idle_timeout_ms is not None:
         strategy = strategy.with_idleness(Duration.of_millis(idle_timeout_ms))
     out: list[tuple[str, int]] = []
+    if on_source:
+        stream = env.from_source(HalfSilentSource(), strategy, "half silent")
+    else:
+        stream = env.from_source(HalfSilentSource(), WatermarkStrategy.no_watermarks(), "half silent")
+        stream = stream.assign_timestamps_and_watermarks(strategy)
     (
-        env.from_source(HalfSilentSource(), strategy, "half silent")
-        .key_by(lambda e: e[0])
+        stream.key_by(lambda e: e[0])
         .window(TumblingEventTimeWindows.of(Time.seconds(1)))
         .reduce(lambda a, b: (a[0], a[1] + b[1]))
         .set_parallelism(1)
@@ -56,8 +64,10 @@ def job(idle_timeout_ms: int | None) -> tuple[StreamExecutionEnvironment, list[t
     return env, out, generate_job_graph(env.get_stream_graph("idleness"))
 
 
-async def run_for(seconds: float, idle_timeout_ms: int | None) -> list[tuple[str, int]]:
-    env, _, job_graph = job(idle_timeout_ms)
+async def run_for(
+    seconds: float, idle_timeout_ms: int | None, on_source: bool = True
+) -> list[tuple[str, int]]:
+    env, _, job_graph = job(idle_timeout_ms, on_source)
     async with open_minicluster(ClusterConfig(taskmanagers=1, slots_per_taskmanager=2)) as cluster:
         handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
         await trio.sleep(seconds)
@@ -75,13 +85,18 @@ async def run_for(seconds: float, idle_timeout_ms: int | None) -> list[tuple[str
     return results
 
 
+ON = pytest.mark.parametrize("on_source", [True, False], ids=["from_source", "assign_timestamps"])
+
+
+@ON
 async def test_a_silent_subtask_holds_windows_back_without_idleness(
-    autojump_clock: trio.testing.MockClock,
+    autojump_clock: trio.testing.MockClock, on_source: bool
 ) -> None:
-    assert await run_for(10, None) == []
+    assert await run_for(10, None, on_source) == []
 
 
-async def test_idleness_lets_windows_fire(autojump_clock: trio.testing.MockClock) -> None:
-    results = await run_for(10, 1_000)
+@ON
+async def test_idleness_lets_windows_fire(autojump_clock: trio.testing.MockClock, on_source: bool) -> None:
+    results = await run_for(10, 1_000, on_source)
     # records n = 1, 2, ... at event time n * 100 ms: window [0, 1 s) holds n = 1..9
     assert results[:3] == [("k", sum(range(1, 10))), ("k", sum(range(10, 20))), ("k", sum(range(20, 30)))]

@@ -47,10 +47,14 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/python -m pytest -m "not bench" -q
 
+# mypy checks the package under its import name `weir`: a tree of links in .lint/ maps it
+# onto the folders as pyproject's package-dir does.
 lint: $(STAMP)
 	$(BIN)/ruff check engine harness workloads tests examples
 	$(BIN)/ruff format --check engine harness workloads tests examples
-	$(BIN)/mypy
+	@rm -rf .lint && mkdir -p .lint/weir && for f in engine/*; do ln -s ../../$$f .lint/weir/; done \
+	  && ln -s ../../harness .lint/weir/harness && ln -s ../../workloads .lint/weir/workloads
+	MYPYPATH=.lint $(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format engine harness workloads tests examples
@@ -75,4 +79,4 @@ bench-micro: $(STAMP)
 	  --benchmark-json=results/micro/$$(date -u +%Y%m%dT%H%M%S)-$$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks .lint

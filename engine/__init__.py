@@ -1,6 +1,6 @@
 """weir: Apache Flink's runtime re-created in Python on one machine.
 
-The public API lives in :mod:`engine.datastream` and :mod:`engine.common`, mirroring
+The public API lives in :mod:`weir.datastream` and :mod:`weir.common`, mirroring
 PyFlink's module paths so that a job file runs on Flink by swapping the import prefix.
 """
 

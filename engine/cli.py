@@ -10,10 +10,10 @@ from typing import Any
 
 import click
 
-from engine import __version__, cli_harness
-from engine.common import config_options as opts
-from engine.common.configuration import Configuration
-from engine.errors import WeirError
+from weir import __version__, cli_harness
+from weir.common import config_options as opts
+from weir.common.configuration import Configuration
+from weir.errors import WeirError
 
 
 def _conf(
@@ -72,8 +72,8 @@ def plan(
     job_file: Path, level: str, fmt: str, parallelism: int | None, taskmanagers: int, slots: int | None
 ) -> None:
     """Print the plan of JOB_FILE at one graph level without running it."""
-    from engine.graph import plan as render
-    from engine.jobfile import load_job_file
+    from weir.graph import plan as render
+    from weir.jobfile import load_job_file
 
     stream_graph = load_job_file(job_file, _conf(parallelism))
     if level == "stream":
@@ -83,7 +83,7 @@ def plan(
             "dot": lambda: render.stream_graph_to_dot(stream_graph),
         }[fmt]()
     elif level == "job":
-        from engine.graph.job_graph import generate_job_graph
+        from weir.graph.job_graph import generate_job_graph
 
         job_graph = generate_job_graph(stream_graph)
         out = {
@@ -92,7 +92,7 @@ def plan(
             "dot": lambda: render.job_graph_to_dot(job_graph),
         }[fmt]()
     else:
-        from engine.graph import execution_plan
+        from weir.graph import execution_plan
 
         out = execution_plan.render(stream_graph, fmt, taskmanagers, slots)
     click.echo(out)
@@ -162,7 +162,7 @@ def run(
     While it runs, `weir list`, `weir savepoint`, `weir stop` and `weir cancel` reach it."""
     from rich.console import Console
 
-    from engine.jobfile import run_job_file
+    from weir.jobfile import run_job_file
 
     console = Console(stderr=True)
     show_live = console.is_terminal if live is None else live
@@ -175,7 +175,7 @@ def run(
         flag = "--allow-non-restored-state" if allow_non_restored_state else "--allow-untrusted-pickle"
         raise click.UsageError(f"{flag} goes with --from-savepoint PATH")
     if inject_failures is not None:
-        from engine.runtime.failure_injector import parse_spec
+        from weir.runtime.failure_injector import parse_spec
 
         parse_spec(inject_failures)  # a malformed SPEC is reported before the job starts
         conf.set_string(opts.FAILURE_INJECTION_SPEC.key, inject_failures)
@@ -196,7 +196,7 @@ def list_jobs() -> None:
     """Jobs running in `weir run` processes of this user (under $WEIR_HOME)."""
     import datetime
 
-    from engine.runtime.control import jobs_dir, running_jobs
+    from weir.runtime.control import jobs_dir, running_jobs
 
     jobs = running_jobs()
     if not jobs:
@@ -226,7 +226,7 @@ _FORMAT = click.option(
 def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: float) -> None:
     """Take a savepoint of running job JOB_ID into TARGET_DIRECTORY (default: the job's
     execution.checkpointing.savepoint-dir); prints the savepoint's path. The job goes on."""
-    from engine.runtime.control import send_request
+    from weir.runtime.control import send_request
 
     target = None if target_directory is None else _local_dir("TARGET_DIRECTORY", target_directory)
     result = send_request(job_id, {"action": "savepoint", "target": target, "format": fmt}, timeout)
@@ -248,7 +248,7 @@ def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: floa
 )
 def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float) -> None:
     """Stop running job JOB_ID with a savepoint (the job FINISHES); prints the savepoint's path."""
-    from engine.runtime.control import send_request
+    from weir.runtime.control import send_request
 
     target = None if target is None else _local_dir("--savepoint-path", target)
     request = {"action": "stop", "target": target, "drain": drain, "format": fmt}
@@ -259,7 +259,7 @@ def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float)
 @click.argument("job_id")
 def cancel(job_id: str) -> None:
     """Cancel running job JOB_ID (no savepoint)."""
-    from engine.runtime.control import send_request
+    from weir.runtime.control import send_request
 
     send_request(job_id, {"action": "cancel"}, 60)
     click.echo(f"cancelling job {job_id}")
@@ -274,9 +274,9 @@ def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from engine.checkpoint.storage import describe
-    from engine.runtime.checkpoint_stats import HISTORY_FILE_NAME, read_history
-    from engine.runtime.savepoints import resume_paths
+    from weir.checkpoint.storage import describe
+    from weir.runtime.checkpoint_stats import HISTORY_FILE_NAME, read_history
+    from weir.runtime.savepoints import resume_paths
 
     entries = describe(directory, verify_checksums=verify)
     histories = {p.parent.name: read_history(p) for p in sorted(directory.rglob(HISTORY_FILE_NAME))}
@@ -349,7 +349,7 @@ def bench_network(
     """Records/s through source -> key_by -> discarding sink, typed and untyped, next to a Python loop."""
     import json as _json
 
-    from harness.network_bench import run_suite
+    from weir.harness.network_bench import run_suite
 
     report = run_suite(records, parallelisms or (1, 2), timeouts or (0, 1, 10, 100), memory, echo=click.echo)
     if output:
@@ -378,7 +378,7 @@ def bench_checkpoint(
 ) -> None:
     """Checkpoint duration under backpressure, aligned vs unaligned, and the throughput cost of
     checkpointing vs none: ratios from one run."""
-    from harness.checkpoint_bench import format_report, run_checkpoint_bench, write_report
+    from weir.harness.checkpoint_bench import format_report, run_checkpoint_bench, write_report
 
     report = run_checkpoint_bench(
         records, parallelism, interval_ms, sink_rate, backpressure_seconds=backpressure_seconds
@@ -398,7 +398,7 @@ def bench_state(records: int, rounds: int, output: str | None) -> None:
     """Keyed tumbling window count+sum over 10,000 keys: reduce and built-ins, heap and LMDB."""
     import json as _json
 
-    from harness.state_bench import run_suite
+    from weir.harness.state_bench import run_suite
 
     report = run_suite(records, rounds, echo=click.echo)
     if output:

@@ -1,6 +1,6 @@
 """The harness's commands: ``weir gen``, ``weir bench --suite``, ``weir report``, ``weir compare``.
 
-Parsing and printing only; the work is in ``workloads`` and ``harness``. ``engine.cli``
+Parsing and printing only; the work is in ``workloads`` and ``harness``. ``weir.cli``
 registers the commands (``register``) and decorates its ``bench`` group with
 ``suite_options`` so ``weir bench --suite quick`` runs a sweep while ``weir bench
 network`` and ``weir bench state`` keep working.
@@ -16,14 +16,14 @@ from typing import Any
 
 import click
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 SUITE_NAMES = ("run", "quick", "full")
 
 
 # -- progress on a terminal --------------------------------------------------------------------
 class _SparkProgress:
-    """workloads.generate.Progress on a rich task: one step per line, Spark tasks as the bar."""
+    """weir.workloads.generate.Progress on a rich task: one step per line, Spark tasks as the bar."""
 
     def __init__(self, progress: Any, task: Any) -> None:
         self.p = progress
@@ -37,7 +37,7 @@ class _SparkProgress:
 
 
 class RichReporter:
-    """harness.sweep.Reporter drawing a rich progress bar on stderr."""
+    """weir.harness.sweep.Reporter drawing a rich progress bar on stderr."""
 
     def __init__(self, progress: Any) -> None:
         self.p = progress
@@ -122,7 +122,7 @@ def _console() -> Any:
 @click.option("--partitions", type=click.IntRange(min=0), help="Parquet files per table (default: by size).")
 def gen(generator: str, events: int, seed: int, out: Path, master: str, **options: Any) -> None:
     """Generate a workload with PySpark: Parquet, Spark's expected answers, and a manifest."""
-    from workloads.generate import generate, make_params, steps_of
+    from weir.workloads.generate import generate, make_params, steps_of
 
     chosen = {k: v for k, v in options.items() if v is not None}
     if generator == "nexmark":
@@ -220,12 +220,12 @@ def run_bench_suite(ctx: click.Context, **options: Any) -> None:
         raise UsageError("give either --suite or --spec, not both")
     import datetime as _dt
 
-    from harness import report as rep
-    from harness.sweep import apply_flags, load_spec, run_spec, suite_spec
+    from weir.harness import report as rep
+    from weir.harness.sweep import apply_flags, load_spec, run_spec, suite_spec
 
     spec = suite_spec(options["suite"]) if options.get("suite") else load_spec(options["spec"])
     spec = apply_flags(spec, options)
-    from workloads.spark import check_java
+    from weir.workloads.spark import check_java
 
     check_java()  # before anything runs: generation needs Spark
     console = _console()
@@ -262,7 +262,7 @@ def run_bench_suite(ctx: click.Context, **options: Any) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def report_cmd(directory: Path) -> None:
     """Rebuild report.md and the plots of DIRECTORY from its report.json."""
-    from harness import report as rep
+    from weir.harness import report as rep
 
     for path in rep.render(directory):
         click.echo(f"wrote {path}")
@@ -276,7 +276,7 @@ def compare_cmd(a: Path, b: Path) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from harness import report as rep
+    from weir.harness import report as rep
 
     ra, rb = rep.load(a), rep.load(b)
     rows = rep.compare(ra, rb)

@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.common.configuration import Configuration
-from engine.datastream.stream_execution_environment import ProgramCaptured, capture_programs
-from engine.errors import UsageError, WeirError
-from engine.graph.stream_graph import StreamGraph
+from weir.common.configuration import Configuration
+from weir.datastream.stream_execution_environment import ProgramCaptured, capture_programs
+from weir.errors import UsageError, WeirError
+from weir.graph.stream_graph import StreamGraph
 
 
 def load_job_file(path: str | Path, configuration: Configuration | None = None) -> StreamGraph:
@@ -83,8 +83,8 @@ _SUBMITTERS = ("submit_stream_graph", "execute_and_collect")
 
 def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> Any:
     """Run a job file for real (``weir run``); returns a short summary of every job it ran."""
-    from engine.datastream.stream_execution_environment import default_configuration
-    from engine.runtime import client
+    from weir.datastream.stream_execution_environment import default_configuration
+    from weir.runtime import client
 
     job_path = Path(path)
     if not job_path.exists():
@@ -109,11 +109,11 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
 
         return submit
 
-    from engine.runtime.control import combine_observers, job_control_observer
+    from weir.runtime.control import combine_observers, job_control_observer
 
     live_observer = None
     if live:
-        from engine.runtime.live_view import make_live_observer
+        from weir.runtime.live_view import make_live_observer
 
         live_observer = make_live_observer(console)
     # `weir savepoint` etc. reach the job (a weir home that is not private is refused before it

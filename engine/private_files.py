@@ -30,7 +30,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 __all__ = [
     "check_private_dir",

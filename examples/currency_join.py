@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common import Types
-from engine.datastream import KeyedCoProcessFunction, StreamExecutionEnvironment
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from weir.common import Types
+from weir.datastream import KeyedCoProcessFunction, StreamExecutionEnvironment
+from weir.datastream.state import ListStateDescriptor, ValueStateDescriptor
 
 ORDER = Types.TUPLE([Types.LONG(), Types.STRING(), Types.DOUBLE()])
 RATE = Types.TUPLE([Types.STRING(), Types.DOUBLE()])

@@ -8,9 +8,9 @@ running sum per sensor and emits it on every record.
 
 from __future__ import annotations
 
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
 
 SENSORS = 10
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from engine.common import Duration, Time, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.window import TumblingEventTimeWindows
+from weir.common import Duration, Time, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.window import TumblingEventTimeWindows
 
 EVENTS = 50_000
 KEYS = 50

@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.file_system import Encoder, FileSink
-from engine.datastream.connectors.number_seq import NumberSequenceSource
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.file_system import Encoder, FileSink
+from weir.datastream.connectors.number_seq import NumberSequenceSource
 
 PAIR = Types.TUPLE([Types.LONG(), Types.LONG()])
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.file_system import FileSource, StreamFormat
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.file_system import FileSource, StreamFormat
 
 TEXT = Path(__file__).parent / "data" / "words.txt"
 WORD_COUNT = Types.TUPLE([Types.STRING(), Types.LONG()])

@@ -17,7 +17,7 @@ so the printed ratios compare like with like:
    discarding sink, with checkpoints every ``interval_ms`` and without: records/s of each
    and their ratio.
 
-Durations come from the job's checkpoint statistics (``engine.runtime.checkpoint_stats``),
+Durations come from the job's checkpoint statistics (``weir.runtime.checkpoint_stats``),
 wall-clock time, since the benchmark runs on the real clock.
 """
 
@@ -31,12 +31,12 @@ from typing import Any
 
 import trio
 
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.base import Sink
-from engine.datastream.connectors.builtin import DiscardingSink
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.runtime.operators.sinks import SinkOperator
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.base import Sink
+from weir.datastream.connectors.builtin import DiscardingSink
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.runtime.operators.sinks import SinkOperator
 
 KEYS = 1000
 #: The string each record of the backpressure runs carries.

@@ -17,10 +17,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.builtin import DiscardingSink
-from engine.datastream.connectors.number_seq import NumberSequenceSource
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.builtin import DiscardingSink
+from weir.datastream.connectors.number_seq import NumberSequenceSource
 
 
 @dataclass
@@ -66,7 +66,7 @@ def python_loop(records: int, parallelism: int) -> float:
 def peak_rss_mb(records: int) -> float:
     """Peak RSS of a fresh process that runs the typed job over ``records`` records."""
     code = (
-        "import resource, sys; from harness.network_bench import run_one; "
+        "import resource, sys; from weir.harness.network_bench import run_one; "
         f"run_one({records}, 2, 100, True); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )

@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.common import Types
-from engine.datastream import DataStream
-from engine.datastream.functions import AggregateFunction, ProcessWindowFunction, WindowFunction
-from engine.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.errors import UsageError
-from workloads.nexmark import DOLLAR_TO_EURO, Q2_AUCTION_MODULUS
+from weir.common import Types
+from weir.datastream import DataStream
+from weir.datastream.functions import AggregateFunction, ProcessWindowFunction, WindowFunction
+from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+from weir.errors import UsageError
+from weir.workloads.nexmark import DOLLAR_TO_EURO, Q2_AUCTION_MODULUS
 
 L, S, D = Types.LONG, Types.STRING, Types.DOUBLE
 

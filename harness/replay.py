@@ -39,14 +39,14 @@ import numpy as np
 import trio
 import trio.testing
 
-from engine.codec.batch import Batch
-from engine.common.typeinfo import TypeInformation, Types
-from engine.datastream.connectors.base import Source
-from engine.errors import UsageError
-from engine.network.ticker import sleep_until
-from engine.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader
-from harness.steadiness import HostProbe
-from workloads import dataset
+from weir.codec.batch import Batch
+from weir.common.typeinfo import TypeInformation, Types
+from weir.datastream.connectors.base import Source
+from weir.errors import UsageError
+from weir.harness.steadiness import HostProbe
+from weir.network.ticker import sleep_until
+from weir.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader
+from weir.workloads import dataset
 
 CHUNK_ROWS = 16_384
 #: The most rows of one open-loop batch. A reader that fell behind (a stall, a burst) emits

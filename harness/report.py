@@ -26,8 +26,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UsageError
-from harness import steadiness
+from weir.errors import UsageError
+from weir.harness import steadiness
 
 REPORT_JSON = "report.json"
 REPORT_MD = "report.md"

@@ -22,16 +22,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.common import Configuration, Duration, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
-from engine.errors import UsageError
-from harness.latency import LatencyHistogram, warm_up
-from harness.queries import Query, get_query
-from harness.replay import DEFAULT_BATCH_WAIT_MS, ReplayRun, ReplaySource
-from harness.sink import EventTimeMapping, LatencySink
-from harness.steadiness import HostProbe
-from workloads import dataset
+from weir.common import Configuration, Duration, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
+from weir.errors import UsageError
+from weir.harness.latency import LatencyHistogram, warm_up
+from weir.harness.queries import Query, get_query
+from weir.harness.replay import DEFAULT_BATCH_WAIT_MS, ReplayRun, ReplaySource
+from weir.harness.sink import EventTimeMapping, LatencySink
+from weir.harness.steadiness import HostProbe
+from weir.workloads import dataset
 
 CHECKPOINTING_MODES = ("off", "aligned", "unaligned")
 BACKENDS = ("heap", "lmdb")
@@ -272,7 +272,7 @@ class Run:
         self.restarts = int(outcome.get_accumulator_result("restarts") or 0)
 
     async def execute_async(self) -> Run:
-        from engine.runtime.client import run_stream_graph
+        from weir.runtime.client import run_stream_graph
 
         try:
             outcome = await run_stream_graph(self.env, self.env.get_stream_graph(f"bench {self.config.key}"))
@@ -332,7 +332,7 @@ def run_sync(
 # -- correctness ----------------------------------------------------------------------------------
 def compare_with_expected(ds: DataSet, query_name: str, rows: list[tuple[Any, ...]]) -> dict[str, Any]:
     """The verdict of one run's output against Spark's answer: same multiset of rows or not."""
-    from workloads.reference import read_expected
+    from weir.workloads.reference import read_expected
 
     expected = read_expected(ds.directory, query_name)
     want, got = Counter(expected), Counter(tuple(r) for r in rows)

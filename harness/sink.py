@@ -34,13 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.common.typeinfo import Types
-from engine.datastream.connectors.base import Sink
-from engine.datastream.state import ListStateDescriptor
-from engine.runtime.operators.sinks import SinkOperator
-from harness.latency import LatencyHistogram
-from harness.replay import ReplayRun, now_ns
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.common.typeinfo import Types
+from weir.datastream.connectors.base import Sink
+from weir.datastream.state import ListStateDescriptor
+from weir.harness.latency import LatencyHistogram
+from weir.harness.replay import ReplayRun, now_ns
+from weir.runtime.operators.sinks import SinkOperator
 
 _LAST = itemgetter(-1)  # a record's intended_ns
 

@@ -38,14 +38,14 @@ from typing import Any
 import numba
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.common import Configuration, Time, Types, WatermarkStrategy
-from engine.common.typeinfo import TypeInformation
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.base import Source
-from engine.datastream.connectors.builtin import DiscardingSink
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader, split_range
+from weir.codec.batch import Batch
+from weir.common import Configuration, Time, Types, WatermarkStrategy
+from weir.common.typeinfo import TypeInformation
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.base import Source
+from weir.datastream.connectors.builtin import DiscardingSink
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader, split_range
 
 KEYS = 10_000
 VALUES = 100

@@ -20,7 +20,7 @@ one at 100 ms), and a shared machine's speed drifts by a fifth within minutes: m
 one configuration after another, the ratio of two maxima held the drift between them;
 in turns, every configuration's best attempt comes from the same stretch of time.
 
-``run_spec`` executes a spec and returns the report dictionary (``harness.report``
+``run_spec`` executes a spec and returns the report dictionary (``weir.harness.report``
 writes it); ``Reporter`` receives progress.
 """
 
@@ -37,11 +37,11 @@ from itertools import product
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.errors import UsageError
-from harness import steadiness
-from harness.queries import get_query
-from harness.replay import DEFAULT_BATCH_WAIT_MS
-from harness.runner import (
+from weir.errors import UsageError
+from weir.harness import steadiness
+from weir.harness.queries import get_query
+from weir.harness.replay import DEFAULT_BATCH_WAIT_MS
+from weir.harness.runner import (
     BACKENDS,
     CHECKPOINTING_MODES,
     DataSet,
@@ -194,7 +194,7 @@ def validate_spec(spec: Any, where: str) -> dict[str, Any]:
         raise UsageError(
             f"{where}: 'datasets' must name at least one data set (name: {{generator: keyed, ...}})"
         )
-    from workloads.generate import make_params
+    from weir.workloads.generate import make_params
 
     for name, ds in datasets.items():
         if not isinstance(ds, dict) or "generator" not in ds or "events" not in ds:
@@ -361,7 +361,7 @@ def count_steps(spec: dict[str, Any]) -> int:
 def prepare_datasets(
     spec: dict[str, Any], data_root: Path, master: str, reporter: Reporter
 ) -> dict[str, DataSet]:
-    from workloads.generate import ensure_dataset, make_params
+    from weir.workloads.generate import ensure_dataset, make_params
 
     out: dict[str, DataSet] = {}
     for name, ds in spec["datasets"].items():

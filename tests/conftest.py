@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.datastream import StreamExecutionEnvironment
+from weir.datastream import StreamExecutionEnvironment
 
 
 @pytest.fixture
@@ -14,7 +14,7 @@ def env() -> StreamExecutionEnvironment:
 
 @pytest.fixture(autouse=True, scope="session")
 def _weir_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Job mailboxes of `weir run` (engine.runtime.control) go to a temporary WEIR_HOME."""
+    """Job mailboxes of `weir run` (weir.runtime.control) go to a temporary WEIR_HOME."""
     import os
 
     os.environ["WEIR_HOME"] = str(tmp_path_factory.mktemp("weir-home"))
@@ -68,7 +68,7 @@ def autojump_clock() -> object:
 
 
 # Data sets for tests/workloads and tests/harness: generated once per session with one Spark
-# session (see workloads.testing); imported lazily so that other tests never load Spark.
+# session (see weir.workloads.testing); imported lazily so that other tests never load Spark.
 
 
 @pytest.fixture(scope="session")
@@ -77,7 +77,7 @@ def data_root(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 
 def _dataset(data_root: object, name: str) -> object:
-    from workloads import testing
+    from weir.workloads import testing
 
     return testing.spark_dataset(data_root, **getattr(testing, name))
 

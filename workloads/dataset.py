@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 MANIFEST = "manifest.json"
 FORMAT_VERSION = 1

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from engine.errors import UsageError
-from workloads import dataset, keyed, nexmark
-from workloads.spark import DEFAULT_MASTER, spark_session, track_stages
+from weir.errors import UsageError
+from weir.workloads import dataset, keyed, nexmark
+from weir.workloads.spark import DEFAULT_MASTER, spark_session, track_stages
 
 GENERATORS = ("keyed", "nexmark")
 EVENT_TIME_COLUMNS = {

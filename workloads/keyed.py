@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from engine.errors import UsageError
-from workloads.columns import alias_table, rand_int, rand_long, rand_unit, zipf_weights
+from weir.errors import UsageError
+from weir.workloads.columns import alias_table, rand_int, rand_long, rand_unit, zipf_weights
 
 DISTRIBUTIONS = ("uniform", "zipf")
 QUERIES = ("keyed-window", "keyed-shuffle")

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from engine.errors import UsageError
-from workloads.columns import rand_int, rand_unit
+from weir.errors import UsageError
+from weir.workloads.columns import rand_int, rand_unit
 
 QUERIES = ("q0", "q1", "q2", "q5", "q7", "q8")
 

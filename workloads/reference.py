@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from workloads import dataset, keyed, nexmark
+from weir.workloads import dataset, keyed, nexmark
 
 
 def read_rows(files: list[Path]) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from engine.errors import WeirError
+from weir.errors import WeirError
 
 MIN_JAVA = 17
 DEFAULT_MASTER = "local[*]"

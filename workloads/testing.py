@@ -14,15 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from workloads import dataset
-from workloads.generate import generate, make_params
+from weir.workloads import dataset
+from weir.workloads.generate import generate, make_params
 
 _GENERATED: dict[str, Path] = {}
 
 
 def spark_dataset(base_dir: Path | str, kind: str, events: int, seed: int = 0, **options: Any) -> Path:
     """The directory of data set ``kind`` with these parameters, generated on first use (local[2])."""
-    from workloads.spark import spark_session
+    from weir.workloads.spark import spark_session
 
     key = json.dumps([kind, events, seed, options], sort_keys=True)
     if key in _GENERATED and (_GENERATED[key] / dataset.MANIFEST).exists():

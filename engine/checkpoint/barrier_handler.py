@@ -58,8 +58,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.events import CheckpointBarrier, Event
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.events import CheckpointBarrier, Event
 
 # ---------------------------------------------------------------------------------- events
 
@@ -323,7 +323,7 @@ class BarrierHandler:
 
     def on_event(self, channel: int, event: Event, now_ms: int | None = None) -> list[BarrierAction]:
         """Dispatches an in-band event; events that do not concern alignment give no actions."""
-        from engine.network.events import EndOfPartition
+        from weir.network.events import EndOfPartition
 
         if isinstance(event, CheckpointBarrier):
             return self.on_barrier(channel, event, now_ms=now_ms)

@@ -64,7 +64,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any
 
-from engine.errors import ProtocolViolation, UsageError
+from weir.errors import ProtocolViolation, UsageError
 
 # ---------------------------------------------------------------------------------- config
 
@@ -108,8 +108,8 @@ class CheckpointCoordinatorConfig:
 
     @classmethod
     def from_configuration(cls, conf: Any) -> CheckpointCoordinatorConfig:
-        """Reads the options from an ``engine.common.configuration.Configuration``."""
-        from engine.common import config_options as o
+        """Reads the options from an ``weir.common.configuration.Configuration``."""
+        from weir.common import config_options as o
 
         return cls(
             interval_ms=conf.get_option(o.CHECKPOINTING_INTERVAL),

@@ -5,7 +5,7 @@ No trio, no LMDB, no clock: the only I/O is ``PendingIncrementalSnapshot.write``
 
 Theory of operation
 -------------------
-The LMDB backend (``engine.state.lmdb_backend``) remembers which raw LMDB keys
+The LMDB backend (``weir.state.lmdb_backend``) remembers which raw LMDB keys
 each state wrote or deleted since its last snapshot attempt. At a checkpoint
 it asks a ``SnapshotHistory`` for a plan, and the plan's run of entries is
 written as one immutable file into the checkpoint storage's ``shared/``
@@ -69,12 +69,12 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.checkpoint.metadata import FileHandle
-from engine.checkpoint.storage import CorruptCheckpointError
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state.backend import KeyedStateSnapshot, SnapshotEntry, StateMetaInfo
-from engine.state.serde import decode_key_from
+from weir.checkpoint.metadata import FileHandle
+from weir.checkpoint.storage import CorruptCheckpointError
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state.backend import KeyedStateSnapshot, SnapshotEntry, StateMetaInfo
+from weir.state.serde import decode_key_from
 
 __all__ = [
     "DEFAULT_MAX_CHAIN_LENGTH",
@@ -411,7 +411,7 @@ def restorable_for(backend: Any, items: Iterable[Any]) -> list[Any]:
         if isinstance(item, IncrementalKeyedStateHandle):
             raise UsageError(
                 f"keyed state of '{item.operator_id}' (checkpoint {item.checkpoint_id}) is an incremental "
-                "chain whose files were not loaded; load it with engine.checkpoint.incremental.load_for_restore"
+                "chain whose files were not loaded; load it with weir.checkpoint.incremental.load_for_restore"
             )
         if isinstance(item, ChainRestore) and not native:
             if len(item.handle.key_group_range.intersection(backend.key_group_range)):
@@ -448,7 +448,7 @@ def canonical_entries(name: str, is_list: bool, items: Iterable[tuple[bytes, byt
     """Raw LMDB ``(key, value)`` pairs of one key group and state, in key order, as canonical snapshot entries.
 
     List elements are renumbered 0, 1, ... per key and namespace, as the
-    canonical format (``engine.state.backend``) wants.
+    canonical format (``weir.state.backend``) wants.
     """
     out: list[SnapshotEntry] = []
     last_kn = b""

@@ -57,10 +57,10 @@ Integrity (version 2): ``checksum`` is ``"sha256:<hex>"`` of the *body* -- the d
 without ``checksum`` and ``signature``, as compact JSON with sorted keys -- so an edit
 or a damaged byte anywhere in the file is caught when it is read, even one that leaves
 valid JSON. ``signature`` is ``"hmac-sha256:<hex>"`` of the checksum under a key only the
-user who wrote the checkpoint holds (``engine.checkpoint.trust``), or null. The
+user who wrote the checkpoint holds (``weir.checkpoint.trust``), or null. The
 state files' SHA-256s are inside the body, so a valid signature vouches for every
 file of the checkpoint: only then may a restore unpickle the opaque values a state
-file can hold (``engine.checkpoint.state_file``). Anyone can recompute a checksum;
+file can hold (``weir.checkpoint.state_file``). Anyone can recompute a checksum;
 nobody without the key can make a signature.
 
 Compatibility: a reader accepts every ``format_version`` up to
@@ -68,7 +68,7 @@ Compatibility: a reader accepts every ``format_version`` up to
 versions it supports. Adding a field is a new version. Version 1 had no checksum
 and no signature (its state files were pickled; they are listed, not restored).
 
-What it does not do: read or write files (``engine.checkpoint.storage``),
+What it does not do: read or write files (``weir.checkpoint.storage``),
 decide which files a checkpoint needs (the coordinator and the backends).
 """
 
@@ -81,8 +81,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import UsageError
-from engine.keys.reference import UPPER_BOUND_MAX_PARALLELISM, KeyGroupRange
+from weir.errors import UsageError
+from weir.keys.reference import UPPER_BOUND_MAX_PARALLELISM, KeyGroupRange
 
 __all__ = [
     "CHECKPOINT",
@@ -338,7 +338,7 @@ class CheckpointMetadata:
     format_version: int = FORMAT_VERSION
     #: set by ``parse``: ``"sha256:..."`` of the body as read (None for version 1)
     checksum: str | None = field(default=None, compare=False)
-    #: set by ``parse``: the signature as read, unverified (``engine.checkpoint.trust`` checks it)
+    #: set by ``parse``: the signature as read, unverified (``weir.checkpoint.trust`` checks it)
     signature: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -470,7 +470,7 @@ def body_checksum(doc: Mapping[str, Any]) -> str:
 def serialize(metadata: CheckpointMetadata, sign: Callable[[str], str] | None = None) -> bytes:
     """The bytes of ``metadata`` in the current format version (deterministic: keys sorted).
 
-    ``sign`` turns the body's checksum into a signature (``engine.checkpoint.trust.sign``);
+    ``sign`` turns the body's checksum into a signature (``weir.checkpoint.trust.sign``);
     without it the signature is null."""
     if not isinstance(metadata, CheckpointMetadata):
         raise UsageError(f"serialize needs a CheckpointMetadata, got {metadata!r}")

@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 __all__ = ["SharedStateRegistry", "SharedStateRegistryStatistics"]
 

@@ -5,7 +5,7 @@ Theory of operation
 A task's asynchronous snapshot part writes one file per chained operator holding its
 keyed state (a ``KeyedStateSnapshot``, or the handle of an incremental chain), its
 timers, its source position, its operator state and, for an unaligned checkpoint, the
-in-flight buffers. The file is weir's tagged data encoding (``engine.state.serde``)
+in-flight buffers. The file is weir's tagged data encoding (``weir.state.serde``)
 of that payload behind a magic and a version::
 
     magic    9 bytes   b"WEIRSTATE"
@@ -23,7 +23,7 @@ False: an opaque value or an unknown named type raises ``UntrustedStateError``.
 ``untrusted_content`` finds opaque values in what the envelope carries as bytes
 (keyed entries, incremental runs, operator state), and in-flight buffers, whose
 records an untyped stream pickles. The restore path passes ``trusted=True`` only when
-the checkpoint's ``_metadata`` signature verifies (``engine.checkpoint.trust``) or the
+the checkpoint's ``_metadata`` signature verifies (``weir.checkpoint.trust``) or the
 user accepted the risk (``--allow-untrusted-pickle``).
 """
 
@@ -33,19 +33,19 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from engine.checkpoint.incremental import ChainRestore, IncrementalKeyedStateHandle, load_for_restore
-from engine.checkpoint.metadata import CheckpointMetadata, FileHandle
-from engine.errors import UsageError
-from engine.state.backend import KeyedStateSnapshot, StateMetaInfo
-from engine.state.operator_state import OperatorStateSnapshot
-from engine.state.serde import (
+from weir.checkpoint.incremental import ChainRestore, IncrementalKeyedStateHandle, load_for_restore
+from weir.checkpoint.metadata import CheckpointMetadata, FileHandle
+from weir.errors import UsageError
+from weir.state.backend import KeyedStateSnapshot, StateMetaInfo
+from weir.state.operator_state import OperatorStateSnapshot
+from weir.state.serde import (
     UntrustedStateError,
     decode_key_from,
     encode_value,
     find_opaque,
     register_type,
 )
-from engine.time.timers import Timer, TimerSnapshot
+from weir.time.timers import Timer, TimerSnapshot
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "UntrustedStateError", "decode_state_file", "encode_state_file",
            "load_payloads", "untrusted_content", "untrusted_error"]  # fmt: skip
@@ -184,7 +184,7 @@ def untrusted_content(payload: dict[str, Any]) -> str | None:
 
 def untrusted_error(where: str, path: str, found: str) -> UntrustedStateError:
     """The one error for a state file that needs code to restore and whose origin is not proven."""
-    from engine.checkpoint.trust import key_path
+    from weir.checkpoint.trust import key_path
 
     return UntrustedStateError(
         f"{where}: state file {path} holds {found}. Its _metadata is not signed with your checkpoint "

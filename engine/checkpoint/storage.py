@@ -19,7 +19,7 @@ leaves a directory with no (or only a temporary) ``_metadata``, which
 ``discard`` removes ``_metadata`` first, so a crash in the middle of a discard
 never leaves a valid-looking checkpoint with missing files.
 
-``_metadata`` is signed with the user's key (``engine.checkpoint.trust``); recovery
+``_metadata`` is signed with the user's key (``weir.checkpoint.trust``); recovery
 (``load``, ``latest_valid``) takes only checkpoints whose signature verifies, so a
 checkpoint somebody else wrote or edited is skipped like a damaged one.
 
@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint import trust
-from engine.checkpoint.metadata import (
+from weir.checkpoint import trust
+from weir.checkpoint.metadata import (
     CHECKPOINT,
     SAVEPOINT,
     SHARED_DIR,
@@ -59,8 +59,8 @@ from engine.checkpoint.metadata import (
     parse,
     serialize,
 )
-from engine.checkpoint.registry import SharedStateRegistry
-from engine.errors import UsageError
+from weir.checkpoint.registry import SharedStateRegistry
+from weir.errors import UsageError
 
 __all__ = [
     "METADATA_FILE_NAME",
@@ -279,7 +279,7 @@ class CheckpointStorage:
     def is_complete(self, checkpoint_id: int) -> bool:
         """Whether ``checkpoint_id`` is committed and still retained: its ``_metadata`` exists (one stat).
 
-        Incremental snapshots build only on complete checkpoints (``engine.checkpoint.incremental``).
+        Incremental snapshots build only on complete checkpoints (``weir.checkpoint.incremental``).
         """
         return self.metadata_path(checkpoint_id).exists()
 

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A checkpoint's ``_metadata`` lists every state file with its SHA-256, and carries a
-checksum of its own body (``engine.checkpoint.metadata``). Anybody who can write the
+checksum of its own body (``weir.checkpoint.metadata``). Anybody who can write the
 directory can recompute those, so they prove that nothing was damaged, not who wrote
 it. The signature does that: HMAC-SHA256 of the body's checksum under a 32-byte key
 kept in ``$WEIR_HOME/checkpoint-signing.key`` (mode 0600 in a 0700 directory, created on
@@ -15,7 +15,7 @@ opaque values (pickled Python objects of types weir has no data encoding for) th
 state files can hold. Without one -- a savepoint copied from another machine or user, or
 a file edited after it was written -- everything that is plain data restores as usual,
 and an opaque value is refused with an error naming the file, unless the user accepts
-the risk explicitly (``engine.checkpoint.state_file``).
+the risk explicitly (``weir.checkpoint.state_file``).
 
 What it does not do: encrypt, or protect against somebody who can read the user's key
 (that person can already run code as the user).
@@ -31,9 +31,9 @@ import secrets
 import stat
 from pathlib import Path
 
-from engine.checkpoint.metadata import CheckpointMetadata
-from engine.errors import UsageError
-from engine.private_files import private_dir, read_private, weir_home, write_private
+from weir.checkpoint.metadata import CheckpointMetadata
+from weir.errors import UsageError
+from weir.private_files import private_dir, read_private, weir_home, write_private
 
 __all__ = ["KEY_FILE_NAME", "SIGNATURE_PREFIX", "is_signed_by_this_user", "key_path", "sign"]
 

@@ -10,7 +10,7 @@ into wire bytes in three steps:
 * ``Prepared.parts`` gives the column body for a single frame, as buffers to join.
 * ``Prepared.plan`` lays the column out for a partitioned batch: the body size in
   every channel's frame, and ``write``, which copies each record's bytes straight
-  to its channel's frame with one numba kernel call (``engine.codec.kernels``).
+  to its channel's frame with one numba kernel call (``weir.codec.kernels``).
 
 ``decode`` reads a column body back from a frame payload (a memoryview into a
 network buffer): what it returns never aliases the payload, because the buffer
@@ -22,7 +22,7 @@ Column bodies (all integers little endian):
   values. CHAR is a one-character ``str`` carried as its uint32 code point (not a
   UTF-16 code unit, so astral characters and lone surrogates survive).
 * LONG, packed (column flag ``COLUMN_PACKED``; also the timestamp column, see
-  ``engine.codec.frame``): ``u8 width`` (1, 2 or 4), ``i64 base`` (the smallest
+  ``weir.codec.frame``): ``u8 width`` (1, 2 or 4), ``i64 base`` (the smallest
   value), then ``n`` unsigned ``width``-byte differences ``value - base``. Written
   when the batch's values span less than 2**32 and packing saves bytes: keys,
   ids, counters and event times usually do, and a LONG column of 4,096 such values
@@ -53,8 +53,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.codec import kernels
-from engine.common.typeinfo import (
+from weir.codec import kernels
+from weir.common.typeinfo import (
     BasicArrayTypeInfo,
     BasicTypeInfo,
     ListTypeInfo,
@@ -67,7 +67,7 @@ from engine.common.typeinfo import (
     TypeInformation,
     Types,
 )
-from engine.errors import ProtocolViolation
+from weir.errors import ProtocolViolation
 
 __all__ = [
     "COLUMN_NULLS",
@@ -169,14 +169,14 @@ class Mismatch(Exception):
         self.detail = detail
 
 
-def _first(values: Sequence[Any], bad: Callable[[Any], bool]) -> int:
+def _first(values: Sequence[Any] | np.ndarray, bad: Callable[[Any], bool]) -> int:
     for i, v in enumerate(values):
         if bad(v):
             return i
     raise AssertionError("no offending value found")  # pragma: no cover - callers know one exists
 
 
-def _first_of_type(values: Sequence[Any], t: type) -> int:
+def _first_of_type(values: Sequence[Any] | np.ndarray, t: type) -> int:
     return _first(values, lambda v: type(v) is t)
 
 
@@ -225,7 +225,7 @@ _PACK_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("u1"), 2: np.dtype("<u2"),
 #: Columns shorter than this travel raw: a small frame is flushed by the buffer timeout long
 #: before it could fill a buffer, so its bytes cost next to nothing, while packing and
 #: unpacking cost a few microseconds per column (a third of a small batch's codec time),
-#: and raw batches of plain tuples take the ``struct`` path (``engine.codec.small``). It was
+#: and raw batches of plain tuples take the ``struct`` path (``weir.codec.small``). It was
 #: 512 until open-loop sources at half the maximum rate emitted batches of 500-1,000 rows
 #: and catch-up batches of 1,024 (docs/harness.md, twelfth session): a (STRING, LONG, LONG,
 #: LONG) batch of 700 rows to two channels encodes in 300 instead of 424 ns a record and

@@ -16,8 +16,8 @@ Header, little endian::
     8       4     payload length  uint32 (bytes after the header)
 
 The network layer writes frames into 32 KiB buffers back to back; a frame may
-span any number of buffers and ``engine.codec.reader.FrameReader`` reassembles
-it. Payload layouts belong to the serializers (``engine.codec.serializers``).
+span any number of buffers and ``weir.codec.reader.FrameReader`` reassembles
+it. Payload layouts belong to the serializers (``weir.codec.serializers``).
 
 Pure: no I/O, no clock.
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from engine.errors import ProtocolViolation, UsageError
+from weir.errors import ProtocolViolation, UsageError
 
 __all__ = [
     "CODEC_COLUMNAR",
@@ -51,7 +51,7 @@ CODEC_COLUMNAR = 1
 CODEC_NAMES = {CODEC_PICKLE: "pickle", CODEC_COLUMNAR: "typed columnar"}
 FLAG_TIMESTAMPS = 0x01
 FLAG_ROW_KINDS = 0x02
-#: The timestamp column is packed like a LONG column (``engine.codec.columns``): keeps a
+#: The timestamp column is packed like a LONG column (``weir.codec.columns``): keeps a
 #: batch's event times, which lie close together, to one, two or four bytes each.
 FLAG_TIMESTAMPS_PACKED = 0x04
 _KNOWN_FLAGS = FLAG_TIMESTAMPS | FLAG_ROW_KINDS | FLAG_TIMESTAMPS_PACKED

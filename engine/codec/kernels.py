@@ -1,7 +1,7 @@
 """Numba kernels that lay out a batch's columns in frames, one call per column per batch.
 
 Each kernel is the compiled twin of a function of the same name in
-``engine.codec.reference`` and must produce exactly what the reference produces;
+``weir.codec.reference`` and must produce exactly what the reference produces;
 ``tests/property/test_codec_roundtrip.py`` holds them to that.
 
 Routing a batch to ``num_channels`` channels is a stable counting sort:
@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 __all__ = [
     "gather_fixed",

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.codec.batch import Batch
-from engine.codec.frame import HEADER_SIZE, FrameHeader, pack_header, parse_header
-from engine.codec.serializers import BatchSerializer
-from engine.errors import UsageError
+from weir.codec.batch import Batch
+from weir.codec.frame import HEADER_SIZE, FrameHeader, pack_header, parse_header
+from weir.codec.serializers import BatchSerializer
+from weir.errors import UsageError
 
 __all__ = ["FrameReader", "ReaderStatistics"]
 

@@ -1,4 +1,4 @@
-"""The codec kernels, the plain-Python way: the reference that ``engine.codec.kernels`` must agree with.
+"""The codec kernels, the plain-Python way: the reference that ``weir.codec.kernels`` must agree with.
 
 Every function here has the name, arguments and results of its kernel twin and
 says in the most obvious code what the kernel computes. They are too slow for
@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 __all__ = [
     "gather_fixed",

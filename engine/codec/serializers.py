@@ -1,12 +1,12 @@
 """Batch serializers: a batch to frames and back, chosen by the stream's type information.
 
 ``serializer_for(type_info)`` picks one of two codecs (the codec byte of the
-frame header, see ``engine.codec.frame``):
+frame header, see ``weir.codec.frame``):
 
 * **typed columnar** (fast path) for BOOLEAN, BYTE, SHORT, INT, LONG, FLOAT, DOUBLE,
   CHAR, STRING, BYTE_ARRAY (``Types.PRIMITIVE_ARRAY(Types.BYTE())``) and TUPLE /
   ROW / ROW_NAMED of at least one field. Each field is one column (layouts in
-  ``engine.codec.columns``); a field of another type (LIST, MAP, arrays, a nested
+  ``weir.codec.columns``); a field of another type (LIST, MAP, arrays, a nested
   ROW or TUPLE) is a pickled column inside the columnar frame.
 * **pickle** (fallback) for untyped streams (``type_info=None``),
   ``Types.PICKLED_BYTE_ARRAY()``, and top-level types without a columnar layout
@@ -69,9 +69,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from engine.codec import kernels
-from engine.codec.batch import Batch, TupleColumns
-from engine.codec.columns import (
+from weir.codec import kernels
+from weir.codec.batch import Batch, TupleColumns
+from weir.codec.columns import (
     COLUMN_NULLS,
     COLUMN_PACKED,
     COLUMN_STRING_LENGTHS,
@@ -95,7 +95,7 @@ from engine.codec.columns import (
     type_expr,
     unpickle,
 )
-from engine.codec.frame import (
+from weir.codec.frame import (
     CODEC_COLUMNAR,
     CODEC_NAMES,
     CODEC_PICKLE,
@@ -110,10 +110,10 @@ from engine.codec.frame import (
     header_at,
     pack_header,
 )
-from engine.codec.small import SMALL_BATCH_RECORDS, SmallCodec
-from engine.common.typeinfo import PickledBytesTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
-from engine.common.types import Row, RowKind
-from engine.errors import ProtocolViolation, UsageError
+from weir.codec.small import SMALL_BATCH_RECORDS, SmallCodec
+from weir.common.typeinfo import PickledBytesTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
+from weir.common.types import Row, RowKind
+from weir.errors import ProtocolViolation, UsageError
 
 __all__ = [
     "BatchSerializer",

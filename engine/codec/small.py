@@ -32,11 +32,11 @@ from typing import Any, TypeGuard
 
 import numpy as np
 
-from engine.codec import columns as _columns
-from engine.codec.batch import Batch
-from engine.codec.columns import ColumnCodec, FixedColumn, StringColumn
-from engine.codec.frame import CODEC_COLUMNAR, FLAG_TIMESTAMPS, FrameHeader, pack_header
-from engine.common.typeinfo import TupleTypeInfo, TypeInformation
+from weir.codec import columns as _columns
+from weir.codec.batch import Batch
+from weir.codec.columns import ColumnCodec, FixedColumn, StringColumn
+from weir.codec.frame import CODEC_COLUMNAR, FLAG_TIMESTAMPS, FrameHeader, pack_header
+from weir.common.typeinfo import TupleTypeInfo, TypeInformation
 
 #: The most records a frame may hold for the small path to decode it (encoding is bounded
 #: by ``PACK_MIN_VALUES``: a column that long may be packed, which only the full path does).

@@ -1,12 +1,12 @@
-"""``engine.common``: the names of ``pyflink.common`` that weir implements."""
+"""``weir.common``: the names of ``pyflink.common`` that weir implements."""
 
 from __future__ import annotations
 
-from engine.common.configuration import Configuration
-from engine.common.time import Duration, Time
-from engine.common.typeinfo import TypeInformation, Types
-from engine.common.types import Row, RowKind
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
+from weir.common.configuration import Configuration
+from weir.common.time import Duration, Time
+from weir.common.typeinfo import TypeInformation, Types
+from weir.common.types import Row, RowKind
+from weir.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
 __all__ = [
     "Configuration",

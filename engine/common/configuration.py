@@ -1,6 +1,6 @@
 """``Configuration``: string keys to values, as in ``pyflink.common.Configuration``.
 
-Known keys (``engine.common.config_options``) are validated when set, so a malformed
+Known keys (``weir.common.config_options``) are validated when set, so a malformed
 value fails where it was written, not deep inside a running job. Unknown keys are kept
 as they are, as Flink keeps them.
 """
@@ -11,7 +11,7 @@ import builtins
 from collections.abc import Iterator
 from typing import Any
 
-from engine.common.config_options import ConfigOption, option_for
+from weir.common.config_options import ConfigOption, option_for
 
 
 class Configuration:

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from engine.datastream.connectors.file_system import Encoder
+from weir.datastream.connectors.file_system import Encoder
 
 __all__ = ["Encoder"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 
 class Duration:

@@ -2,7 +2,7 @@
 
 A strategy is configuration only: which watermarks to generate (none, monotonous,
 bounded out-of-orderness), how to read a record's timestamp, and when an input
-counts as idle. The generators that run inside tasks live in ``engine.time``.
+counts as idle. The generators that run inside tasks live in ``weir.time``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.common.time import Duration, to_millis
-from engine.errors import UsageError
+from weir.common.time import Duration, to_millis
+from weir.errors import UsageError
 
 
 class TimestampAssigner:

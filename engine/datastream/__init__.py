@@ -1,9 +1,9 @@
-"""``engine.datastream``: the names of ``pyflink.datastream`` that weir implements."""
+"""``weir.datastream``: the names of ``pyflink.datastream`` that weir implements."""
 
 from __future__ import annotations
 
-from engine.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
-from engine.datastream.data_stream import (
+from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
+from weir.datastream.data_stream import (
     ConnectedStreams,
     DataStream,
     DataStreamSink,
@@ -11,12 +11,12 @@ from engine.datastream.data_stream import (
     SlotSharingGroup,
     WindowedStream,
 )
-from engine.datastream.execution_mode import (
+from weir.datastream.execution_mode import (
     CheckpointingMode,
     ExternalizedCheckpointRetention,
     RuntimeExecutionMode,
 )
-from engine.datastream.functions import (
+from weir.datastream.functions import (
     AggregateFunction,
     CoFlatMapFunction,
     CoMapFunction,
@@ -35,8 +35,8 @@ from engine.datastream.functions import (
     SourceFunction,
     WindowFunction,
 )
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+from weir.datastream.output_tag import OutputTag
+from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 __all__ = [
     "AggregateFunction",

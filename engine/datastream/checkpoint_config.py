@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common import config_options as opts
-from engine.common.configuration import Configuration
-from engine.common.time import Duration, to_millis
-from engine.datastream.execution_mode import CheckpointingMode, ExternalizedCheckpointRetention
-from engine.errors import UsageError
+from weir.common import config_options as opts
+from weir.common.configuration import Configuration
+from weir.common.time import Duration, to_millis
+from weir.datastream.execution_mode import CheckpointingMode, ExternalizedCheckpointRetention
+from weir.errors import UsageError
 
 
 class CheckpointConfig:

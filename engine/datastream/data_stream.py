@@ -11,23 +11,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from engine.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, check_type_info
-from engine.common.types import Row
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream import functions as fn
-from engine.datastream.connectors.base import Sink
-from engine.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
-from engine.datastream.output_tag import OutputTag
-from engine.datastream.window import (
+from weir.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, check_type_info
+from weir.common.types import Row
+from weir.common.watermark_strategy import WatermarkStrategy
+from weir.datastream import functions as fn
+from weir.datastream.connectors.base import Sink
+from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
+from weir.datastream.output_tag import OutputTag
+from weir.datastream.window import (
     CountTrigger,
     GlobalWindows,
     PurgingTrigger,
     Trigger,
     WindowAssigner,
 )
-from engine.errors import UsageError
-from engine.graph import partitioners as parts
-from engine.graph.transformations import (
+from weir.errors import UsageError
+from weir.graph import partitioners as parts
+from weir.graph.transformations import (
     ChainingStrategy,
     OneInputTransformation,
     OperatorSpec,
@@ -40,7 +40,7 @@ from engine.graph.transformations import (
 )
 
 if TYPE_CHECKING:
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 
 class SlotSharingGroup:
@@ -337,10 +337,10 @@ class DataStream(_Configurable):
         sink = CollectSink()
         self._sink(sink, sink.default_name())
         if self._env._capturing:
-            from engine.datastream.stream_execution_environment import ProgramCaptured
+            from weir.datastream.stream_execution_environment import ProgramCaptured
 
             raise ProgramCaptured(self._env.get_stream_graph(self._env._job_name(job_execution_name)))
-        from engine.runtime.client import execute_and_collect
+        from weir.runtime.client import execute_and_collect
 
         return execute_and_collect(self._env, sink, job_execution_name, limit)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 
 class RuntimeContext:

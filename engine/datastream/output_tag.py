@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.common.typeinfo import TypeInformation, check_type_info
-from engine.errors import UsageError
+from weir.common.typeinfo import TypeInformation, check_type_info
+from weir.errors import UsageError
 
 
 class OutputTag:

@@ -4,7 +4,7 @@ A descriptor names a piece of keyed state and says what it holds; a function
 asks its ``RuntimeContext`` for the state object, and the state backend binds
 that object to the current key (and, inside the runtime, to a namespace such as
 a window). The interfaces below are what user code calls; the backends in
-``engine.state`` implement them.
+``weir.state`` implement them.
 
 Pure: no I/O, no clock.
 """
@@ -16,9 +16,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from engine.common.time import Duration, Time, to_millis
-from engine.common.typeinfo import TypeInformation
-from engine.errors import UsageError
+from weir.common.time import Duration, Time, to_millis
+from weir.common.typeinfo import TypeInformation
+from weir.errors import UsageError
 
 __all__ = [
     "AggregatingState",

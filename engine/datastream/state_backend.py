@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state import KeyedStateBackend, create_keyed_backend
-from engine.state.lmdb_backend import DEFAULT_COMMIT_EVERY_OPS, DEFAULT_MAP_SIZE_BYTES
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state import KeyedStateBackend, create_keyed_backend
+from weir.state.lmdb_backend import DEFAULT_COMMIT_EVERY_OPS, DEFAULT_MAP_SIZE_BYTES
 
 __all__ = ["HashMapStateBackend", "LmdbStateBackend", "StateBackend", "state_backend_from_config"]
 
@@ -103,7 +103,7 @@ class LmdbStateBackend(StateBackend):
 
     def configure(self, conf: Any) -> LmdbStateBackend:
         """This backend with the settings it left open (None) taken from ``conf`` (Flink's ``configure``)."""
-        from engine.common import config_options as o
+        from weir.common import config_options as o
 
         incremental = self.enable_incremental_checkpointing
         if incremental is None:

@@ -1,7 +1,7 @@
 """``StreamExecutionEnvironment``: where a job is assembled, configured and submitted.
 
 API calls append Transformations here; ``execute`` compiles them into a StreamGraph and
-hands it to the runtime (``engine.runtime``). Settings live in one Configuration with
+hands it to the runtime (``weir.runtime``). Settings live in one Configuration with
 Flink's keys, so the typed setters, ``configure(conf)`` and configuration files agree.
 
 ``weir plan`` runs a job file under ``capture_programs()``: every environment created
@@ -16,16 +16,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.common import config_options as opts
-from engine.common.configuration import Configuration
-from engine.common.typeinfo import TypeInformation, check_type_info
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
-from engine.datastream.connectors.base import Source
-from engine.datastream.connectors.builtin import CollectionSource, FunctionSource
-from engine.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
-from engine.errors import UsageError
-from engine.graph.transformations import (
+from weir.common import config_options as opts
+from weir.common.configuration import Configuration
+from weir.common.typeinfo import TypeInformation, check_type_info
+from weir.common.watermark_strategy import WatermarkStrategy
+from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
+from weir.datastream.connectors.base import Source
+from weir.datastream.connectors.builtin import CollectionSource, FunctionSource
+from weir.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
+from weir.errors import UsageError
+from weir.graph.transformations import (
     ChainingStrategy,
     SourceTransformation,
     Transformation,
@@ -33,8 +33,8 @@ from engine.graph.transformations import (
 )
 
 if TYPE_CHECKING:
-    from engine.datastream.data_stream import DataStream
-    from engine.graph.stream_graph import StreamGraph
+    from weir.datastream.data_stream import DataStream
+    from weir.graph.stream_graph import StreamGraph
 
 
 class ProgramCaptured(BaseException):
@@ -89,7 +89,7 @@ class StreamExecutionEnvironment:
         self._execution_config = ExecutionConfig(self._configuration)
         self._capturing = False
         self._state_backend: Any = None
-        self.cluster: Any = None  # a running cluster to submit to (engine.runtime); None: embedded
+        self.cluster: Any = None  # a running cluster to submit to (weir.runtime); None: embedded
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> StreamExecutionEnvironment:
@@ -179,9 +179,9 @@ class StreamExecutionEnvironment:
         return self
 
     def set_state_backend(self, state_backend: Any) -> StreamExecutionEnvironment:
-        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (engine.datastream.state_backend);
+        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (weir.datastream.state_backend);
         the same as setting ``state.backend.type``."""
-        from engine.datastream.state_backend import StateBackend
+        from weir.datastream.state_backend import StateBackend
 
         if not isinstance(state_backend, StateBackend):
             raise UsageError(
@@ -192,7 +192,7 @@ class StreamExecutionEnvironment:
         return self
 
     def get_state_backend(self) -> Any:
-        from engine.runtime.client import state_backend_for
+        from weir.runtime.client import state_backend_for
 
         return state_backend_for(self)
 
@@ -226,7 +226,7 @@ class StreamExecutionEnvironment:
         type_info: TypeInformation | None,
         watermark_strategy: WatermarkStrategy | None,
     ) -> DataStream:
-        from engine.datastream.data_stream import DataStream
+        from weir.datastream.data_stream import DataStream
 
         t = SourceTransformation(
             id=self._new_id(),
@@ -280,7 +280,7 @@ class StreamExecutionEnvironment:
         parallel: bool = False,
     ) -> DataStream:
         """A SourceFunction (``run(ctx)`` emitting with ``ctx.collect``); non-parallel unless ``parallel``."""
-        from engine.datastream.functions import SourceFunction
+        from weir.datastream.functions import SourceFunction
 
         if not isinstance(source_func, SourceFunction):
             raise UsageError(f"add_source needs a SourceFunction, got {source_func!r}")
@@ -297,7 +297,7 @@ class StreamExecutionEnvironment:
     def get_stream_graph(
         self, job_name: str | None = None, clear_transformations: bool = False
     ) -> StreamGraph:
-        from engine.graph.stream_graph import generate_stream_graph
+        from weir.graph.stream_graph import generate_stream_graph
 
         graph = generate_stream_graph(self, job_name)
         if clear_transformations:
@@ -308,7 +308,7 @@ class StreamExecutionEnvironment:
         """The StreamGraph as Flink's execution-plan JSON (``nodes`` with predecessors)."""
         import json
 
-        from engine.graph.plan import stream_graph_to_json
+        from weir.graph.plan import stream_graph_to_json
 
         return json.dumps(stream_graph_to_json(self.get_stream_graph()), indent=2)
 
@@ -338,7 +338,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
-        from engine.runtime.client import execute_stream_graph
+        from weir.runtime.client import execute_stream_graph
 
         return execute_stream_graph(self, graph)
 
@@ -353,7 +353,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
-        from engine.runtime.client import submit_stream_graph
+        from weir.runtime.client import submit_stream_graph
 
         return submit_stream_graph(self, graph)
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from engine.common.time import Duration, Time, to_millis
-from engine.errors import UsageError
+from weir.common.time import Duration, Time, to_millis
+from weir.errors import UsageError
 
 MAX_WATERMARK = (1 << 63) - 1
 MIN_TIMESTAMP = -(1 << 63)

@@ -35,7 +35,7 @@ Invariants: every partition has at least one consumer and every consumer gate at
 one channel; subtask, partition and attempt identifiers are deterministic, so the same
 JobGraph always expands to the same ExecutionGraph.
 
-What it does not do: no scheduling, no slots (``engine.graph.slots``), no deployment.
+What it does not do: no scheduling, no slots (``weir.graph.slots``), no deployment.
 Pure: no Trio, no I/O, no clock.
 """
 
@@ -47,13 +47,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.errors import UsageError
-from engine.graph.job_graph import IntermediateDataSet, JobEdge, JobGraph, JobVertex, ResultPartitionType
-from engine.graph.partitioners import DistributionPattern, Partitioner
-from engine.graph.status import ExecutionState, ExecutionStateMachine, JobStatus, JobStatusMachine
+from weir.errors import UsageError
+from weir.graph.job_graph import IntermediateDataSet, JobEdge, JobGraph, JobVertex, ResultPartitionType
+from weir.graph.partitioners import DistributionPattern, Partitioner
+from weir.graph.status import ExecutionState, ExecutionStateMachine, JobStatus, JobStatusMachine
 
 if TYPE_CHECKING:
-    from engine.graph.slots import Slot
+    from weir.graph.slots import Slot
 
 __all__ = [
     "Execution",

@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from engine.graph.execution_graph import ExecutionGraph, build_execution_graph
-from engine.graph.job_graph import generate_job_graph
-from engine.graph.slots import SlotPlan, plan_slots, required_slots
-from engine.graph.stream_graph import StreamGraph
+from weir.graph.execution_graph import ExecutionGraph, build_execution_graph
+from weir.graph.job_graph import generate_job_graph
+from weir.graph.slots import SlotPlan, plan_slots, required_slots
+from weir.graph.stream_graph import StreamGraph
 
 
 def default_slots_per_taskmanager(execution_graph: ExecutionGraph, taskmanagers: int) -> int:

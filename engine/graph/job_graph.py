@@ -37,10 +37,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
 
-from engine.errors import UsageError
-from engine.graph.partitioners import DistributionPattern, Partitioner
-from engine.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
-from engine.graph.transformations import ChainingStrategy, ExchangeMode
+from weir.errors import UsageError
+from weir.graph.partitioners import DistributionPattern, Partitioner
+from weir.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
+from weir.graph.transformations import ChainingStrategy, ExchangeMode
 
 
 class ResultPartitionType(Enum):

@@ -1,6 +1,6 @@
 """Stream partitioners as the graph sees them: a name, a distribution pattern, a key selector.
 
-The runtime turns these into channel selectors (``engine.network``); here they only
+The runtime turns these into channel selectors (``weir.network``); here they only
 decide edges: which are all-to-all, which are pointwise, and what the plan prints.
 Names are Flink's ``StreamPartitioner.toString()`` values.
 """

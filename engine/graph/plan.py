@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.graph.job_graph import JobGraph, generate_job_graph
-from engine.graph.stream_graph import StreamGraph
+from weir.graph.job_graph import JobGraph, generate_job_graph
+from weir.graph.stream_graph import StreamGraph
 
 _PACT = {"source": "Data Source", "sink": "Data Sink", "operator": "Operator"}
 

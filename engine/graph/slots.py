@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.errors import UsageError
-from engine.graph.execution_graph import ExecutionGraph, ExecutionVertex
-from engine.graph.job_graph import JobEdge
+from weir.errors import UsageError
+from weir.graph.execution_graph import ExecutionGraph, ExecutionVertex
+from weir.graph.job_graph import JobEdge
 
 __all__ = ["EdgeLocality", "Slot", "SlotPlan", "plan_slots", "required_slots"]
 

@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Generic, NamedTuple, TypeVar
 
-from engine.errors import IllegalStateTransition
+from weir.errors import IllegalStateTransition
 
 __all__ = [
     "EXECUTION_STATE_EVENTS",

@@ -21,12 +21,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.common import config_options as opts
-from engine.common.configuration import Configuration
-from engine.common.typeinfo import TypeInformation
-from engine.errors import UsageError
-from engine.graph import partitioners as parts
-from engine.graph.transformations import (
+from weir.common import config_options as opts
+from weir.common.configuration import Configuration
+from weir.common.typeinfo import TypeInformation
+from weir.errors import UsageError
+from weir.graph import partitioners as parts
+from weir.graph.transformations import (
     LOWER_BOUND_MAX_PARALLELISM,
     UPPER_BOUND_MAX_PARALLELISM,
     ChainingStrategy,
@@ -43,7 +43,7 @@ from engine.graph.transformations import (
 )
 
 if TYPE_CHECKING:
-    from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
+    from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
 

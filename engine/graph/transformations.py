@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from engine.common.typeinfo import TypeInformation
-from engine.errors import UsageError
-from engine.graph.partitioners import Partitioner
+from weir.common.typeinfo import TypeInformation
+from weir.errors import UsageError
+from weir.graph.partitioners import Partitioner
 
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 LOWER_BOUND_MAX_PARALLELISM = 1 << 7

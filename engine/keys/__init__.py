@@ -6,7 +6,7 @@ with Java's ``hashCode``); ``kernels`` computes the same for whole numpy batches
 
 from __future__ import annotations
 
-from engine.keys.kernels import (
+from weir.keys.kernels import (
     channels_for_hashes,
     channels_for_key_groups,
     hash_bool_array,
@@ -18,7 +18,7 @@ from engine.keys.kernels import (
     murmur_hash_array,
     string_hashes,
 )
-from engine.keys.reference import (
+from weir.keys.reference import (
     DEFAULT_LOWER_BOUND_MAX_PARALLELISM,
     UPPER_BOUND_MAX_PARALLELISM,
     KeyGroupRange,

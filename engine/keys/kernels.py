@@ -1,6 +1,6 @@
 """Key groups for a whole batch at once: numba kernels over numpy arrays.
 
-Each kernel is the batch twin of a function in ``engine.keys.reference`` and
+Each kernel is the batch twin of a function in ``weir.keys.reference`` and
 must return exactly what the reference returns for every element; the property
 tests in ``tests/property/test_key_kernels.py`` hold them to that. A kernel is
 called once per batch, never per record.
@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
-from engine.errors import UsageError
-from engine.keys.reference import java_hash
+from weir.errors import UsageError
+from weir.keys.reference import java_hash
 
 __all__ = [
     "channels_for_hashes",

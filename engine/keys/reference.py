@@ -13,7 +13,7 @@ must never decide where a key goes). All arithmetic here is Java's: 32-bit
 two's complement that wraps.
 
 Pure: no I/O, no clock, no numba. Per-record speed is the kernels' job
-(``engine.keys.kernels``); this module is what they are tested against.
+(``weir.keys.kernels``); this module is what they are tested against.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",

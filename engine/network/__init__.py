@@ -6,12 +6,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.network.buffer import Buffer, BufferOrEvent
-    from engine.network.buffer_pool import LocalBufferPool, NetworkBufferPool, WouldBlock
-    from engine.network.credit import AnnounceCredit, CreditLedger, InputChannelCredit
-    from engine.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
-    from engine.network.errors import ConnectionClosed, NetworkError, PartitionReleased
-    from engine.network.events import (
+    from weir.network.buffer import Buffer, BufferOrEvent
+    from weir.network.buffer_pool import LocalBufferPool, NetworkBufferPool, WouldBlock
+    from weir.network.credit import AnnounceCredit, CreditLedger, InputChannelCredit
+    from weir.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
+    from weir.network.errors import ConnectionClosed, NetworkError, PartitionReleased
+    from weir.network.events import (
         MAX_WATERMARK,
         CheckpointBarrier,
         EndOfData,
@@ -20,10 +20,10 @@ if TYPE_CHECKING:
         Watermark,
         WatermarkStatus,
     )
-    from engine.network.flusher import FlushPolicy, run_output_flusher
-    from engine.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
-    from engine.network.partition import ResultPartition, SubpartitionView
-    from engine.network.transport import Connection
+    from weir.network.flusher import FlushPolicy, run_output_flusher
+    from weir.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
+    from weir.network.partition import ResultPartition, SubpartitionView
+    from weir.network.transport import Connection
 
 # Exports are imported on first use, so that importing a pure module (buffer_pool, credit,
 # buffer, events) does not pull in Trio through this package.
@@ -95,8 +95,8 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'engine.network' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"engine.network.{module}"), name)
+        raise AttributeError(f"module 'weir.network' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"weir.network.{module}"), name)
     globals()[name] = value
     return value
 

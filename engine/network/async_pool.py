@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import trio
 
-from engine.network.buffer import Buffer
-from engine.network.buffer_pool import LocalBufferPool, WouldBlock
+from weir.network.buffer import Buffer
+from weir.network.buffer_pool import LocalBufferPool, WouldBlock
 
 __all__ = ["request_buffer", "wait_until_available"]
 

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from engine.errors import ProtocolViolation
-from engine.network.events import Event
+from weir.errors import ProtocolViolation
+from weir.network.events import Event
 
 __all__ = ["Buffer", "BufferOrEvent", "BufferRecycler"]
 

@@ -46,8 +46,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.buffer import Buffer
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.buffer import Buffer
 
 __all__ = [
     "LocalBufferPool",
@@ -262,7 +262,7 @@ class LocalBufferPool:
         Cancellation: if cancelled while waiting, no buffer is taken and the listener is
         removed; ``Cancelled`` propagates.
         """
-        from engine.network.async_pool import request_buffer  # the pure module itself never imports trio
+        from weir.network.async_pool import request_buffer  # the pure module itself never imports trio
 
         return await request_buffer(self)
 

@@ -47,7 +47,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from engine.errors import ProtocolViolation, UsageError
+from weir.errors import ProtocolViolation, UsageError
 
 __all__ = [
     "AnnounceCredit",

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 # a batch may take this fraction of the target: a checkpoint needs some 10 to 20 steps of the
 # loop (trigger, barrier, alignment, a worker thread's write and its return, the metadata,
@@ -63,7 +63,7 @@ class DebloatSettings:
     @classmethod
     def from_configuration(cls, conf: Any) -> DebloatSettings:
         """The settings a ``Configuration`` gives (Flink's keys, weir's defaults)."""
-        from engine.common import config_options as opts
+        from weir.common import config_options as opts
 
         return cls(
             enabled=conf.get_option(opts.BUFFER_DEBLOAT_ENABLED),

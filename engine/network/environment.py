@@ -26,19 +26,19 @@ from dataclasses import dataclass
 
 import trio
 
-from engine.errors import UsageError, WeirError
-from engine.network.buffer_pool import NetworkBufferPool, NetworkBufferPoolStatistics
-from engine.network.flusher import SharedFlusher
-from engine.network.gate import (
+from weir.errors import UsageError, WeirError
+from weir.network.buffer_pool import NetworkBufferPool, NetworkBufferPoolStatistics
+from weir.network.flusher import SharedFlusher
+from weir.network.gate import (
     InputChannel,
     InputGate,
     InputGateStatistics,
     LocalInputChannel,
     RemoteInputChannel,
 )
-from engine.network.partition import ResultPartition, ResultPartitionStatistics, SubpartitionView
-from engine.network.ticker import Ticker
-from engine.network.transport import (
+from weir.network.partition import ResultPartition, ResultPartitionStatistics, SubpartitionView
+from weir.network.ticker import Ticker
+from weir.network.transport import (
     Connection,
     ConnectionStatistics,
     PartitionRequestClient,

@@ -1,12 +1,12 @@
 """Errors of the network stack that are neither a caller's mistake nor a peer's protocol slip.
 
 ``UsageError`` (a caller's mistake) and ``ProtocolViolation`` (a peer broke the protocol)
-come from ``engine.errors``; these two say that the other side went away.
+come from ``weir.errors``; these two say that the other side went away.
 """
 
 from __future__ import annotations
 
-from engine.errors import WeirError
+from weir.errors import WeirError
 
 
 class NetworkError(WeirError):

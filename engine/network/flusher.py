@@ -38,8 +38,8 @@ from typing import Any
 
 import trio
 
-from engine.errors import UsageError
-from engine.network.partition import ResultPartition
+from weir.errors import UsageError
+from weir.network.partition import ResultPartition
 
 __all__ = ["FlushPolicy", "SharedFlusher", "run_output_flusher"]
 

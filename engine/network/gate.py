@@ -45,16 +45,16 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.buffer import Buffer, BufferOrEvent
-from engine.network.buffer_pool import LocalBufferPool, LocalBufferPoolStatistics, WouldBlock
-from engine.network.credit import InputChannelCredit, ReturnExclusive, ReturnFloating
-from engine.network.events import EndOfPartition
-from engine.network.wakeup import Wakeup
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.buffer import Buffer, BufferOrEvent
+from weir.network.buffer_pool import LocalBufferPool, LocalBufferPoolStatistics, WouldBlock
+from weir.network.credit import InputChannelCredit, ReturnExclusive, ReturnFloating
+from weir.network.events import EndOfPartition
+from weir.network.wakeup import Wakeup
 
 if TYPE_CHECKING:
-    from engine.network.partition import SubpartitionView
-    from engine.network.transport import PartitionRequestClient
+    from weir.network.partition import SubpartitionView
+    from weir.network.transport import PartitionRequestClient
 
 __all__ = [
     "InputChannel",

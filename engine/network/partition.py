@@ -48,13 +48,13 @@ from typing import Protocol
 
 import trio
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.async_pool import request_buffer
-from engine.network.buffer import Buffer, BufferOrEvent
-from engine.network.buffer_pool import LocalBufferPool, LocalBufferPoolStatistics, WouldBlock
-from engine.network.errors import PartitionReleased
-from engine.network.events import EndOfPartition, Event
-from engine.network.wakeup import Wakeup
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.async_pool import request_buffer
+from weir.network.buffer import Buffer, BufferOrEvent
+from weir.network.buffer_pool import LocalBufferPool, LocalBufferPoolStatistics, WouldBlock
+from weir.network.errors import PartitionReleased
+from weir.network.events import EndOfPartition, Event
+from weir.network.wakeup import Wakeup
 
 __all__ = [
     "ResultPartition",

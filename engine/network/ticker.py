@@ -17,7 +17,7 @@ the thread, yet the sources the ticker wakes at a tick still have their records 
 with it.
 
 *Driven by the loop.* On a clock that offers ``attach_ticker`` (the busy-polling clock,
-``engine.runtime.busy_poll``), the ticker's expiries come from the event loop itself:
+``weir.runtime.busy_poll``), the ticker's expiries come from the event loop itself:
 after every ``epoll`` the clock hands the time to ``expire_due``, which wakes the sleepers
 whose deadline has passed, and the timerfd is set only when the loop is about to block
 (``before_block``; a repeating one is stopped again when the loop polls, ``on_poll``). A
@@ -46,7 +46,7 @@ from typing import Any
 import trio
 import trio.testing
 
-from engine.network.timerfd import TimerFd
+from weir.network.timerfd import TimerFd
 
 __all__ = ["Ticker", "TickerStatistics", "sleep_until", "use_ticker"]
 
@@ -228,7 +228,7 @@ class Ticker:
         clock = trio.lowlevel.current_clock()
         if not isinstance(clock, trio.testing.MockClock):
             self._timer = TimerFd.open()
-        # a clock that drives tickers from the loop (engine.runtime.busy_poll.BusyPollClock)
+        # a clock that drives tickers from the loop (weir.runtime.busy_poll.BusyPollClock)
         attach = getattr(clock, "attach_ticker", None) if self._timer is not None else None
         detach = getattr(clock, "detach_ticker", None)
         try:

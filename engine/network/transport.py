@@ -66,18 +66,18 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from engine.errors import ProtocolViolation
-from engine.network.buffer import BufferOrEvent
-from engine.network.credit import CreditLedger
-from engine.network.errors import ConnectionClosed
-from engine.network.events import EndOfPartition, Event
-from engine.network.wakeup import Wakeup
+from weir.errors import ProtocolViolation
+from weir.network.buffer import BufferOrEvent
+from weir.network.credit import CreditLedger
+from weir.network.errors import ConnectionClosed
+from weir.network.events import EndOfPartition, Event
+from weir.network.wakeup import Wakeup
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from engine.network.gate import RemoteInputChannel, SubpartitionViewProvider
-    from engine.network.partition import SubpartitionView
+    from weir.network.gate import RemoteInputChannel, SubpartitionViewProvider
+    from weir.network.partition import SubpartitionView
 
 __all__ = [
     "AddCredit",

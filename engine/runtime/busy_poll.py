@@ -32,7 +32,7 @@ Trio's own) whose ``deadline_to_sleep_time`` asks the policy. It measures the th
 time with ``time.thread_time``. ``execute()`` runs jobs on it unless
 ``execution.busy-poll.enabled`` is false.
 
-The clock also drives the TaskManagers' tickers (``engine.network.ticker``): a ticker
+The clock also drives the TaskManagers' tickers (``weir.network.ticker``): a ticker
 that runs on it attaches itself (``attach_ticker``), and from then on
 
 - after every ``epoll`` an instrument hands the time to the ticker, which wakes the

@@ -1,7 +1,7 @@
 """Channel selection for a whole batch: which subpartition each record goes to.
 
 One vectorized call per batch: key groups for HASH come from the numba kernels in
-``engine.keys`` (Flink's murmur hash of a stable, Java-compatible key hash, then
+``weir.keys`` (Flink's murmur hash of a stable, Java-compatible key hash, then
 ``key_group * parallelism // max_parallelism``).
 """
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.datastream import functions as fn
-from engine.graph.partitioners import Partitioner
-from engine.keys import channels_for_hashes, java_hash_array
+from weir.codec.batch import Batch
+from weir.datastream import functions as fn
+from weir.graph.partitioners import Partitioner
+from weir.keys import channels_for_hashes, java_hash_array
 
 
 class ChannelSelector:

@@ -6,7 +6,7 @@ Theory of operation
 The driver asks the coordinator on every interval tick; a ``TriggerCheckpoint`` reaches
 the source tasks, which record their emitted position and operator state under the task
 lock and then emit a CheckpointBarrier in line with their records. Other tasks align the
-barrier on their input channels (``engine.checkpoint.barrier_handler``): data from a
+barrier on their input channels (``weir.checkpoint.barrier_handler``): data from a
 channel whose barrier arrived is held back until every channel's barrier is in, so the
 snapshot sees exactly the records before the barrier. Then the task snapshots (the
 synchronous part: keyed state and timers are copied out), forwards the barrier, and goes
@@ -27,7 +27,7 @@ from typing import Any
 
 import trio
 
-from engine.checkpoint.coordinator import (
+from weir.checkpoint.coordinator import (
     CheckpointCoordinator,
     CheckpointCoordinatorConfig,
     DiscardCheckpoint,
@@ -39,12 +39,12 @@ from engine.checkpoint.coordinator import (
     TriggerCheckpoint,
     WriteMetadata,
 )
-from engine.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
-from engine.checkpoint.registry import SharedStateRegistry
-from engine.checkpoint.state_file import encode_state_file
-from engine.checkpoint.storage import CHECKPOINT_DIR_PREFIX, METADATA_FILE_NAME, CheckpointStorage
-from engine.errors import UsageError
-from engine.runtime.checkpoint_stats import HISTORY_FILE_NAME, CheckpointHistory
+from weir.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
+from weir.checkpoint.registry import SharedStateRegistry
+from weir.checkpoint.state_file import encode_state_file
+from weir.checkpoint.storage import CHECKPOINT_DIR_PREFIX, METADATA_FILE_NAME, CheckpointStorage
+from weir.errors import UsageError
+from weir.runtime.checkpoint_stats import HISTORY_FILE_NAME, CheckpointHistory
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,7 @@ def write_operator_snapshots(
     run into ``shared/``; the private file then holds the chain's handle, and the
     chain's files become the state handle's ``shared_files``. ``total`` counts the
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
-    from engine.checkpoint.incremental import PendingIncrementalSnapshot
+    from weir.checkpoint.incremental import PendingIncrementalSnapshot
 
     acks = []
     total = 0
@@ -242,7 +242,7 @@ class CheckpointDriver:
         self._actions: list[Any] = []
         self.savepoints: dict[int, SavepointRequest] = {}
         self.history = CheckpointHistory(self.storage.job_dir / HISTORY_FILE_NAME)
-        self.failure_injector: Any = None  # engine.runtime.failure_injector (tests, --inject-failures)
+        self.failure_injector: Any = None  # weir.runtime.failure_injector (tests, --inject-failures)
         #: shared (incremental) files per retained checkpoint; deletes a file when no checkpoint needs it
         self.registry = SharedStateRegistry(delete=self.storage.delete_shared_file)
         self._inherited: list[
@@ -252,8 +252,8 @@ class CheckpointDriver:
     async def trigger_savepoint(self, target_dir: Path, savepoint_format: str = "canonical") -> Path:
         """Take a savepoint into a new directory under ``target_dir`` and return its path.
         Raises CheckpointError when it fails or is aborted. Cancellation: stops waiting."""
-        from engine.errors import CheckpointError
-        from engine.runtime.savepoints import new_savepoint_dir
+        from weir.errors import CheckpointError
+        from weir.runtime.savepoints import new_savepoint_dir
 
         if savepoint_format not in ("canonical", "native"):
             raise UsageError(f"savepoint format must be 'canonical' or 'native', got {savepoint_format!r}")

@@ -21,19 +21,19 @@ from typing import Any
 
 import trio
 
-from engine.common import config_options as opts
-from engine.errors import JobExecutionError, UsageError
-from engine.graph.execution_graph import build_execution_graph
-from engine.graph.job_graph import JobGraph, generate_job_graph
-from engine.graph.slots import required_slots
-from engine.graph.status import JobStatus
-from engine.graph.stream_graph import StreamGraph
-from engine.network.debloat import DebloatSettings
-from engine.runtime.busy_poll import BusyPollClock, BusyPollPolicy
-from engine.runtime.job_master import JobResult, JobSettings
-from engine.runtime.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
-from engine.runtime.savepoints import SavepointRestoreSettings
-from engine.runtime.warmup import warm_up
+from weir.common import config_options as opts
+from weir.errors import JobExecutionError, UsageError
+from weir.graph.execution_graph import build_execution_graph
+from weir.graph.job_graph import JobGraph, generate_job_graph
+from weir.graph.slots import required_slots
+from weir.graph.status import JobStatus
+from weir.graph.stream_graph import StreamGraph
+from weir.network.debloat import DebloatSettings
+from weir.runtime.busy_poll import BusyPollClock, BusyPollPolicy
+from weir.runtime.job_master import JobResult, JobSettings
+from weir.runtime.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
+from weir.runtime.savepoints import SavepointRestoreSettings
+from weir.runtime.warmup import warm_up
 
 Observer = Callable[[MiniCluster, JobHandle], Awaitable[None]]
 _observer: Observer | None = None
@@ -111,7 +111,7 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
 
 def state_backend_for(env: Any) -> Any:
     """The environment's StateBackend: set with ``set_state_backend`` or from ``state.backend.type``."""
-    from engine.datastream.state_backend import state_backend_from_config
+    from weir.datastream.state_backend import state_backend_from_config
 
     conf = env.get_configuration()
     backend = getattr(env, "_state_backend", None)
@@ -125,13 +125,13 @@ def checkpoint_config_for(env: Any) -> Any:
     """The coordinator's configuration when ``enable_checkpointing`` (or its key) is set, else None."""
     if env.get_checkpoint_interval() <= 0:
         return None
-    from engine.checkpoint.coordinator import CheckpointCoordinatorConfig
+    from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
 
     return CheckpointCoordinatorConfig.from_configuration(env.get_configuration())
 
 
 def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
-    from engine.runtime.restart_strategy import restart_strategy_from_configuration
+    from weir.runtime.restart_strategy import restart_strategy_from_configuration
 
     directory = env.get_checkpoint_config().get_checkpoint_storage_dir()
     checkpoint_config = checkpoint_config_for(env)
@@ -216,7 +216,7 @@ def _in_trio() -> bool:
 
 def loop_clock(env: Any) -> trio.abc.Clock | None:
     """The clock ``execute()`` runs Trio on: busy polling while the loop is loaded
-    (``engine.runtime.busy_poll``), unless ``execution.busy-poll.enabled`` is false (None:
+    (``weir.runtime.busy_poll``), unless ``execution.busy-poll.enabled`` is false (None:
     Trio's own). Jobs run from a background thread (``execute_async``, collecting) keep
     Trio's clock: a polling loop would hold the GIL the caller's thread works with."""
     conf = env.get_configuration()
@@ -229,14 +229,14 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
     if _in_trio():
         raise UsageError(
             "env.execute() was called inside a running Trio event loop; "
-            "use `await engine.runtime.client.run_stream_graph(env, env.get_stream_graph())` there"
+            "use `await weir.runtime.client.run_stream_graph(env, env.get_stream_graph())` there"
         )
     job_graph = generate_job_graph(graph)
     warm_up()
     try:
         return trio.run(run_job_graph, env, job_graph, clock=loop_clock(env))
     except BaseExceptionGroup as group:
-        from engine.runtime.task_executor import first_cause
+        from weir.runtime.task_executor import first_cause
 
         raise first_cause(group) from None
 
@@ -381,7 +381,7 @@ class CloseableIterator:
         try:
             trio.run(body)
         except BaseException as exc:
-            from engine.runtime.task_executor import first_cause
+            from weir.runtime.task_executor import first_cause
 
             self._error = first_cause(exc) if isinstance(exc, BaseExceptionGroup) else exc
         finally:

@@ -19,7 +19,7 @@ process died is recognised by its pid.
 
 Who may use it: only the user who runs the job. Whoever can write a request can cancel
 the job or have it write a savepoint wherever its user may write, so (with
-``engine.private_files``):
+``weir.private_files``):
 
 - every level (home, ``jobs/``, ``jobs/<id>/``, ``requests/``, ``responses/``) is created
   0700 whatever the umask, and an existing one is used only if it is a real directory of
@@ -59,9 +59,9 @@ from typing import Any
 
 import trio
 
-from engine import private_files
-from engine.errors import UsageError, WeirError
-from engine.private_files import check_private_dir, private_dir, read_private, write_private
+from weir import private_files
+from weir.errors import UsageError, WeirError
+from weir.private_files import check_private_dir, private_dir, read_private, write_private
 
 POLL_S = 0.1
 MAX_MESSAGE_BYTES = 64 * 1024

@@ -74,8 +74,8 @@ from typing import Any
 
 import trio
 
-from engine.common import config_options as opts
-from engine.errors import UsageError
+from weir.common import config_options as opts
+from weir.errors import UsageError
 
 RECORD_KINDS = ("raise", "lose-taskmanager")
 CHECKPOINT_KINDS = ("crash-before-metadata", "corrupt-checkpoint", "delete-checkpoint-file")

@@ -38,8 +38,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from engine.common.config_options import parse_duration_ms
-from engine.errors import ProtocolViolation, UsageError
+from weir.common.config_options import parse_duration_ms
+from weir.errors import ProtocolViolation, UsageError
 
 __all__ = [
     "HEARTBEAT_INTERVAL_KEY",

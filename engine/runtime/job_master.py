@@ -24,15 +24,15 @@ from typing import Any
 
 import trio
 
-from engine.errors import JobExecutionError
-from engine.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, build_execution_graph
-from engine.graph.job_graph import JobGraph
-from engine.graph.slots import SlotPlan, plan_slots
-from engine.graph.status import JobStatus, JobStatusMachine
-from engine.network.environment import ChannelSpec
-from engine.runtime.slot_manager import SlotId
-from engine.runtime.task import ProducedPartition, TaskDeployment
-from engine.runtime.task_executor import TaskExecutor, TaskHandle
+from weir.errors import JobExecutionError
+from weir.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, build_execution_graph
+from weir.graph.job_graph import JobGraph
+from weir.graph.slots import SlotPlan, plan_slots
+from weir.graph.status import JobStatus, JobStatusMachine
+from weir.network.environment import ChannelSpec
+from weir.runtime.slot_manager import SlotId
+from weir.runtime.task import ProducedPartition, TaskDeployment
+from weir.runtime.task_executor import TaskExecutor, TaskHandle
 
 
 @dataclass
@@ -53,16 +53,16 @@ class JobSettings:
     collect_channels: dict[int, Any] = field(default_factory=dict)
     job_parameters: dict[str, str] = field(default_factory=dict)
     slot_request_timeout_ms: int = 300_000
-    state_backend: Any = None  # a StateBackend (engine.datastream.state_backend); None: hashmap
+    state_backend: Any = None  # a StateBackend (weir.datastream.state_backend); None: hashmap
     checkpoint_config: Any = None  # CheckpointCoordinatorConfig when checkpointing is enabled
     checkpoint_dir: Any = None  # Path of the checkpoint storage root
-    restart_strategy: Any = None  # engine.runtime.restart_strategy.RestartStrategy; None: no restarts
-    savepoint_restore: Any = None  # engine.runtime.savepoints.SavepointRestoreSettings: start from it
+    restart_strategy: Any = None  # weir.runtime.restart_strategy.RestartStrategy; None: no restarts
+    savepoint_restore: Any = None  # weir.runtime.savepoints.SavepointRestoreSettings: start from it
     failover_strategy: str = "region"  # jobmanager.execution.failover-strategy: "full" | "region"
     savepoint_dir: Any = (
         None  # default target directory of savepoints (execution.checkpointing.savepoint-dir)
     )
-    debloat: Any = None  # engine.network.debloat.DebloatSettings; None: batches keep their size
+    debloat: Any = None  # weir.network.debloat.DebloatSettings; None: batches keep their size
     #: execution.checkpointing.externalized-checkpoint-retention: which end of the job discards its checkpoints
     checkpoint_retention: str = "NO_EXTERNALIZED_CHECKPOINTS"
 
@@ -128,11 +128,11 @@ class JobMaster:
         Raises CheckpointError when it fails. Cancellation: stops waiting."""
         from pathlib import Path
 
-        from engine.errors import CheckpointError, UsageError
+        from weir.errors import CheckpointError, UsageError
 
         directory = target_dir or self.settings.savepoint_dir
         if directory:
-            from engine.common.config_options import local_path
+            from weir.common.config_options import local_path
 
             directory = local_path("savepoint target directory", directory)
         if not directory:
@@ -177,7 +177,7 @@ class JobMaster:
     # -- the job -------------------------------------------------------------------------------
     async def run(self) -> JobResult:
         """Run the job to a terminal status. Cancellation: tasks are cancelled with the cluster."""
-        from engine.runtime.gc_pauses import frozen_heap
+        from weir.runtime.gc_pauses import frozen_heap
 
         with frozen_heap():  # short full collections while the job runs
             return await self._run()
@@ -197,7 +197,7 @@ class JobMaster:
         self.rm.add_listener(self._on_taskmanager_lost)
         restore = self.settings.savepoint_restore
         if restore is not None:
-            from engine.runtime.savepoints import load_savepoint_restore_state
+            from weir.runtime.savepoints import load_savepoint_restore_state
 
             try:
                 self._initial_restore = await trio.to_thread.run_sync(
@@ -247,7 +247,7 @@ class JobMaster:
     async def _apply_checkpoint_retention(self) -> None:
         """The job ended: discard its checkpoints unless the retention keeps them for this status
         (a process that dies never gets here, so its checkpoints stay for ``weir run -s``)."""
-        from engine.runtime.checkpointing import discard_job_checkpoints, discards_checkpoints_on
+        from weir.runtime.checkpointing import discard_job_checkpoints, discards_checkpoints_on
 
         driver = self.checkpoints
         if driver is None or not discards_checkpoints_on(
@@ -461,8 +461,8 @@ class JobMaster:
         s = self.settings
         if self.job_graph.is_batch or s.checkpoint_dir is None:
             return None
-        from engine.checkpoint.coordinator import CheckpointCoordinatorConfig
-        from engine.runtime.checkpointing import CheckpointDriver
+        from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
+        from weir.runtime.checkpointing import CheckpointDriver
 
         # without periodic checkpoints the driver still takes savepoints
         config = s.checkpoint_config or CheckpointCoordinatorConfig()
@@ -492,7 +492,7 @@ class JobMaster:
         )
 
     def _trigger_checkpoint(self, action: Any) -> None:
-        from engine.network.events import CheckpointBarrier
+        from weir.network.events import CheckpointBarrier
 
         driver = self.checkpoints
         request = None if driver is None else driver.savepoints.get(action.checkpoint_id)
@@ -697,7 +697,7 @@ def job_seed(job_graph: JobGraph) -> int:
 
 def _failure_injector(job_graph: JobGraph) -> Any:
     """The job's FailureInjector when its configuration names faults (weir.failure-injection.spec)."""
-    from engine.runtime.failure_injector import FailureInjector
+    from weir.runtime.failure_injector import FailureInjector
 
     conf = getattr(job_graph.stream_graph, "configuration", None)
     return None if conf is None else FailureInjector.from_configuration(conf)
@@ -705,7 +705,7 @@ def _failure_injector(job_graph: JobGraph) -> Any:
 
 def _commit_finished_sinks(job_graph: JobGraph) -> None:
     """The job FINISHED: sinks that hold output back until the job's end commit it now."""
-    from engine.runtime.operators.file_sink import commit_finished_job
+    from weir.runtime.operators.file_sink import commit_finished_job
 
     commit_finished_job(job_graph)
 
@@ -729,7 +729,7 @@ def _load_restore_state(storage: Any, metadata: Any) -> dict[str, list[dict[str,
     """Every operator's checkpointed payloads (checksums verified), tagged with their subtask.
     Incremental keyed state comes with the bytes of its chain of shared files. Recovery takes
     only checkpoints whose signature verified (``CheckpointStorage.load``), so they are trusted."""
-    from engine.checkpoint.state_file import load_payloads
+    from weir.checkpoint.state_file import load_payloads
 
     where = f"checkpoint {storage.checkpoint_dir(metadata.checkpoint_id)}"
     return load_payloads(metadata, storage.read_state_file, where, trusted=True)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from engine.runtime.minicluster import JobHandle, MiniCluster
+from weir.runtime.minicluster import JobHandle, MiniCluster
 
 
 def task_table(handle: JobHandle, previous: dict[str, int], interval_s: float, elapsed_s: float) -> Table:

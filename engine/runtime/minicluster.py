@@ -21,13 +21,13 @@ from typing import Any
 
 import trio
 
-from engine.errors import UsageError
-from engine.graph.job_graph import JobGraph
-from engine.graph.plan import job_graph_to_json
-from engine.network.environment import NetworkEnvironment, NetworkRegistry
-from engine.runtime.job_master import JobMaster, JobResult, JobSettings
-from engine.runtime.resource_manager import ResourceManager
-from engine.runtime.task_executor import TaskExecutor
+from weir.errors import UsageError
+from weir.graph.job_graph import JobGraph
+from weir.graph.plan import job_graph_to_json
+from weir.network.environment import NetworkEnvironment, NetworkRegistry
+from weir.runtime.job_master import JobMaster, JobResult, JobSettings
+from weir.runtime.resource_manager import ResourceManager
+from weir.runtime.task_executor import TaskExecutor
 
 
 @dataclass
@@ -107,7 +107,7 @@ class MiniCluster:
         tmp = job_dir / "jobgraph.json.tmp"
         tmp.write_text(json.dumps(plan, indent=2))
         tmp.replace(job_dir / "jobgraph.json")
-        from engine.datastream.state_backend import LmdbStateBackend
+        from weir.datastream.state_backend import LmdbStateBackend
 
         if settings.checkpoint_dir is None:  # also without periodic checkpoints: savepoints use it
             settings.checkpoint_dir = self.working_dir / "checkpoints"
@@ -137,7 +137,7 @@ class MiniCluster:
         try:
             handle.result = await handle.job_master.run()
         except Exception as exc:
-            from engine.graph.status import JobStatus
+            from weir.graph.status import JobStatus
 
             handle.result = JobResult(
                 handle.job_id, handle.job_master.job_graph.job_name, JobStatus.FAILED, 0, exc

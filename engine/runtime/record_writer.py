@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from engine.codec.batch import Batch
-from engine.network.events import Event, Watermark
-from engine.runtime.channel_selectors import ChannelSelector
+from weir.codec.batch import Batch
+from weir.network.events import Event, Watermark
+from weir.runtime.channel_selectors import ChannelSelector
 
 
 class FrameCache:

@@ -48,15 +48,15 @@ from typing import Any
 
 import trio
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.runtime.heartbeat import (
+from weir.errors import ProtocolViolation, UsageError
+from weir.runtime.heartbeat import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_TIMEOUT_MS,
     HeartbeatMonitor,
     HeartbeatSettings,
     HeartbeatStatistics,
 )
-from engine.runtime.slot_manager import (
+from weir.runtime.slot_manager import (
     JobId,
     NotEnoughSlots,
     SlotId,

@@ -47,8 +47,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from engine.common import config_options as opts
-from engine.errors import UsageError
+from weir.common import config_options as opts
+from weir.errors import UsageError
 
 INTEGER_MAX = 2**31 - 1
 #: Flink's default when checkpointing is enabled and no strategy is configured.
@@ -293,7 +293,7 @@ class FailureRateRestartStrategy(RestartStrategy):
 
 
 def restart_strategy_from_configuration(conf: Any, checkpointing_enabled: bool = False) -> RestartStrategy:
-    """The strategy ``conf`` (an ``engine.common.configuration.Configuration``) asks for.
+    """The strategy ``conf`` (an ``weir.common.configuration.Configuration``) asks for.
 
     Without ``restart-strategy.type``: Flink's default, fixed-delay with Integer.MAX_VALUE
     attempts and a 1 s delay if checkpointing is enabled, else no restarts. A malformed or

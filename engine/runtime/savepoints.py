@@ -34,17 +34,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from engine.checkpoint.metadata import CheckpointMetadata, FileHandle
-from engine.checkpoint.state_file import load_payloads
-from engine.checkpoint.storage import (
+from weir.checkpoint.metadata import CheckpointMetadata, FileHandle
+from weir.checkpoint.state_file import load_payloads
+from weir.checkpoint.storage import (
     METADATA_FILE_NAME,
     CheckpointStorage,
     load_savepoint,
     read_savepoint_file,
 )
-from engine.checkpoint.trust import is_signed_by_this_user
-from engine.errors import UsageError
-from engine.graph.job_graph import JobGraph
+from weir.checkpoint.trust import is_signed_by_this_user
+from weir.errors import UsageError
+from weir.graph.job_graph import JobGraph
 
 _CHECKPOINT_DIR_NAME = re.compile(r"chk-(\d+)")
 
@@ -69,7 +69,7 @@ class SavepointRestoreSettings:
 
     @classmethod
     def from_configuration(cls, conf: Any) -> SavepointRestoreSettings | None:
-        from engine.common import config_options as o
+        from weir.common import config_options as o
 
         path = conf.get_option(o.SAVEPOINT_PATH)
         if not path:

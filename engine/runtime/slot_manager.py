@@ -48,7 +48,7 @@ Invariants
 What it does not do: no I/O, no clock, no callbacks, no waiting, no resource profiles
 (every slot is alike) and no requests to an external resource provider (standalone
 mode: TaskManagers register on their own). The Trio driver is
-``engine.runtime.resource_manager``.
+``weir.runtime.resource_manager``.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple, TypeAlias
 
-from engine.errors import IllegalStateTransition, ProtocolViolation, UsageError
+from weir.errors import IllegalStateTransition, ProtocolViolation, UsageError
 
 __all__ = [
     "SLOT_TRANSITIONS",

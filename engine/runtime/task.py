@@ -33,7 +33,7 @@ from typing import Any
 
 import trio
 
-from engine.checkpoint.barrier_handler import (
+from weir.checkpoint.barrier_handler import (
     AbortCheckpoint,
     BlockChannel,
     ForwardBarrier,
@@ -43,26 +43,26 @@ from engine.checkpoint.barrier_handler import (
     UnblockAll,
     make_barrier_handler,
 )
-from engine.codec.batch import Batch
-from engine.codec.reader import FrameReader
-from engine.codec.serializers import ColumnarSerializer, serializer_for
-from engine.errors import OperatorFailure, UsageError, WeirError
-from engine.graph.job_graph import JobEdge, JobVertex
-from engine.graph.stream_graph import StreamEdge, StreamGraph
-from engine.network.debloat import BatchDebloater
-from engine.network.environment import ChannelSpec
-from engine.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
-from engine.network.flusher import run_output_flusher
-from engine.network.ticker import use_ticker
-from engine.runtime.channel_selectors import selector_for
-from engine.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
-from engine.runtime.operators.base import ChainingOutput, OperatorContext, StreamOperator
-from engine.runtime.operators.factory import SourceOperator, create_operator, create_source
-from engine.runtime.operators.sinks import SinkOperator
-from engine.runtime.record_writer import FrameCache, RecordWriter
-from engine.state.operator_state import OperatorStateBackend, repartition_operator_state
-from engine.time.valve import WatermarkValve
-from engine.time.watermarks import EmitWatermark
+from weir.codec.batch import Batch
+from weir.codec.reader import FrameReader
+from weir.codec.serializers import ColumnarSerializer, serializer_for
+from weir.errors import OperatorFailure, UsageError, WeirError
+from weir.graph.job_graph import JobEdge, JobVertex
+from weir.graph.stream_graph import StreamEdge, StreamGraph
+from weir.network.debloat import BatchDebloater
+from weir.network.environment import ChannelSpec
+from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
+from weir.network.flusher import run_output_flusher
+from weir.network.ticker import use_ticker
+from weir.runtime.channel_selectors import selector_for
+from weir.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
+from weir.runtime.operators.base import ChainingOutput, OperatorContext, StreamOperator
+from weir.runtime.operators.factory import SourceOperator, create_operator, create_source
+from weir.runtime.operators.sinks import SinkOperator
+from weir.runtime.record_writer import FrameCache, RecordWriter
+from weir.state.operator_state import OperatorStateBackend, repartition_operator_state
+from weir.time.valve import WatermarkValve
+from weir.time.watermarks import EmitWatermark
 
 
 @dataclass
@@ -101,8 +101,8 @@ class TaskDeployment:
     on_recovery_note: Any = None  # (line) -> None: what an operator's restore did beyond the usual
     unaligned_checkpoints: bool = False  # execution.checkpointing.unaligned.enabled
     aligned_timeout_ms: int = 0  # start aligned, go unaligned after this long (0: unaligned at once)
-    failure_injector: Any = None  # engine.runtime.failure_injector.FailureInjector (tests, --inject-failures)
-    debloat: Any = None  # engine.network.debloat.DebloatSettings; None: source batches keep their size
+    failure_injector: Any = None  # weir.runtime.failure_injector.FailureInjector (tests, --inject-failures)
+    debloat: Any = None  # weir.network.debloat.DebloatSettings; None: source batches keep their size
 
     @property
     def name_with_subtask(self) -> str:
@@ -390,8 +390,8 @@ class Task:
 
     def _create_keyed_backend(self, operator_id: str, max_parallelism: int) -> Any:
         """This subtask's keyed state: the key groups the formula assigns to it, in the job's backend."""
-        from engine.datastream.state_backend import HashMapStateBackend
-        from engine.keys import compute_key_group_range_for_operator_index
+        from weir.datastream.state_backend import HashMapStateBackend
+        from weir.keys import compute_key_group_range_for_operator_index
 
         d = self.d
         backend_factory = d.state_backend or HashMapStateBackend()
@@ -779,7 +779,7 @@ class Task:
         """Load checkpointed state (recovery, or a savepoint at any parallelism): keyed state and
         timers of this subtask's key groups, and this subtask's share of the operator list
         state (sources keep their splits there)."""
-        from engine.keys import KeyGroupRange
+        from weir.keys import KeyGroupRange
 
         d = self.d
         for op in self.operators:
@@ -788,7 +788,7 @@ class Task:
                 continue
             backend = op.context.keyed_backend
             if backend is not None:
-                from engine.checkpoint.incremental import restorable_for  # chains: native or folded
+                from weir.checkpoint.incremental import restorable_for  # chains: native or folded
 
                 keyed = [p["keyed"] for p in payloads if p.get("keyed") is not None]
                 backend.restore(restorable_for(backend, keyed))

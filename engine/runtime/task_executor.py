@@ -15,8 +15,8 @@ from typing import Any
 
 import trio
 
-from engine.errors import WeirError
-from engine.runtime.task import Task, TaskDeployment
+from weir.errors import WeirError
+from weir.runtime.task import Task, TaskDeployment
 
 # report(execution_id, event, exception) with event in: initialize, run, finish, fail, canceled
 Report = Callable[[str, str, BaseException | None], None]

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.codec.reader import FrameReader
-from engine.codec.serializers import serializer_for
-from engine.common.typeinfo import Types
-from engine.keys import channels_for_hashes, java_hash_array
+from weir.codec.batch import Batch
+from weir.codec.reader import FrameReader
+from weir.codec.serializers import serializer_for
+from weir.common.typeinfo import Types
+from weir.keys import channels_for_hashes, java_hash_array
 
 _done = False
 

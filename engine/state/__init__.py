@@ -2,7 +2,7 @@
 
 ``create_keyed_backend("hashmap" | "lmdb", ...)`` builds the backend that the
 ``state.backend.type`` option names; operators talk to it only through
-``engine.state.backend.KeyedStateBackend``.
+``weir.state.backend.KeyedStateBackend``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state.backend import (
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state.backend import (
     VOID_NAMESPACE,
     KeyedStateBackend,
     KeyedStateBackendStatistics,
@@ -21,9 +21,9 @@ from engine.state.backend import (
     SnapshotEntry,
     StateMetaInfo,
 )
-from engine.state.heap import HeapKeyedStateBackend
-from engine.state.lmdb_backend import DEFAULT_COMMIT_EVERY_OPS, DEFAULT_MAP_SIZE_BYTES, LmdbKeyedStateBackend
-from engine.state.operator_state import (
+from weir.state.heap import HeapKeyedStateBackend
+from weir.state.lmdb_backend import DEFAULT_COMMIT_EVERY_OPS, DEFAULT_MAP_SIZE_BYTES, LmdbKeyedStateBackend
+from weir.state.operator_state import (
     OperatorListState,
     OperatorStateBackend,
     OperatorStateSnapshot,

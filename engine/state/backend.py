@@ -34,7 +34,7 @@ of ``(state_name, key_bytes, namespace_bytes, user_key_bytes, value_bytes)``:
 The same backend contents always give the same snapshot.
 
 What it does not do: incremental snapshots, writing snapshots to storage
-(``engine.checkpoint`` does that), asynchronous snapshot parts.
+(``weir.checkpoint`` does that), asynchronous snapshot parts.
 """
 
 from __future__ import annotations
@@ -46,15 +46,15 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from engine.datastream.state import (
+from weir.datastream.state import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
     State,
     StateDescriptor,
     StateTtlConfig,
 )
-from engine.errors import ProtocolViolation, UsageError
-from engine.keys.reference import KeyGroupRange, java_hash, murmur_hash
+from weir.errors import ProtocolViolation, UsageError
+from weir.keys.reference import KeyGroupRange, java_hash, murmur_hash
 
 __all__ = [
     "VOID_NAMESPACE",

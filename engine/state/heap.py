@@ -25,7 +25,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from engine.datastream.state import (
+from weir.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,
@@ -35,9 +35,9 @@ from engine.datastream.state import (
     StateDescriptor,
     ValueState,
 )
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state.backend import (
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state.backend import (
     VOID_NAMESPACE,
     AggregatingStateLogic,
     InternalKvState,
@@ -48,7 +48,7 @@ from engine.state.backend import (
     SnapshotEntry,
     StateMetaInfo,
 )
-from engine.state.serde import decode_key, decode_value, encode_key, encode_value
+from weir.state.serde import decode_key, decode_value, encode_key, encode_value
 
 __all__ = ["HeapKeyedStateBackend"]
 

@@ -11,7 +11,7 @@ contiguous too. The user key is empty for value/reducing/aggregating state,
 the element position (8 bytes big endian) for list state, and
 ``encode_key(map_key)`` for map state. Values are ``encode_value`` (data encoding)
 of the stored value, which is ``(last_access_ms, value)`` for states with TTL
--- exactly the bytes of the canonical snapshot format (``engine.state.backend``).
+-- exactly the bytes of the canonical snapshot format (``weir.state.backend``).
 
 Writes are batched: one write transaction stays open and is committed every
 ``commit_every_ops`` writes, on ``snapshot()`` and on ``close()``. Reads use the
@@ -32,7 +32,7 @@ transaction: LMDB's MVCC gives a consistent view of the committed state. It is
 the full, canonical snapshot (savepoints, heap-compatible restores).
 
 Incremental checkpoints (``enable_incremental_checkpointing``; the design is in
-``engine.checkpoint.incremental`` and docs/incremental-checkpoints.md): every
+``weir.checkpoint.incremental`` and docs/incremental-checkpoints.md): every
 write and delete also records its raw LMDB key in a per-state set of changed
 keys. ``snapshot_incremental(checkpoint_id, is_complete)`` is the synchronous
 part: it commits the batch, swaps the changed-key sets out, asks the
@@ -64,7 +64,7 @@ from typing import Any
 
 import lmdb
 
-from engine.datastream.state import (
+from weir.datastream.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,
@@ -74,9 +74,9 @@ from engine.datastream.state import (
     StateDescriptor,
     ValueState,
 )
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state.backend import (
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state.backend import (
     VOID_NAMESPACE,
     AggregatingStateLogic,
     InternalKvState,
@@ -87,7 +87,7 @@ from engine.state.backend import (
     SnapshotEntry,
     StateMetaInfo,
 )
-from engine.state.serde import decode_key, decode_key_from, decode_value, encode_key, encode_value
+from weir.state.serde import decode_key, decode_key_from, decode_value, encode_key, encode_value
 
 __all__ = ["DEFAULT_COMMIT_EVERY_OPS", "DEFAULT_MAP_SIZE_BYTES", "LmdbKeyedStateBackend"]
 
@@ -443,7 +443,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         self._db_names: dict[Any, str] = {}
         #: db handle -> raw keys written or deleted since the last incremental snapshot; None: not tracking
         self._changes: dict[Any, set[bytes]] | None = None
-        self._history: Any = None  # engine.checkpoint.incremental.SnapshotHistory when incremental
+        self._history: Any = None  # weir.checkpoint.incremental.SnapshotHistory when incremental
         self._pin_cond = threading.Condition()
         self._pinned = 0  # read transactions pinned for snapshots and not yet released
         self._reads: list[tuple[Future[Any], Any]] = []
@@ -617,7 +617,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
 
     def enable_incremental_checkpointing(self, max_chain_length: int | None = None) -> None:
         """Track changed keys from now on, so checkpoints can be incremental (``snapshot_incremental``)."""
-        from engine.checkpoint.incremental import (
+        from weir.checkpoint.incremental import (
             DEFAULT_MAX_CHAIN_LENGTH,
             SnapshotHistory,
             check_max_chain_length,
@@ -650,7 +650,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         built on. The entries are read on a snapshot thread from a read
         transaction pinned here; processing may go on writing meanwhile.
         """
-        from engine.checkpoint.incremental import UNCHANGED, PendingIncrementalSnapshot
+        from weir.checkpoint.incremental import UNCHANGED, PendingIncrementalSnapshot
 
         self._check_open()
         history = self._history
@@ -741,7 +741,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         Restoring exactly one chain of this backend's own key group range lets
         the next incremental snapshot continue it; anything else starts a new base.
         """
-        from engine.checkpoint.incremental import ChainRestore
+        from weir.checkpoint.incremental import ChainRestore
 
         self._check_open()
         items = list(snapshots)

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine.datastream.state import ListState, ListStateDescriptor
-from engine.errors import UsageError
-from engine.state.serde import decode_value, encode_value
+from weir.datastream.state import ListState, ListStateDescriptor
+from weir.errors import UsageError
+from weir.state.serde import decode_value, encode_value
 
 __all__ = [
     "SPLIT_DISTRIBUTE",

@@ -62,8 +62,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.common.types import Row, RowKind
-from engine.errors import UsageError
+from weir.common.types import Row, RowKind
+from weir.errors import UsageError
 
 __all__ = [
     "UntrustedStateError",
@@ -405,8 +405,8 @@ def find_opaque(data: bytes | memoryview) -> str | None:
 
 
 def _register_builtin_types() -> None:
-    from engine.datastream.window import GlobalWindow, TimeWindow
-    from engine.keys.reference import KeyGroupRange
+    from weir.datastream.window import GlobalWindow, TimeWindow
+    from weir.keys.reference import KeyGroupRange
 
     register_type(TimeWindow, "weir.TimeWindow")
     register_type(GlobalWindow, "weir.GlobalWindow", fields=())

@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 SHOWN_PER_SECTION = 20
 

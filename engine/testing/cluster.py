@@ -39,8 +39,8 @@ from typing import Any
 import trio
 import trio.testing
 
-from engine.datastream.stream_execution_environment import StreamExecutionEnvironment
-from engine.errors import JobExecutionError, UsageError
+from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
+from weir.errors import JobExecutionError, UsageError
 
 DEFAULT_SLOTS_PER_TASKMANAGER = 16
 
@@ -135,7 +135,7 @@ class SharedCluster:
     # -- life cycle (called from ordinary threads) ----------------------------------------------
     def start(self) -> SharedCluster:
         """Start the loop thread (idempotent); numba kernels are loaded here, once."""
-        from engine.runtime.warmup import warm_up
+        from weir.runtime.warmup import warm_up
 
         with self._lock:
             if self._thread is not None:
@@ -199,7 +199,7 @@ class SharedCluster:
         return await self._nursery.start(self._host, size)
 
     async def _host(self, size: ClusterSize, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        from engine.runtime.minicluster import ClusterConfig, open_minicluster
+        from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
         config = ClusterConfig(
             taskmanagers=size.taskmanagers,
@@ -387,8 +387,8 @@ class ClusterClient:
         return self.cluster.config
 
     def check_slots(self, job_graph: Any) -> None:
-        from engine.graph.execution_graph import build_execution_graph
-        from engine.graph.slots import required_slots
+        from weir.graph.execution_graph import build_execution_graph
+        from weir.graph.slots import required_slots
 
         needed = sum(required_slots(build_execution_graph(job_graph)).values())
         have = self.size.taskmanagers * self.size.slots_per_taskmanager

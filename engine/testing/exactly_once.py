@@ -13,7 +13,7 @@ Theory of operation
 ``CollectingSink``, a directory (``str`` / ``Path``: the finished part files of a
 FileSink are read, hidden working files skipped), a list, or anything ``read_output``
 turns into records. The helper runs it on a clean environment, then on a second one
-configured for failure injection (``engine.runtime.failure_injector``: the
+configured for failure injection (``weir.runtime.failure_injector``: the
 ``weir.failure-injection.*`` keys; by default ``failures`` operator failures, each in a
 randomly drawn operator and subtask after a seeded random number of records), with
 checkpointing on (unless the job sets its own interval) and a fixed-delay restart strategy
@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.errors import UsageError
-from engine.testing.assertions import OutputDiff, diff_output
+from weir.errors import UsageError
+from weir.testing.assertions import OutputDiff, diff_output
 
 FAILURE_SPEC_KEY = "weir.failure-injection.spec"
 FAILURE_SEED_KEY = "weir.failure-injection.seed"
@@ -126,7 +126,7 @@ def assert_exactly_once(
     if isinstance(failures, bool) or not isinstance(failures, int) or failures < 1:
         raise UsageError(f"assert_exactly_once(failures) must be a positive integer, got {failures!r}")
     if env_factory is None:
-        from engine.datastream import StreamExecutionEnvironment
+        from weir.datastream import StreamExecutionEnvironment
 
         env_factory = StreamExecutionEnvironment.get_execution_environment
     reader = read_output or read_output_of

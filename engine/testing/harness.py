@@ -61,11 +61,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.datastream import functions as fn
-from engine.errors import UsageError
-from engine.keys import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
-from engine.runtime.operators.base import OperatorContext, Output, StreamOperator
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.datastream import functions as fn
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
+from weir.runtime.operators.base import OperatorContext, Output, StreamOperator
 
 # -- what comes out --------------------------------------------------------------------------
 
@@ -140,8 +140,8 @@ class _CollectingOutput(Output):
 
 
 def _operator_for(function: Any, keyed: bool, key_selector: Any) -> StreamOperator:
-    from engine.runtime.operators import keyed as keyed_ops
-    from engine.runtime.operators import stateless
+    from weir.runtime.operators import keyed as keyed_ops
+    from weir.runtime.operators import stateless
 
     if isinstance(function, StreamOperator):
         return function
@@ -183,7 +183,7 @@ def _operator_for(function: Any, keyed: bool, key_selector: Any) -> StreamOperat
 def _two_input_operator_for(
     function: Any, keyed: bool, key_selector1: Any, key_selector2: Any
 ) -> StreamOperator:
-    from engine.runtime.operators import co
+    from weir.runtime.operators import co
 
     if isinstance(function, StreamOperator):
         if not getattr(function, "two_inputs", False):
@@ -326,7 +326,7 @@ class AbstractStreamOperatorTestHarness:
         return self
 
     def _load(self, snapshots: list[OperatorSubtaskState]) -> None:
-        from engine.state import repartition_operator_state
+        from weir.state import repartition_operator_state
 
         timers = [s.timers for s in snapshots if s.timers is not None]
         internal = self._timer_service()
@@ -585,7 +585,7 @@ class _KeyedHarness(AbstractStreamOperatorTestHarness):
     _key_ofs: dict[int, Callable[[Any], Any]]
 
     def _setup_keyed(self, key_selector: Any) -> None:
-        from engine.state import create_keyed_backend
+        from weir.state import create_keyed_backend
 
         ctx = self.context
         self.key_selector = key_selector
@@ -623,7 +623,7 @@ class _KeyedHarness(AbstractStreamOperatorTestHarness):
         for v in values:
             key = key_of(v)
             if not self.owns_key(key):
-                from engine.keys import assign_key_to_parallel_operator
+                from weir.keys import assign_key_to_parallel_operator
 
                 ctx = self.context
                 owner = assign_key_to_parallel_operator(key, ctx.max_parallelism, ctx.parallelism)
@@ -668,7 +668,7 @@ class _KeyedHarness(AbstractStreamOperatorTestHarness):
         """The content of the keyed state ``descriptor`` for ``key`` (None / [] / {} when empty):
         a value for value state, a list for list state, a dict for map state, the
         accumulated value for reducing and aggregating state."""
-        from engine.datastream.state import StateDescriptor
+        from weir.datastream.state import StateDescriptor
 
         if not isinstance(descriptor, StateDescriptor):
             raise UsageError(f"get_keyed_state needs the state's descriptor, got {descriptor!r}")
@@ -790,8 +790,8 @@ def harness_for(stream: Any, **kwargs: Any) -> Any:
     keyed when the operator is, with two inputs when it came from ``connect``. Keyword
     arguments go to the harness (parallelism, subtask_index, max_parallelism,
     state_backend, processing_time_ms, ...). Not opened."""
-    from engine.graph.transformations import OneInputTransformation, TwoInputTransformation
-    from engine.runtime.operators.factory import create_operator
+    from weir.graph.transformations import OneInputTransformation, TwoInputTransformation
+    from weir.runtime.operators.factory import create_operator
 
     get_transformation = getattr(stream, "get_transformation", None)
     if get_transformation is None:

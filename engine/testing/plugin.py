@@ -107,7 +107,7 @@ class WeirClock:
 @pytest.fixture(scope="session")
 def weir_cluster() -> Iterator[Any]:
     """The session's SharedCluster (started on first use, stopped at the session's end)."""
-    from engine.testing.cluster import SharedCluster
+    from weir.testing.cluster import SharedCluster
 
     shared = SharedCluster().start()
     try:
@@ -133,8 +133,8 @@ def weir_options(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def _new_env(options: dict[str, Any], shared: Any, clients: list[Any]) -> Any:
-    from engine.common.configuration import Configuration
-    from engine.testing.cluster import (
+    from weir.common.configuration import Configuration
+    from weir.testing.cluster import (
         DEFAULT_SLOTS_PER_TASKMANAGER,
         ClusterClient,
         ClusterSize,

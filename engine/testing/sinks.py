@@ -34,10 +34,10 @@ import threading
 from collections import defaultdict
 from typing import Any
 
-from engine.codec.batch import Batch
-from engine.datastream.connectors.base import Sink
-from engine.errors import UsageError
-from engine.runtime.operators.sinks import SinkOperator
+from weir.codec.batch import Batch
+from weir.datastream.connectors.base import Sink
+from weir.errors import UsageError
+from weir.runtime.operators.sinks import SinkOperator
 
 
 class _Store:
@@ -106,7 +106,7 @@ class CollectingSink(Sink):
         return []
 
     def create_operator(self, name: str) -> SinkOperator:
-        """The runtime's hook (``engine.runtime.operators.factory.create_operator``)."""
+        """The runtime's hook (``weir.runtime.operators.factory.create_operator``)."""
         if self.exactly_once:
             return _ExactlyOnceCollectingOperator(name, self._store)
         return _CollectingOperator(name, self._store)
@@ -183,7 +183,7 @@ class _ExactlyOnceCollectingOperator(_CollectingOperator):
     STATE = "collecting-sink-pre-committed"
 
     def _descriptor(self) -> Any:
-        from engine.datastream.state import ListStateDescriptor
+        from weir.datastream.state import ListStateDescriptor
 
         return ListStateDescriptor(self.STATE)
 

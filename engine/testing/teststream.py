@@ -61,13 +61,13 @@ import numpy as np
 import trio
 import trio.testing
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.common.typeinfo import TypeInformation
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.connectors.base import Source
-from engine.errors import UsageError
-from engine.runtime.operators.factory import SourceOperator
-from engine.runtime.operators.sources import SourceReader
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.common.typeinfo import TypeInformation
+from weir.common.watermark_strategy import WatermarkStrategy
+from weir.datastream.connectors.base import Source
+from weir.errors import UsageError
+from weir.runtime.operators.factory import SourceOperator
+from weir.runtime.operators.sources import SourceReader
 
 MAX_WATERMARK = (1 << 63) - 1
 
@@ -249,7 +249,7 @@ class TestStream(Source):
                 if pinned_subtask is not None:
                     target = pinned_subtask
                 elif self.key_selector is not None:
-                    from engine.keys import assign_key_to_parallel_operator
+                    from weir.keys import assign_key_to_parallel_operator
 
                     target = assign_key_to_parallel_operator(self.key_selector(value), 128, parallelism)
                 else:
@@ -268,7 +268,7 @@ class TestStream(Source):
         interval_ms: int,
         watermark_strategy: WatermarkStrategy | None,
     ) -> SourceOperator:
-        """The runtime's hook (``engine.runtime.operators.factory.create_source``)."""
+        """The runtime's hook (``weir.runtime.operators.factory.create_source``)."""
         strategy = watermark_strategy
         if (
             strategy is not None

@@ -36,8 +36,8 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
 
 MIN_WATERMARK = -(1 << 63)
 

@@ -30,15 +30,15 @@ a lenient peer; Flink drops such a watermark).
 Invariants: the output watermark never decreases; it is emitted only when it rises;
 when it rises (except in the all-idle flush) no active, aligned channel is behind it;
 the status is idle exactly when every channel is idle. Pure: events in, actions out
-(:class:`~engine.time.watermarks.EmitWatermark`,
-:class:`~engine.time.watermarks.EmitWatermarkStatus`, in the order to send them). Not
+(:class:`~weir.time.watermarks.EmitWatermark`,
+:class:`~weir.time.watermarks.EmitWatermarkStatus`, in the order to send them). Not
 here: the end-of-input Long.MAX watermark is an ordinary watermark on every channel.
 """
 
 from __future__ import annotations
 
-from engine.errors import ProtocolViolation
-from engine.time.watermarks import EmitWatermark, EmitWatermarkStatus, WatermarkAction
+from weir.errors import ProtocolViolation
+from weir.time.watermarks import EmitWatermark, EmitWatermarkStatus, WatermarkAction
 
 MIN_WATERMARK = -(1 << 63)
 

@@ -37,10 +37,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from engine.common.watermark_strategy import TimestampAssigner, WatermarkStrategy, _CallableTimestampAssigner
-from engine.errors import UsageError
+from weir.common.watermark_strategy import TimestampAssigner, WatermarkStrategy, _CallableTimestampAssigner
+from weir.errors import UsageError
 
-NO_TIMESTAMP = int(np.iinfo(np.int64).min)  # a record without an event timestamp (== engine.codec.batch)
+NO_TIMESTAMP = int(np.iinfo(np.int64).min)  # a record without an event timestamp (== weir.codec.batch)
 MIN_WATERMARK = -(1 << 63)
 MAX_WATERMARK = (1 << 63) - 1
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common import Types
-from engine.datastream import KeyedProcessFunction
-from engine.datastream.state import ValueStateDescriptor
+from weir.common import Types
+from weir.datastream import KeyedProcessFunction
+from weir.datastream.state import ValueStateDescriptor
 
 SMALL_AMOUNT = 1.00
 LARGE_AMOUNT = 500.00

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common import Types
-from engine.datastream import KeyedCoProcessFunction, OutputTag
-from engine.datastream.state import ValueStateDescriptor
+from weir.common import Types
+from weir.datastream import KeyedCoProcessFunction, OutputTag
+from weir.datastream.state import ValueStateDescriptor
 
 RIDE_TYPE = Types.TUPLE([Types.LONG(), Types.STRING()])
 FARE_TYPE = Types.TUPLE([Types.LONG(), Types.DOUBLE()])

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common import Time, Types, WatermarkStrategy
-from engine.datastream import DataStream, OutputTag, StreamExecutionEnvironment
-from engine.datastream.window import TumblingEventTimeWindows
+from weir.common import Time, Types, WatermarkStrategy
+from weir.datastream import DataStream, OutputTag, StreamExecutionEnvironment
+from weir.datastream.window import TumblingEventTimeWindows
 
 READING = Types.TUPLE([Types.STRING(), Types.LONG()])
 LATE = OutputTag("late-readings", READING)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from fraud_detector import FLAG, ONE_MINUTE_MS, FraudDetector
 
-from engine.testing import KeyedOneInputStreamOperatorTestHarness, RegisteredTimer
+from weir.testing import KeyedOneInputStreamOperatorTestHarness, RegisteredTimer
 
 
 def harness(parallelism: int = 1, subtask_index: int = 0) -> KeyedOneInputStreamOperatorTestHarness:

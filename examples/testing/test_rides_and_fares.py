@@ -18,8 +18,8 @@ from rides_and_fares import (
     build,
 )
 
-from engine.common import WatermarkStrategy
-from engine.testing import (
+from weir.common import WatermarkStrategy
+from weir.testing import (
     KeyedTwoInputStreamOperatorTestHarness,
     RegisteredTimer,
     TestStream,

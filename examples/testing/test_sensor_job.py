@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from sensor_job import READING, build
 
-from engine.common import WatermarkStrategy
-from engine.testing import TestStream, TimestampedValue, assert_output, collect
+from weir.common import WatermarkStrategy
+from weir.testing import TestStream, TimestampedValue, assert_output, collect
 
 
 def readings() -> TestStream:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sensor_job import READING, build
 
-from engine.common import WatermarkStrategy
-from engine.testing import TestStream, TimestampedValue, assert_exactly_once, collect
+from weir.common import WatermarkStrategy
+from weir.testing import TestStream, TimestampedValue, assert_exactly_once, collect
 
 
 def a_minute_of_readings() -> TestStream:

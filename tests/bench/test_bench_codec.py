@@ -17,10 +17,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine.codec.batch import Batch
-from engine.codec.reader import FrameReader
-from engine.codec.serializers import BatchSerializer, serializer_for
-from engine.common.typeinfo import TypeInformation, Types
+from weir.codec.batch import Batch
+from weir.codec.reader import FrameReader
+from weir.codec.serializers import BatchSerializer, serializer_for
+from weir.common.typeinfo import TypeInformation, Types
 
 pytestmark = pytest.mark.bench
 

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from engine.keys import assign_key_to_parallel_operator, channels_for_hashes, hash_int64_array
+from weir.keys import assign_key_to_parallel_operator, channels_for_hashes, hash_int64_array
 
 pytestmark = pytest.mark.bench
 

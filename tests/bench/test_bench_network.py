@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 import trio
 
-from engine.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
-from engine.network.events import EndOfPartition
-from engine.network.flusher import FlushPolicy, run_output_flusher
+from weir.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
+from weir.network.events import EndOfPartition
+from weir.network.flusher import FlushPolicy, run_output_flusher
 
 pytestmark = pytest.mark.bench
 

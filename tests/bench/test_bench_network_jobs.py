@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness.network_bench import build_job, python_loop
+from weir.harness.network_bench import build_job, python_loop
 
 pytestmark = pytest.mark.bench
 

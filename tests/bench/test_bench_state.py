@@ -3,7 +3,7 @@
 - ``test_value_state_update``: one operation is what a keyed counter does per record:
   ``set_current_key``, ``value()``, ``update(value + 1)``, over 10,000 distinct int keys;
   each backend prints its ops/s, the second the LMDB/heap ratio.
-- ``test_window_count_and_sum``: the jobs of ``weir bench state`` (``harness.state_bench``):
+- ``test_window_count_and_sum``: the jobs of ``weir bench state`` (``weir.harness.state_bench``):
   a keyed 1 s tumbling window, count + sum over 10,000 keys on typed records, (a) with a
   Python ``reduce`` and (b) with the vectorized built-ins, on heap and LMDB, each round
   next to a plain-Python dict loop and a numba loop doing the same aggregation. Prints
@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from engine.common.typeinfo import Types
-from engine.datastream.state import ValueStateDescriptor
-from engine.keys import KeyGroupRange
-from engine.state import KeyedStateBackend, create_keyed_backend
-from harness import state_bench
+from weir.common.typeinfo import Types
+from weir.datastream.state import ValueStateDescriptor
+from weir.harness import state_bench
+from weir.keys import KeyGroupRange
+from weir.state import KeyedStateBackend, create_keyed_backend
 
 pytestmark = pytest.mark.bench
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import pytest
 
-from engine.datastream import SinkFunction, StreamExecutionEnvironment
-from engine.graph.job_graph import generate_job_graph
+from weir.datastream import SinkFunction, StreamExecutionEnvironment
+from weir.graph.job_graph import generate_job_graph
 
 pytestmark = pytest.mark.bench
 
@@ -105,10 +105,10 @@ def pyflink_figures() -> tuple[float, float, float] | None:
 COLD_PROCESS = r"""
 import json, time
 t0 = time.perf_counter()
-import engine.testing.cluster as cluster
-from engine.datastream import StreamExecutionEnvironment
+import weir.testing.cluster as cluster
+from weir.datastream import StreamExecutionEnvironment
 t1 = time.perf_counter()
-from engine.runtime.warmup import warm_up
+from weir.runtime.warmup import warm_up
 warm_up()
 t2 = time.perf_counter()
 shared = cluster.SharedCluster()

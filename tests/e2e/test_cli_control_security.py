@@ -22,15 +22,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
+from weir.cli import main
 
 NOBODY = 65534
 ROOT = os.geteuid() == 0
 
 JOB = """
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
 
 env = StreamExecutionEnvironment.get_execution_environment()
 (
@@ -53,7 +53,7 @@ def _umask_000() -> None:
 
 def _weir(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args],
+        [sys.executable, "-m", "weir.cli", *args],
         capture_output=True, text=True, env=env, timeout=120, preexec_fn=_umask_000,
     )  # fmt: skip
 
@@ -75,7 +75,7 @@ class Job:
         job = tmp_path / "job.py"
         job.write_text(JOB)
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "engine.cli", "run", str(job), "--no-live"],
+            [sys.executable, "-m", "weir.cli", "run", str(job), "--no-live"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=self.env,
             preexec_fn=_umask_000,
         )  # fmt: skip

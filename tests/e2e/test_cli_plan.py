@@ -7,8 +7,8 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.datastream import StreamExecutionEnvironment
+from weir.cli import main
+from weir.datastream import StreamExecutionEnvironment
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -70,7 +70,7 @@ def test_dot_output_is_graphviz() -> None:
 def test_parallelism_flag_sets_the_default(tmp_path: Path) -> None:
     job = tmp_path / "job.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "env.from_sequence = None\n"
         "env.from_collection([1, 2]).map(lambda x: x).print()\n"
@@ -97,7 +97,7 @@ def test_job_file_that_builds_nothing(tmp_path: Path) -> None:
 
 def test_job_file_that_raises_names_the_line(tmp_path: Path) -> None:
     job = tmp_path / "broken.py"
-    job.write_text("from engine.datastream import StreamExecutionEnvironment\n\nraise KeyError('oops')\n")
+    job.write_text("from weir.datastream import StreamExecutionEnvironment\n\nraise KeyError('oops')\n")
     code, _, err = run("plan", str(job))
     assert code == 2
     assert "raised KeyError at line 3" in err
@@ -106,7 +106,7 @@ def test_job_file_that_raises_names_the_line(tmp_path: Path) -> None:
 def test_job_file_with_a_usage_error_reports_it(tmp_path: Path) -> None:
     job = tmp_path / "bad.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "env.from_collection([1]).window(None)\n"
     )
@@ -119,7 +119,7 @@ def test_job_file_with_a_usage_error_reports_it(tmp_path: Path) -> None:
 def test_job_built_without_execute_is_still_planned(tmp_path: Path) -> None:
     job = tmp_path / "noexec.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "env.from_collection([1]).map(lambda x: x).print()\n"
     )

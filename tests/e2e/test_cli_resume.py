@@ -19,10 +19,10 @@ HALF = EVENTS // 2
 
 JOB = f"""
 import os
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.file_system import BucketAssigner, Encoder, FileSink, RollingPolicy
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.file_system import BucketAssigner, Encoder, FileSink, RollingPolicy
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)
@@ -72,7 +72,7 @@ def committed_lines(out: Path) -> Counter[str]:
 
 def _weir(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, env=env, timeout=180
+        [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=180
     )
 
 
@@ -99,7 +99,7 @@ def test_a_killed_run_resumes_from_its_latest_checkpoint_with_exact_output(tmp_p
         "OUT": str(out),
     }
     running = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(job), "--no-live"],
+        [sys.executable, "-m", "weir.cli", "run", str(job), "--no-live"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:

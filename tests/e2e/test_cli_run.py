@@ -7,7 +7,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from engine.cli import main
+from weir.cli import main
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -25,7 +25,7 @@ def test_run_the_reference_job_checks_its_answer() -> None:
 def test_run_flags_reach_the_job(tmp_path: Path) -> None:
     job = tmp_path / "job.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "seen = []\n"
         "env.from_collection(list(range(100))).rebalance().map(lambda x: x * 2).add_sink(seen.append)\n"
@@ -41,7 +41,7 @@ def test_run_flags_reach_the_job(tmp_path: Path) -> None:
 def test_a_failing_job_gives_one_clear_error(tmp_path: Path) -> None:
     job = tmp_path / "fail.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "env.from_collection([1, 0]).map(lambda x: 1 // x).name('divide').print()\n"
         "env.execute('fails')\n"
@@ -75,8 +75,8 @@ def test_bench_network_prints_ratios_and_writes_json(tmp_path: Path) -> None:
 
 
 def test_checkpoints_lists_valid_and_corrupt_checkpoints(tmp_path: Path) -> None:
-    from engine.checkpoint.metadata import CheckpointMetadata
-    from engine.checkpoint.storage import CheckpointStorage
+    from weir.checkpoint.metadata import CheckpointMetadata
+    from weir.checkpoint.storage import CheckpointStorage
 
     storage = CheckpointStorage(tmp_path, "a" * 32)
     for cid in (1, 2):
@@ -97,9 +97,9 @@ def test_checkpoints_lists_valid_and_corrupt_checkpoints(tmp_path: Path) -> None
 def test_checkpoints_shows_the_history_a_job_left(tmp_path: Path) -> None:
     job = tmp_path / "job.py"
     job.write_text(
-        "from engine.common import Types, WatermarkStrategy\n"
-        "from engine.datastream import StreamExecutionEnvironment\n"
-        "from engine.datastream.connectors.datagen import DataGeneratorSource\n"
+        "from weir.common import Types, WatermarkStrategy\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream.connectors.datagen import DataGeneratorSource\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         f"env.get_configuration().set_string('execution.checkpointing.dir', {str(tmp_path / 'chk')!r})\n"
         "env.set_parallelism(2)\n"
@@ -155,7 +155,7 @@ def test_run_a_two_input_job_prices_every_order() -> None:
 def test_the_two_input_example_against_its_oracle() -> None:
     import runpy
 
-    from engine.datastream import StreamExecutionEnvironment
+    from weir.datastream import StreamExecutionEnvironment
 
     module = runpy.run_path(str(EXAMPLES / "currency_join.py"))
     env = StreamExecutionEnvironment.get_execution_environment()
@@ -170,7 +170,7 @@ def test_the_two_input_example_against_its_oracle() -> None:
 
 def test_run_a_job_file_with_a_syntax_error_gives_one_line(tmp_path: Path) -> None:
     job = tmp_path / "syntax.py"
-    job.write_text("from engine.datastream import StreamExecutionEnvironment\nx = (\n")
+    job.write_text("from weir.datastream import StreamExecutionEnvironment\nx = (\n")
     result = CliRunner().invoke(main, ["run", str(job), "--no-live"])
     assert result.exit_code == 2
     assert f"error: job file '{job}' raised SyntaxError at line 2 while building its job" in result.stderr
@@ -180,7 +180,7 @@ def test_run_a_job_file_with_a_syntax_error_gives_one_line(tmp_path: Path) -> No
 def test_run_a_job_file_that_raises_while_building_gives_one_line(tmp_path: Path) -> None:
     job = tmp_path / "raises.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "raise RuntimeError('no input configured')\n"
     )
@@ -196,7 +196,7 @@ def test_run_a_job_file_that_raises_while_building_gives_one_line(tmp_path: Path
 def test_run_a_job_file_that_never_executes_fails_like_flink_run(tmp_path: Path) -> None:
     job = tmp_path / "no_execute.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "env.from_collection([1, 2]).print()\n"
     )
@@ -208,7 +208,7 @@ def test_run_a_job_file_that_never_executes_fails_like_flink_run(tmp_path: Path)
 def test_run_a_job_file_that_only_collects_is_a_job(tmp_path: Path) -> None:
     job = tmp_path / "collects.py"
     job.write_text(
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "env = StreamExecutionEnvironment.get_execution_environment()\n"
         "print('collected', sorted(env.from_collection([3, 1, 2]).execute_and_collect(limit=3)))\n"
     )
@@ -220,8 +220,8 @@ def test_run_a_job_file_that_only_collects_is_a_job(tmp_path: Path) -> None:
 def test_run_says_each_restart_and_its_cause(tmp_path: Path) -> None:
     job = tmp_path / "restarts.py"
     job.write_text(
-        "from engine.common import Configuration\n"
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.common import Configuration\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "conf = Configuration()\n"
         "conf.set_string('restart-strategy.type', 'fixed-delay')\n"
         "conf.set_string('restart-strategy.fixed-delay.attempts', '2')\n"

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine.cli import main
+from weir.cli import main
 
 JOB = """
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)
@@ -48,7 +48,7 @@ print("FINAL", sorted(final.items()), "COUNT", len(out))
 
 def _weir(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "engine.cli", *args], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=120
     )
 
 
@@ -68,7 +68,7 @@ def test_stop_with_savepoint_from_another_process_then_resume(tmp_path: Path) ->
     job.write_text(JOB.format(events=200_000, rate=20_000.0))
     env = {**os.environ, "WEIR_HOME": str(tmp_path / "home")}
     running = subprocess.Popen(
-        [sys.executable, "-m", "engine.cli", "run", str(job), "--no-live"],
+        [sys.executable, "-m", "weir.cli", "run", str(job), "--no-live"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
     try:

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engine.checkpoint.metadata import body_checksum
-from engine.cli import main
+from weir.checkpoint.metadata import body_checksum
+from weir.cli import main
 
 JOB = """
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
 
 env = StreamExecutionEnvironment.get_execution_environment()
 env.set_parallelism(2)

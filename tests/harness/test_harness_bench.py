@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.network.buffer_pool import NetworkBufferPool
-from harness.latency import LatencyHistogram
+from weir.harness.latency import LatencyHistogram
+from weir.network.buffer_pool import NetworkBufferPool
 
 pytestmark = pytest.mark.bench
 

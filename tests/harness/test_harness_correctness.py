@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import trio.testing
 
-from engine.common import Types
-from harness import queries
-from harness.runner import DataSet, Run, RunConfig, compare_with_expected
-from workloads import nexmark
+from weir.common import Types
+from weir.harness import queries
+from weir.harness.runner import DataSet, Run, RunConfig, compare_with_expected
+from weir.workloads import nexmark
 
 
 async def _check(directory: Path, config: RunConfig, rate: float | None = None) -> None:

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.latency import HIGHEST_US, LatencyHistogram
+from weir.harness.latency import HIGHEST_US, LatencyHistogram
 
 values = st.lists(st.integers(min_value=-5, max_value=2 * HIGHEST_US), min_size=1, max_size=300)
 

@@ -14,12 +14,12 @@ import pytest
 import trio
 import trio.testing
 
-from engine.common import Types
-from harness import queries
-from harness.queries import Query, TableInput
-from harness.report import markdown
-from harness.runner import DataSet, Run, RunConfig
-from workloads.testing import keyed_rows_dataset
+from weir.common import Types
+from weir.harness import queries
+from weir.harness.queries import Query, TableInput
+from weir.harness.report import markdown
+from weir.harness.runner import DataSet, Run, RunConfig
+from weir.workloads.testing import keyed_rows_dataset
 
 EVENTS = 600
 RATE = 1000.0  # records/s offered: 0.6 s of replay

@@ -10,12 +10,12 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import UsageError
-from harness import replay
-from harness.queries import get_query
-from harness.replay import ReplayReader, ReplayRun, ReplaySource
-from harness.runner import DataSet, RunConfig, schedule_for
-from workloads.testing import keyed_rows_dataset
+from weir.errors import UsageError
+from weir.harness import replay
+from weir.harness.queries import get_query
+from weir.harness.replay import ReplayReader, ReplayRun, ReplaySource
+from weir.harness.runner import DataSet, RunConfig, schedule_for
+from weir.workloads.testing import keyed_rows_dataset
 
 ROWS = [(f"k{i % 5}", i, 10 * i) for i in range(1000)]
 

@@ -13,14 +13,14 @@ import pytest
 import trio.testing
 from click.testing import CliRunner
 
-from engine.cli import main
-from engine.errors import UsageError
-from harness import report as rep
-from harness import sweep
-from harness.latency import LatencyHistogram
-from harness.runner import DataSet, Run, RunConfig, RunResult
-from harness.sweep import apply_flags, count_steps, load_spec, plan, suite_spec
-from workloads.testing import keyed_rows_dataset
+from weir.cli import main
+from weir.errors import UsageError
+from weir.harness import report as rep
+from weir.harness import sweep
+from weir.harness.latency import LatencyHistogram
+from weir.harness.runner import DataSet, Run, RunConfig, RunResult
+from weir.harness.sweep import apply_flags, count_steps, load_spec, plan, suite_spec
+from weir.workloads.testing import keyed_rows_dataset
 
 
 async def _configuration(ds: DataSet, timeout_ms: int) -> dict[str, Any]:

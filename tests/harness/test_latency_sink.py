@@ -7,9 +7,9 @@ import pytest
 import trio
 import trio.testing
 
-from engine.testing.harness import OneInputStreamOperatorTestHarness
-from harness.replay import ReplayRun, now_ns
-from harness.sink import LatencySink
+from weir.harness.replay import ReplayRun, now_ns
+from weir.harness.sink import LatencySink
+from weir.testing.harness import OneInputStreamOperatorTestHarness
 
 
 @pytest.mark.parametrize("flush_records", [5, 8192], ids=["a-flush-per-bucket", "one-flush"])

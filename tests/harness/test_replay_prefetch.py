@@ -7,9 +7,9 @@ from pathlib import Path
 import trio
 import trio.testing
 
-from harness import replay
-from harness.replay import ReplayRun, ReplaySource
-from workloads import dataset
+from weir.harness import replay
+from weir.harness.replay import ReplayRun, ReplaySource
+from weir.workloads import dataset
 
 
 async def test_a_poll_cancelled_while_a_chunk_is_read_loses_no_rows(

@@ -12,10 +12,10 @@ import pytest
 import trio
 import trio.testing
 
-from harness import replay
-from harness.replay import ReplayReader, ReplayRun, ReplaySource, SplitCache
-from harness.runner import DataSet, Run, RunConfig
-from workloads.testing import keyed_rows_dataset
+from weir.harness import replay
+from weir.harness.replay import ReplayReader, ReplayRun, ReplaySource, SplitCache
+from weir.harness.runner import DataSet, Run, RunConfig
+from weir.workloads.testing import keyed_rows_dataset
 
 ROWS = [(f"k{i % 7}", i, 10 * i) for i in range(900)]
 COLUMNS = ["key", "value", "event_time"]

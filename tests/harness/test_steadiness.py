@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import report as rep
-from harness import steadiness
+from weir.harness import report as rep
+from weir.harness import steadiness
 
 
 def _samples(durations_us_per_window: list[float], loops_per_window: int = 4) -> list[tuple[float, float]]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.barrier_handler import (
+from weir.checkpoint.barrier_handler import (
     AbortCheckpoint,
     AlignedBarrierHandler,
     AlternatingBarrierHandler,
@@ -29,7 +29,7 @@ from engine.checkpoint.barrier_handler import (
     UnalignedBarrierHandler,
     UnblockAll,
 )
-from engine.network.events import CheckpointBarrier
+from weir.network.events import CheckpointBarrier
 
 DATA, BARRIER, CANCEL, END = "data", "barrier", "cancel", "end"
 

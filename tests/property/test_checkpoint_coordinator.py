@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.coordinator import (
+from weir.checkpoint.coordinator import (
     CheckpointCoordinator,
     CheckpointCoordinatorConfig,
     DiscardCheckpoint,

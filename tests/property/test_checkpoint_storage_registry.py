@@ -8,10 +8,10 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
-from engine.checkpoint.registry import SharedStateRegistry
-from engine.checkpoint.storage import CheckpointStorage
-from engine.keys.reference import KeyGroupRange
+from weir.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
+from weir.checkpoint.registry import SharedStateRegistry
+from weir.checkpoint.storage import CheckpointStorage
+from weir.keys.reference import KeyGroupRange
 
 FILES = [f"shared/{i:03d}.sst" for i in range(12)]
 

@@ -19,14 +19,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.codec import columns, kernels, reference, serializers
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.codec.frame import HEADER_SIZE, parse_header
-from engine.codec.reader import FrameReader
-from engine.codec.serializers import BatchSerializer, serializer_for
-from engine.common.typeinfo import TypeInformation, Types
-from engine.common.types import Row, RowKind
-from engine.errors import UsageError
+from weir.codec import columns, kernels, reference, serializers
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.codec.frame import HEADER_SIZE, parse_header
+from weir.codec.reader import FrameReader
+from weir.codec.serializers import BatchSerializer, serializer_for
+from weir.common.typeinfo import TypeInformation, Types
+from weir.common.types import Row, RowKind
+from weir.errors import UsageError
 
 # The first example of each test pays numba's compile (or cache load) time.
 PROPERTY_SETTINGS = settings(deadline=None, max_examples=150)

@@ -1,4 +1,4 @@
-"""The small-batch path (``engine.codec.small``) against the full columnar path.
+"""The small-batch path (``weir.codec.small``) against the full columnar path.
 
 For every schema it takes, the two paths must write the same bytes, read a frame back to the
 same batch, and reject the same bad input with the same message (the small path hands what it
@@ -17,13 +17,13 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from engine.codec import columns, small
-from engine.codec.batch import Batch
-from engine.codec.frame import HEADER_SIZE, parse_header
-from engine.codec.serializers import ColumnarSerializer, serializer_for
-from engine.common.typeinfo import TypeInformation, Types
-from engine.errors import ProtocolViolation, UsageError
 from tests.property.test_codec_roundtrip import BASIC, same_records
+from weir.codec import columns, small
+from weir.codec.batch import Batch
+from weir.codec.frame import HEADER_SIZE, parse_header
+from weir.codec.serializers import ColumnarSerializer, serializer_for
+from weir.common.typeinfo import TypeInformation, Types
+from weir.errors import ProtocolViolation, UsageError
 
 SETTINGS = settings(deadline=None, max_examples=100)
 

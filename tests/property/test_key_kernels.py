@@ -1,7 +1,7 @@
 """The key-group kernels agree with their plain-Python reference twins, and key-group ranges tile.
 
-Every kernel in ``engine.keys.kernels`` is checked element by element against
-``engine.keys.reference`` for arbitrary inputs, including the edges of Java's
+Every kernel in ``weir.keys.kernels`` is checked element by element against
+``weir.keys.reference`` for arbitrary inputs, including the edges of Java's
 int and long, every float bit pattern (NaN payloads, infinities, -0.0) and
 unicode with astral characters and lone surrogates.
 """
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from engine.keys import kernels, reference
+from weir.keys import kernels, reference
 
 # The first example of each test pays numba's compile (or cache load) time.
 KERNEL_SETTINGS = settings(deadline=None, max_examples=100)

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.network.buffer_pool import NetworkBufferPool, WouldBlock
-from engine.network.gate import InputGate, RemoteInputChannel
-from engine.network.partition import ResultPartition, SubpartitionView
-from engine.network.transport import Connection, PartitionRequestClient, PartitionRequestServer
+from weir.network.buffer_pool import NetworkBufferPool, WouldBlock
+from weir.network.gate import InputGate, RemoteInputChannel
+from weir.network.partition import ResultPartition, SubpartitionView
+from weir.network.transport import Connection, PartitionRequestClient, PartitionRequestServer
 
 SEG = 32
 EXCLUSIVE = 2

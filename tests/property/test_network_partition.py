@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.network.buffer import BufferOrEvent
-from engine.network.buffer_pool import NetworkBufferPool, WouldBlock
-from engine.network.events import EndOfPartition, Watermark
-from engine.network.partition import ResultPartition
+from weir.network.buffer import BufferOrEvent
+from weir.network.buffer_pool import NetworkBufferPool, WouldBlock
+from weir.network.events import EndOfPartition, Watermark
+from weir.network.partition import ResultPartition
 
 SEG = 16
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.errors import UsageError
-from engine.network.buffer import Buffer
-from engine.network.buffer_pool import LocalBufferPool, NetworkBufferPool, WouldBlock
+from weir.errors import UsageError
+from weir.network.buffer import Buffer
+from weir.network.buffer_pool import LocalBufferPool, NetworkBufferPool, WouldBlock
 
 SEG = 64
 

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.datastream.state import (
+from weir.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -17,9 +17,9 @@ from engine.datastream.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
-from engine.datastream.window import TimeWindow
-from engine.keys import KeyGroupRange
-from engine.state import HeapKeyedStateBackend, KeyedStateBackend, LmdbKeyedStateBackend
+from weir.datastream.window import TimeWindow
+from weir.keys import KeyGroupRange
+from weir.state import HeapKeyedStateBackend, KeyedStateBackend, LmdbKeyedStateBackend
 
 
 class Count:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.errors import IllegalStateTransition
-from engine.graph.status import (
+from weir.errors import IllegalStateTransition
+from weir.graph.status import (
     EXECUTION_STATE_EVENTS,
     EXECUTION_STATE_TRANSITIONS,
     JOB_STATUS_EVENTS,

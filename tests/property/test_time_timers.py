@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import engine.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
-from engine.keys.reference import KeyGroupRange
-from engine.state.serde import decode_value, encode_value
-from engine.time.timers import InternalTimerService
+import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+from weir.keys.reference import KeyGroupRange
+from weir.state.serde import decode_value, encode_value
+from weir.time.timers import InternalTimerService
 
 MAX_KEY_GROUPS = 16
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from engine.time.valve import MIN_WATERMARK, WatermarkValve
-from engine.time.watermarks import EmitWatermark, EmitWatermarkStatus
+from weir.time.valve import MIN_WATERMARK, WatermarkValve
+from weir.time.watermarks import EmitWatermark, EmitWatermarkStatus
 
 # An event: (channel, kind, value). kind 0: watermark += value; 1: idle; 2: active.
 events = st.lists(

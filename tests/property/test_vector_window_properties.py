@@ -22,19 +22,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.codec.batch import Batch
-from engine.common import Configuration, Duration, Time, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
-from engine.datastream.functions import wrap_key_selector
-from engine.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
-from engine.keys import KeyGroupRange
-from engine.runtime.operators import vector_window as vw
-from engine.runtime.operators.base import OperatorContext, Output
-from engine.runtime.operators.vector_window import VectorWindowOperator, vector_plan
-from engine.runtime.operators.window import WindowOperator
-from engine.state import create_keyed_backend
-from engine.time import window_kernels as wk
+from weir.codec.batch import Batch
+from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
+from weir.datastream.functions import wrap_key_selector
+from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+from weir.keys import KeyGroupRange
+from weir.runtime.operators import vector_window as vw
+from weir.runtime.operators.base import OperatorContext, Output
+from weir.runtime.operators.vector_window import VectorWindowOperator, vector_plan
+from weir.runtime.operators.window import WindowOperator
+from weir.state import create_keyed_backend
+from weir.time import window_kernels as wk
 
 AGGS = ["sum", "min", "max", "count", "mean"]
 MAX_WM = (1 << 63) - 1

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import UsageError
-from engine.testing import CollectingSink, assert_output, diff_output
+from weir.errors import UsageError
+from weir.testing import CollectingSink, assert_output, diff_output
 
 
 def test_equal_outputs_pass_in_any_order() -> None:

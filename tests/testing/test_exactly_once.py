@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from engine.common import Time, Types, WatermarkStrategy
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.file_system import Encoder, FileSink
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.testing import assert_exactly_once, collect
+from weir.common import Time, Types, WatermarkStrategy
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.file_system import Encoder, FileSink
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.testing import assert_exactly_once, collect
 
 EVENTS = 1_000
 TRIPLE = Types.TUPLE([Types.STRING(), Types.LONG(), Types.LONG()])

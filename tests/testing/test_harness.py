@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from engine.common import Time, Types
-from engine.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, StreamExecutionEnvironment
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.errors import UsageError
-from engine.testing import (
+from weir.common import Time, Types
+from weir.datastream import KeyedProcessFunction, OutputTag, ProcessFunction, StreamExecutionEnvironment
+from weir.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.errors import UsageError
+from weir.testing import (
     KeyedOneInputStreamOperatorTestHarness,
     OneInputStreamOperatorTestHarness,
     ProcessFunctionTestHarnesses,

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from engine.common import Time, Types, WatermarkStrategy
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.testing import TestStream, TimestampedValue, assert_output, collect
+from weir.common import Time, Types, WatermarkStrategy
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.testing import TestStream, TimestampedValue, assert_output, collect
 
 MINUTE_MS = 60_000
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])

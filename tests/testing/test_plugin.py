@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 import trio
 
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.errors import JobExecutionError, UsageError
-from engine.testing import TestEnvironment, assert_output, collect
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.errors import JobExecutionError, UsageError
+from weir.testing import TestEnvironment, assert_output, collect
 
 pytest_plugins = ["pytester"]
 
@@ -110,7 +110,7 @@ def test_the_plugin_is_installed_as_an_entry_point(pytester: pytest.Pytester) ->
     pytester.makepyfile(
         test_user="""
         import pytest
-        from engine.testing import collect, assert_output
+        from weir.testing import collect, assert_output
 
         @pytest.mark.weir(parallelism=[1, 2])
         def test_double(weir_env):

@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from engine.common import Time, Types, WatermarkStrategy
-from engine.datastream import OutputTag
-from engine.datastream.window import TumblingEventTimeWindows, TumblingProcessingTimeWindows
-from engine.errors import JobExecutionError, UsageError
-from engine.testing import TestStream, TimestampedValue, assert_exactly_once, assert_output, collect
+from weir.common import Time, Types, WatermarkStrategy
+from weir.datastream import OutputTag
+from weir.datastream.window import TumblingEventTimeWindows, TumblingProcessingTimeWindows
+from weir.errors import JobExecutionError, UsageError
+from weir.testing import TestStream, TimestampedValue, assert_exactly_once, assert_output, collect
 
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from engine.common import Types
-from engine.datastream import (
+from weir.common import Types
+from weir.datastream import (
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
@@ -15,9 +15,9 @@ from engine.datastream import (
     OutputTag,
     StreamExecutionEnvironment,
 )
-from engine.datastream.state import ValueStateDescriptor
-from engine.errors import UsageError
-from engine.testing import (
+from weir.datastream.state import ValueStateDescriptor
+from weir.errors import UsageError
+from weir.testing import (
     KeyedOneInputStreamOperatorTestHarness,
     KeyedTwoInputStreamOperatorTestHarness,
     OneInputStreamOperatorTestHarness,

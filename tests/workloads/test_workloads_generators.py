@@ -11,10 +11,10 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from workloads import dataset, keyed, nexmark, reference
-from workloads.generate import generate, make_params
-from workloads.spark import SparkUnavailable, check_java, spark_session
-from workloads.testing import SMALL_KEYED_UNIFORM
+from weir.workloads import dataset, keyed, nexmark, reference
+from weir.workloads.generate import generate, make_params
+from weir.workloads.spark import SparkUnavailable, check_java, spark_session
+from weir.workloads.testing import SMALL_KEYED_UNIFORM
 
 
 def _bytes(directory: Path) -> dict[str, bytes]:
@@ -127,7 +127,7 @@ def test_a_missing_java_is_one_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_
 
 
 def test_bad_generator_options_are_named() -> None:
-    from engine.errors import UsageError
+    from weir.errors import UsageError
 
     with pytest.raises(UsageError, match="keys must be a positive integer"):
         make_params("keyed", 10, 0, keys=0)

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from engine.datastream.connectors.base import Sink, Source
+from weir.datastream.connectors.base import Sink, Source
 
 __all__ = ["Sink", "Source"]

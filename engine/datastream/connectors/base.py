@@ -1,6 +1,6 @@
 """What every source and sink tells the graph: a name, boundedness, parallelism limits.
 
-The runtime gives each connector a reader or writer (``engine.runtime``); these
+The runtime gives each connector a reader or writer (``weir.runtime``); these
 classes are the user-facing descriptions that go into transformations.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.typeinfo import TypeInformation
+from weir.common.typeinfo import TypeInformation
 
 
 class Source:

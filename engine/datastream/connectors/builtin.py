@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.typeinfo import TypeInformation
-from engine.datastream.connectors.base import Sink, Source
+from weir.common.typeinfo import TypeInformation
+from weir.datastream.connectors.base import Sink, Source
 
 
 class CollectionSource(Source):

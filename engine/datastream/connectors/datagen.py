@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from engine.common.typeinfo import TypeInformation, check_type_info
-from engine.datastream.connectors.base import Source
-from engine.errors import UsageError
+from weir.common.typeinfo import TypeInformation, check_type_info
+from weir.datastream.connectors.base import Source
+from weir.errors import UsageError
 
 
 class DataGeneratorSource(Source):

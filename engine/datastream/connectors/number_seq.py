@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.common.typeinfo import TypeInformation, Types
-from engine.datastream.connectors.base import Source
-from engine.errors import UsageError
+from weir.common.typeinfo import TypeInformation, Types
+from weir.datastream.connectors.base import Source
+from weir.errors import UsageError
 
 
 class NumberSequenceSource(Source):

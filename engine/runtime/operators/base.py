@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.datastream.functions import RuntimeContext
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.datastream.functions import RuntimeContext
 
 
 @dataclass
@@ -55,7 +55,7 @@ class OperatorContext:
     def operator_state(self) -> Any:
         """The subtask's operator state (created on first use, also outside a task)."""
         if self.operator_state_backend is None:
-            from engine.state.operator_state import OperatorStateBackend
+            from weir.state.operator_state import OperatorStateBackend
 
             self.operator_state_backend = OperatorStateBackend(self.operator_id)
         return self.operator_state_backend
@@ -64,8 +64,8 @@ class OperatorContext:
         """The task's keyed backend, or a heap backend over all key groups when the operator
         runs outside a task (the operator test harnesses)."""
         if self.keyed_backend is None:
-            from engine.keys import KeyGroupRange
-            from engine.state import create_keyed_backend
+            from weir.keys import KeyGroupRange
+            from weir.state import create_keyed_backend
 
             self.keyed_backend = create_keyed_backend(
                 "hashmap", self.operator_id, self.max_parallelism, KeyGroupRange(0, self.max_parallelism - 1),
@@ -75,7 +75,7 @@ class OperatorContext:
 
     def runtime_context(self, state_provider: Any = None) -> RuntimeContext:
         if state_provider is None and self.keyed_backend is not None:
-            from engine.state.backend import RuntimeStateProvider
+            from weir.state.backend import RuntimeStateProvider
 
             state_provider = self.state_provider = RuntimeStateProvider(self.keyed_backend)
         return RuntimeContext(

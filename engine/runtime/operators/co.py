@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.codec.batch import Batch
-from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.keyed import KeyedProcessOperator, _key_function
-from engine.runtime.operators.stateless import (
+from weir.codec.batch import Batch
+from weir.runtime.operators.base import StreamOperator
+from weir.runtime.operators.keyed import KeyedProcessOperator, _key_function
+from weir.runtime.operators.stateless import (
     _keyed,
     _ProcessContext,
     flat_map_batch,
     map_batch,
     process_batch_with,
 )
-from engine.time.valve import CombinedWatermark
+from weir.time.valve import CombinedWatermark
 
 
 class TwoInputStreamOperator(StreamOperator):

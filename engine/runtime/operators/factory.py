@@ -7,11 +7,11 @@ import dataclasses
 import json
 from typing import Any
 
-from engine.codec.batch import Batch
-from engine.codec.serializers import serializer_for
-from engine.common.typeinfo import RowTypeInfo
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream.connectors.builtin import (
+from weir.codec.batch import Batch
+from weir.codec.serializers import serializer_for
+from weir.common.typeinfo import RowTypeInfo
+from weir.common.watermark_strategy import WatermarkStrategy
+from weir.datastream.connectors.builtin import (
     CollectionSource,
     CollectSink,
     DiscardingSink,
@@ -19,15 +19,15 @@ from engine.datastream.connectors.builtin import (
     FunctionSource,
     PrintSink,
 )
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.file_system import FileSink, FileSource
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.errors import UsageError
-from engine.graph.stream_graph import StreamNode
-from engine.graph.transformations import SinkTransformation, SourceTransformation
-from engine.runtime.operators import keyed, sinks, sources, stateless
-from engine.runtime.operators.base import StreamOperator
-from engine.time.watermarks import (
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.file_system import FileSink, FileSource
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.errors import UsageError
+from weir.graph.stream_graph import StreamNode
+from weir.graph.transformations import SinkTransformation, SourceTransformation
+from weir.runtime.operators import keyed, sinks, sources, stateless
+from weir.runtime.operators.base import StreamOperator
+from weir.time.watermarks import (
     EmitWatermark,
     TimestampAssignment,
     WatermarkAction,
@@ -69,8 +69,8 @@ class SourceOperator(StreamOperator):
             self.reader.restore_splits([json.loads(s) for s in state.get()])
 
     def _splits_descriptor(self) -> Any:
-        from engine.common.typeinfo import Types
-        from engine.datastream.state import ListStateDescriptor
+        from weir.common.typeinfo import Types
+        from weir.datastream.state import ListStateDescriptor
 
         return ListStateDescriptor(self.SPLITS_STATE, Types.STRING())
 
@@ -150,7 +150,7 @@ def create_source(
     t = node.transformation
     assert isinstance(t, SourceTransformation)
     src = t.source
-    if hasattr(src, "create_source_operator"):  # brings its own head operator (engine.testing.TestStream)
+    if hasattr(src, "create_source_operator"):  # brings its own head operator (weir.testing.TestStream)
         return src.create_source_operator(node.name, subtask, parallelism, interval_ms, t.watermark_strategy)
     reader: sources.SourceReader
     if isinstance(src, CollectionSource):
@@ -207,7 +207,7 @@ def create_operator(
                 raise UsageError(f"sink '{node.name}': collect sinks only run under execute_and_collect()")
             return sinks.CollectSinkOperator(node.name, collect_channels[node.id])
         if isinstance(sink, FileSink):
-            from engine.runtime.operators.file_sink import FileSinkOperator
+            from weir.runtime.operators.file_sink import FileSinkOperator
 
             return FileSinkOperator(node.name, sink)  # exactly-once, two-phase commit
         if hasattr(sink, "create_operator"):
@@ -241,14 +241,14 @@ def create_operator(
     if kind in ("co_map", "co_flat_map", "co_process", "keyed_co_process"):
         return _create_two_input_operator(node, kind, spec.function)
     if kind == "window":
-        from engine.runtime.operators.window import create_window_operator
+        from weir.runtime.operators.window import create_window_operator
 
         return create_window_operator(node)
     raise UsageError(f"operator '{node.name}': unknown operator kind {kind!r}")
 
 
 def _create_two_input_operator(node: StreamNode, kind: str, function: Any) -> StreamOperator:
-    from engine.runtime.operators import co
+    from weir.runtime.operators import co
 
     selector1, selector2 = node.state_key_selector, node.state_key_selector2
     if kind == "co_map":

@@ -75,9 +75,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from engine.codec.batch import Batch
-from engine.errors import WeirError
-from engine.runtime.operators.sinks import SinkOperator
+from weir.codec.batch import Batch
+from weir.errors import WeirError
+from weir.runtime.operators.sinks import SinkOperator
 
 STATE_NAME = "weir-file-sink"
 
@@ -219,8 +219,8 @@ class FileSinkOperator(SinkOperator):
 
     # -- state ---------------------------------------------------------------------------------
     def _descriptor(self) -> Any:
-        from engine.common.typeinfo import Types
-        from engine.datastream.state import ListStateDescriptor
+        from weir.common.typeinfo import Types
+        from weir.datastream.state import ListStateDescriptor
 
         return ListStateDescriptor(STATE_NAME, Types.STRING())
 

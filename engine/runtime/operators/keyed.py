@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.datastream import functions as fn
-from engine.datastream.data_stream import FieldAggregator
-from engine.datastream.state import ValueStateDescriptor
-from engine.errors import UsageError
-from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
-from engine.runtime.operators.stateless import process_batch_with
-from engine.time.timers import InternalTimerService
+from weir.codec.batch import Batch
+from weir.datastream import functions as fn
+from weir.datastream.data_stream import FieldAggregator
+from weir.datastream.state import ValueStateDescriptor
+from weir.errors import UsageError
+from weir.runtime.operators.base import SideOutputs, StreamOperator, results_of
+from weir.runtime.operators.stateless import process_batch_with
+from weir.time.timers import InternalTimerService
 
 
 def _key_function(selector: Any) -> Any:

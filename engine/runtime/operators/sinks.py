@@ -5,9 +5,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from engine.codec.batch import Batch
-from engine.datastream.functions import SinkFunction
-from engine.runtime.operators.base import StreamOperator
+from weir.codec.batch import Batch
+from weir.datastream.functions import SinkFunction
+from weir.runtime.operators.base import StreamOperator
 
 
 class SinkOperator(StreamOperator):

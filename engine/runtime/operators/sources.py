@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import trio
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.errors import UsageError
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.errors import UsageError
 
 DEFAULT_BATCH_SIZE = 4096
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.datastream import functions as fn
-from engine.errors import UsageError
-from engine.runtime.operators.base import SideOutputs, StreamOperator, results_of
-from engine.time.watermarks import EmitWatermark, TimestampAssignment, WatermarkAction, WatermarkOutput
+from weir.codec.batch import Batch
+from weir.common.watermark_strategy import WatermarkStrategy
+from weir.datastream import functions as fn
+from weir.errors import UsageError
+from weir.runtime.operators.base import SideOutputs, StreamOperator, results_of
+from weir.time.watermarks import EmitWatermark, TimestampAssignment, WatermarkAction, WatermarkOutput
 
 MAX_WATERMARK = (1 << 63) - 1
 

@@ -5,7 +5,7 @@ Theory of operation
 ``VectorWindowOperator`` gives the same records as the per-record ``WindowOperator``
 running the same built-in, but it touches no Python object per record on its fast path:
 a batch becomes columns (event time, key, value), and one numba call
-(``engine.time.window_kernels.dense_accumulate``, or ``accumulate`` on the hash store)
+(``weir.time.window_kernels.dense_accumulate``, or ``accumulate`` on the hash store)
 assigns windows, creates panes and folds values into accumulator arrays. Python work is
 per batch, per new key, per new pane of tuple/Row ``sum``/``min``/``max`` (its first
 record is kept) and per fired pane, never per record.
@@ -72,11 +72,11 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
-from engine.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
-from engine.datastream.data_stream import FieldAggregator, _Count, _Mean
-from engine.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
-from engine.datastream.window import (
+from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
+from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
+from weir.datastream.data_stream import FieldAggregator, _Count, _Mean
+from weir.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
+from weir.datastream.window import (
     EventTimeTrigger,
     ProcessingTimeTrigger,
     SlidingEventTimeWindows,
@@ -87,12 +87,12 @@ from engine.datastream.window import (
     TumblingProcessingTimeWindows,
     WindowAssigner,
 )
-from engine.errors import ProtocolViolation, UsageError
-from engine.keys import java_hash_array, key_groups_for_hashes
-from engine.runtime.operators.base import StreamOperator
-from engine.runtime.operators.keyed import _check_key, _key_function
-from engine.time import window_kernels as wk
-from engine.time.timers import InternalTimerService
+from weir.errors import ProtocolViolation, UsageError
+from weir.keys import java_hash_array, key_groups_for_hashes
+from weir.runtime.operators.base import StreamOperator
+from weir.runtime.operators.keyed import _check_key, _key_function
+from weir.time import window_kernels as wk
+from weir.time.timers import InternalTimerService
 
 __all__ = ["VectorPlan", "VectorWindowOperator", "vector_plan"]
 
@@ -324,7 +324,7 @@ class PaneColumns:
 
 
 class _HashPanes:
-    """Panes in one hash table of rows (``engine.time.window_kernels``): memory grows with the
+    """Panes in one hash table of rows (``weir.time.window_kernels``): memory grows with the
     live panes only, whatever the number of keys and windows. The fallback when dense arrays
     would grow past ``DENSE_CELLS``."""
 

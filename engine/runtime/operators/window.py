@@ -45,15 +45,15 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.datastream import functions as fn
-from engine.datastream.state import (
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.datastream import functions as fn
+from weir.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from engine.datastream.window import (
+from weir.datastream.window import (
     CountTrigger,
     EventTimeTrigger,
     GlobalWindow,
@@ -65,11 +65,11 @@ from engine.datastream.window import (
     _Sliding,
     _Tumbling,
 )
-from engine.errors import UsageError
-from engine.graph.stream_graph import StreamNode
-from engine.runtime.operators.base import StreamOperator, results_of
-from engine.runtime.operators.keyed import _check_key, _key_function
-from engine.time.timers import InternalTimerService
+from weir.errors import UsageError
+from weir.graph.stream_graph import StreamNode
+from weir.runtime.operators.base import StreamOperator, results_of
+from weir.runtime.operators.keyed import _check_key, _key_function
+from weir.time.timers import InternalTimerService
 
 CONTINUE, FIRE, PURGE, FIRE_AND_PURGE = 0, 1, 2, 3
 
@@ -119,7 +119,7 @@ class _ScopedState:
         self._namespace = namespace
 
     def _get(self, descriptor: Any) -> Any:
-        from engine.state.backend import RuntimeStateProvider
+        from weir.state.backend import RuntimeStateProvider
 
         state = RuntimeStateProvider(self._operator.backend).get_state(descriptor.kind, descriptor)
         state.set_current_namespace(self._namespace)
@@ -221,7 +221,7 @@ class WindowOperator(StreamOperator):
             self._agg_add = f.add
         self._spills = backend.backend_name != "hashmap"
         if self.fast:  # a selector that reads one field is applied as a C-level getter
-            from engine.runtime.operators.vector_window import IDENTITY, probe_key_field
+            from weir.runtime.operators.vector_window import IDENTITY, probe_key_field
 
             field = probe_key_field(self._key_of, None)
             self._key_getter: Any = (
@@ -769,8 +769,8 @@ class WindowOperator(StreamOperator):
 def create_window_operator(node: StreamNode) -> StreamOperator:
     """The vectorized operator for an eligible built-in (``vector_window.vector_plan``), else
     the per-record WindowOperator."""
-    from engine.runtime.operators.factory import own_copy
-    from engine.runtime.operators.vector_window import VectorWindowOperator, vector_plan
+    from weir.runtime.operators.factory import own_copy
+    from weir.runtime.operators.vector_window import VectorWindowOperator, vector_plan
 
     spec = node.operator
     assert spec is not None

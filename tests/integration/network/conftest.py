@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 from network_cluster import open_cluster as _open_cluster
 
-from engine.network.environment import NetworkEnvironment
+from weir.network.environment import NetworkEnvironment
 
 
 @pytest.fixture

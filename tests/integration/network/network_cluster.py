@@ -8,10 +8,10 @@ from typing import Any
 
 import trio
 
-from engine.network.buffer_pool import NetworkBufferPool
-from engine.network.environment import NetworkEnvironment, NetworkRegistry
-from engine.network.events import Event
-from engine.network.gate import InputGate
+from weir.network.buffer_pool import NetworkBufferPool
+from weir.network.environment import NetworkEnvironment, NetworkRegistry
+from weir.network.events import Event
+from weir.network.gate import InputGate
 
 
 @asynccontextmanager

@@ -11,11 +11,11 @@ import trio
 import trio.testing
 from network_cluster import assert_all_returned, join_data, read_channels
 
-from engine.network.environment import ChannelSpec, NetworkEnvironment
-from engine.network.events import CheckpointBarrier, EndOfPartition, Event, Watermark
-from engine.network.flusher import run_output_flusher
-from engine.network.gate import InputGate
-from engine.network.partition import ResultPartition
+from weir.network.environment import ChannelSpec, NetworkEnvironment
+from weir.network.events import CheckpointBarrier, EndOfPartition, Event, Watermark
+from weir.network.flusher import run_output_flusher
+from weir.network.gate import InputGate
+from weir.network.partition import ResultPartition
 
 OpenCluster = Callable[..., AbstractAsyncContextManager[list[NetworkEnvironment]]]
 

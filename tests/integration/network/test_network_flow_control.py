@@ -10,11 +10,11 @@ import trio
 import trio.testing
 from network_cluster import assert_all_returned, read_channels
 
-from engine.errors import UsageError
-from engine.network.environment import ChannelSpec, NetworkEnvironment
-from engine.network.events import EndOfPartition, Watermark
-from engine.network.flusher import FlushPolicy, run_output_flusher
-from engine.network.gate import InputGate
+from weir.errors import UsageError
+from weir.network.environment import ChannelSpec, NetworkEnvironment
+from weir.network.events import EndOfPartition, Watermark
+from weir.network.flusher import FlushPolicy, run_output_flusher
+from weir.network.gate import InputGate
 
 OpenCluster = Callable[..., AbstractAsyncContextManager[list[NetworkEnvironment]]]
 SEGMENT = 32 * 1024

@@ -7,17 +7,17 @@ from collections import defaultdict
 import pytest
 import trio
 
-from engine.checkpoint.state_file import decode_state_file
-from engine.checkpoint.storage import CheckpointStorage
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.state import ValueStateDescriptor
-from engine.graph.job_graph import generate_job_graph
-from engine.keys import KeyGroupRange
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
-from engine.state import create_keyed_backend
+from weir.checkpoint.state_file import decode_state_file
+from weir.checkpoint.storage import CheckpointStorage
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.state import ValueStateDescriptor
+from weir.graph.job_graph import generate_job_graph
+from weir.keys import KeyGroupRange
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.state import create_keyed_backend
 
 KEYS = 5
 

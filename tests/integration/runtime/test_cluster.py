@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import trio
 
-from engine.common import WatermarkStrategy
-from engine.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.graph.job_graph import generate_job_graph
-from engine.graph.status import JobStatus
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.common import WatermarkStrategy
+from weir.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.graph.job_graph import generate_job_graph
+from weir.graph.status import JobStatus
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 
 def unbounded_job(name: str) -> tuple[StreamExecutionEnvironment, object]:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from engine.common import Row, Types
-from engine.datastream import StreamExecutionEnvironment
+from weir.common import Row, Types
+from weir.datastream import StreamExecutionEnvironment
 
 PEOPLE = Types.ROW_NAMED(["id", "info"], [Types.INT(), Types.STRING()])
 

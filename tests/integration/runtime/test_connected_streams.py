@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from engine.common import Time, Types, WatermarkStrategy
-from engine.datastream import CoMapFunction, KeyedCoProcessFunction, StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.state import ValueStateDescriptor
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.testing import TestStream, TimestampedValue, assert_exactly_once, assert_output, collect
+from weir.common import Time, Types, WatermarkStrategy
+from weir.datastream import CoMapFunction, KeyedCoProcessFunction, StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.state import ValueStateDescriptor
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.testing import TestStream, TimestampedValue, assert_exactly_once, assert_output, collect
 
 PAIR = Types.TUPLE([Types.LONG(), Types.LONG()])
 WAITING = ValueStateDescriptor("waiting", PAIR)
@@ -229,8 +229,8 @@ def test_a_keyed_co_process_job_is_exactly_once_under_failures(weir_env_factory,
 
 
 def savepointed_pairs_job(parallelism: int, backend: str, out: list, savepoint: str | None = None) -> Any:
-    from engine.common import Configuration
-    from engine.graph.job_graph import generate_job_graph
+    from weir.common import Configuration
+    from weir.graph.job_graph import generate_job_graph
 
     conf = Configuration()
     conf.set_string("state.backend.type", backend)
@@ -263,8 +263,8 @@ async def test_a_keyed_co_process_job_stops_with_a_savepoint_and_resumes_at_anot
     """Keyed state of both inputs and the pending timers move with their key groups."""
     import trio
 
-    from engine.runtime.client import job_settings_for
-    from engine.runtime.minicluster import ClusterConfig, open_minicluster
+    from weir.runtime.client import job_settings_for
+    from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
     first: list = []
     env, graph = savepointed_pairs_job(old_p, "hashmap", first)

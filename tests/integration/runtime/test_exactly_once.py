@@ -31,21 +31,21 @@ from typing import Any
 import pytest
 import trio
 
-from engine.common import Configuration, Duration, Time, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.file_system import (
+from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.file_system import (
     BucketAssigner,
     Encoder,
     FileSink,
     OutputFileConfig,
     RollingPolicy,
 )
-from engine.datastream.functions import SinkFunction, WindowFunction
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.graph.job_graph import generate_job_graph
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.datastream.functions import SinkFunction, WindowFunction
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.graph.job_graph import generate_job_graph
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 RATE = 20_000.0  # records/s of processing time over all source subtasks
 CHECKPOINT_INTERVAL_MS = 50
@@ -381,7 +381,7 @@ async def test_recovery_behind_a_committed_checkpoint_writes_its_records_once(
     is damaged and a TaskManager is lost. Recovery falls back to the checkpoint before (with
     one retained checkpoint: to the beginning), whose state knows nothing of those files: the
     sink moves them aside, says so, and the replay writes their records once."""
-    from engine.checkpoint.storage import METADATA_FILE_NAME
+    from weir.checkpoint.storage import METADATA_FILE_NAME
 
     case = Case("sum", 2, "hashmap", False)
     out = tmp_path / "out"

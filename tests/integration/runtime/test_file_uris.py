@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.storage import load_savepoint
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
+from weir.checkpoint.storage import load_savepoint
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
 
 
 def _env(

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.common import Types
-from engine.datastream import ProcessFunction, StreamExecutionEnvironment
-from engine.datastream.functions import SourceFunction
+from weir.common import Types
+from weir.datastream import ProcessFunction, StreamExecutionEnvironment
+from weir.datastream.functions import SourceFunction
 
 DEADLINE_S = 20.0  # only reached when the record is held back (the bug); it never passes otherwise
 

@@ -11,18 +11,18 @@ from typing import Any
 import pytest
 import trio
 
-from engine.checkpoint.incremental import ChainRestore
-from engine.checkpoint.state_file import decode_state_file
-from engine.checkpoint.storage import CheckpointStorage
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.state_backend import LmdbStateBackend
-from engine.graph.job_graph import generate_job_graph
-from engine.runtime import checkpointing, job_master
-from engine.runtime.checkpoint_stats import HISTORY_FILE_NAME
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.checkpoint.incremental import ChainRestore
+from weir.checkpoint.state_file import decode_state_file
+from weir.checkpoint.storage import CheckpointStorage
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.state_backend import LmdbStateBackend
+from weir.graph.job_graph import generate_job_graph
+from weir.runtime import checkpointing, job_master
+from weir.runtime.checkpoint_stats import HISTORY_FILE_NAME
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 EVENTS = 24_000
 HALF = EVENTS // 2  # at parallelism 2 the generator's subtasks read [0, HALF) and [HALF, EVENTS)
@@ -142,12 +142,12 @@ async def test_the_driver_keeps_exactly_the_files_retained_checkpoints_need(
     """One LMDB subtask checkpointing through a real CheckpointDriver: an aborted checkpoint's upload is
     deleted, its changes reach the next checkpoint, retention drops an old base only once no retained
     checkpoint lists it, and when the driver stops nothing unreferenced is left."""
-    from engine.checkpoint.coordinator import CheckpointCoordinatorConfig
-    from engine.checkpoint.incremental import load_for_restore
-    from engine.datastream.state import ValueStateDescriptor
-    from engine.keys import KeyGroupRange
-    from engine.runtime.checkpointing import CheckpointDriver, OperatorSnapshot, write_operator_snapshots
-    from engine.state import LmdbKeyedStateBackend
+    from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
+    from weir.checkpoint.incremental import load_for_restore
+    from weir.datastream.state import ValueStateDescriptor
+    from weir.keys import KeyGroupRange
+    from weir.runtime.checkpointing import CheckpointDriver, OperatorSnapshot, write_operator_snapshots
+    from weir.state import LmdbKeyedStateBackend
 
     triggered: list[int] = []
     # no expiry: while a worker thread writes, MockClock's autojump may leap over any timeout

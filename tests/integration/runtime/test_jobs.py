@@ -6,11 +6,11 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import MapFunction, RuntimeExecutionMode, StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.errors import JobExecutionError
-from engine.keys import assign_key_to_parallel_operator
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import MapFunction, RuntimeExecutionMode, StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.errors import JobExecutionError
+from weir.keys import assign_key_to_parallel_operator
 
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])
 
@@ -115,7 +115,7 @@ def test_batch_mode_reduce_emits_only_final_values() -> None:
 
 
 def test_union_side_outputs_and_every_partitioner() -> None:
-    from engine.datastream import OutputTag
+    from weir.datastream import OutputTag
 
     env = make_env(3, 2)
     odd = OutputTag("odd", Types.LONG())
@@ -161,7 +161,7 @@ def test_broadcast_reaches_every_subtask() -> None:
 
 
 def test_collect_iterator_can_stop_an_unbounded_job_early() -> None:
-    from engine.datastream.connectors.datagen import DataGeneratorSource
+    from weir.datastream.connectors.datagen import DataGeneratorSource
 
     env = make_env(1, 1)
     stream = env.from_source(

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common import Types
-from engine.datastream import StreamExecutionEnvironment
-from engine.errors import JobExecutionError
+from weir.common import Types
+from weir.datastream import StreamExecutionEnvironment
+from weir.errors import JobExecutionError
 
 
 def _run_mistyped_map(exchange: bool) -> str:

@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 import trio
 
-from engine.checkpoint.storage import load_savepoint
-from engine.common import Configuration, Duration, Time, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.errors import CheckpointError, UsageError
-from engine.graph.job_graph import generate_job_graph
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
-from engine.runtime.savepoints import load_savepoint_restore_state
+from weir.checkpoint.storage import load_savepoint
+from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.errors import CheckpointError, UsageError
+from weir.graph.job_graph import generate_job_graph
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.runtime.savepoints import load_savepoint_restore_state
 
 EVENTS = 6_000
 KEYS = 7

@@ -8,12 +8,12 @@ from collections import defaultdict
 import pytest
 import trio
 
-from engine.common import Configuration, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.graph.job_graph import generate_job_graph
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.graph.job_graph import generate_job_graph
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 KEYS = 7
 ARMED = {"fail_at": None}
@@ -37,7 +37,7 @@ def job(events: int, backend: str, aligned_timeout_ms: int, out: list) -> tuple:
     env.enable_checkpointing(300)
     config = env.get_checkpoint_config().enable_unaligned_checkpoints()
     if aligned_timeout_ms:
-        from engine.common import Duration
+        from weir.common import Duration
 
         config.set_aligned_checkpoint_timeout(Duration.of_millis(aligned_timeout_ms))
     (

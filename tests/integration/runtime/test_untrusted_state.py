@@ -16,19 +16,19 @@ from typing import Any
 import pytest
 import trio
 
-from engine.checkpoint.metadata import body_checksum
-from engine.checkpoint.state_file import MAGIC, UntrustedStateError
-from engine.checkpoint.storage import load_savepoint
-from engine.checkpoint.trust import is_signed_by_this_user
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.errors import UsageError
-from engine.graph.job_graph import generate_job_graph
-from engine.runtime.client import job_settings_for
-from engine.runtime.minicluster import ClusterConfig, open_minicluster
-from engine.runtime.savepoints import load_savepoint_restore_state
-from engine.state.serde import encode_value
+from weir.checkpoint.metadata import body_checksum
+from weir.checkpoint.state_file import MAGIC, UntrustedStateError
+from weir.checkpoint.storage import load_savepoint
+from weir.checkpoint.trust import is_signed_by_this_user
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.errors import UsageError
+from weir.graph.job_graph import generate_job_graph
+from weir.runtime.client import job_settings_for
+from weir.runtime.minicluster import ClusterConfig, open_minicluster
+from weir.runtime.savepoints import load_savepoint_restore_state
+from weir.state.serde import encode_value
 
 EVENTS = 4_000
 

@@ -7,10 +7,10 @@ from collections import Counter, defaultdict
 
 import pytest
 
-from engine.common import Configuration, Duration, Time, Types, WatermarkStrategy
-from engine.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.window import (
+from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
+from weir.datastream import KeyedProcessFunction, OutputTag, StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.window import (
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
@@ -215,7 +215,7 @@ class SessionizeWithState(KeyedProcessFunction):
     """Sessionize, with its per-key count and deadline in keyed ValueState."""
 
     def open(self, runtime_context):  # type: ignore[no-untyped-def]
-        from engine.datastream.state import ValueStateDescriptor
+        from weir.datastream.state import ValueStateDescriptor
 
         self.count = runtime_context.get_state(ValueStateDescriptor("count", Types.LONG()))
         self.deadline = runtime_context.get_state(ValueStateDescriptor("deadline", Types.LONG()))
@@ -260,9 +260,9 @@ def test_keyed_state_and_timers_on_both_backends(backend: str) -> None:
 
 
 def test_state_outside_a_keyed_stream_is_a_clear_error() -> None:
-    from engine.datastream import MapFunction
-    from engine.datastream.state import ValueStateDescriptor
-    from engine.errors import JobExecutionError
+    from weir.datastream import MapFunction
+    from weir.datastream.state import ValueStateDescriptor
+    from weir.errors import JobExecutionError
 
     class Stateful(MapFunction):
         def open(self, runtime_context):  # type: ignore[no-untyped-def]

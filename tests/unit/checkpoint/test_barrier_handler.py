@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoint.barrier_handler import (
+from weir.checkpoint.barrier_handler import (
     AbortCheckpoint,
     AlignedBarrierHandler,
     AlternatingBarrierHandler,
@@ -21,8 +21,8 @@ from engine.checkpoint.barrier_handler import (
     WaitingForFirstBarrier,
     make_barrier_handler,
 )
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.events import CheckpointBarrier, EndOfPartition, Watermark
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark
 
 
 def b(
@@ -341,7 +341,7 @@ def test_checkpoint_modules_are_pure() -> None:
     import sys
 
     code = (
-        "import sys; import engine.checkpoint.coordinator, engine.checkpoint.barrier_handler; "
+        "import sys; import weir.checkpoint.coordinator, weir.checkpoint.barrier_handler; "
         "print(sorted(m for m in ('trio', 'lmdb', 'socket', 'asyncio') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoint.coordinator import (
+from weir.checkpoint.coordinator import (
     CheckpointCoordinator,
     CheckpointCoordinatorConfig,
     CheckpointStatus,
@@ -17,8 +17,8 @@ from engine.checkpoint.coordinator import (
     TriggerCheckpoint,
     WriteMetadata,
 )
-from engine.common.configuration import Configuration
-from engine.errors import ProtocolViolation, UsageError
+from weir.common.configuration import Configuration
+from weir.errors import ProtocolViolation, UsageError
 
 SOURCES = ["src-0", "src-1"]
 ALL = ["src-0", "src-1", "map-0", "sink-0"]

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoint.incremental import DELTA, FULL, UNCHANGED, SnapshotHistory
-from engine.checkpoint.metadata import FileHandle
-from engine.errors import UsageError
-from engine.state import StateMetaInfo
+from weir.checkpoint.incremental import DELTA, FULL, UNCHANGED, SnapshotHistory
+from weir.checkpoint.metadata import FileHandle
+from weir.errors import UsageError
+from weir.state import StateMetaInfo
 
 STATES = (StateMetaInfo("s", "value", False),)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.checkpoint.incremental import (
+from weir.checkpoint.incremental import (
     DELTA,
     FULL,
     ChainRestore,
@@ -17,19 +17,19 @@ from engine.checkpoint.incremental import (
     decode_run,
     load_for_restore,
 )
-from engine.checkpoint.state_file import decode_state_file
-from engine.checkpoint.storage import CheckpointStorage
-from engine.common import Configuration
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from engine.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
-from engine.errors import UsageError
-from engine.keys import KeyGroupRange
-from engine.runtime.checkpointing import OperatorSnapshot, build_metadata, write_operator_snapshots
-from engine.runtime.client import state_backend_for
-from engine.runtime.job_master import _load_restore_state
-from engine.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
-from engine.state import lmdb_backend as lmdb_module
+from weir.checkpoint.state_file import decode_state_file
+from weir.checkpoint.storage import CheckpointStorage
+from weir.common import Configuration
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange
+from weir.runtime.checkpointing import OperatorSnapshot, build_metadata, write_operator_snapshots
+from weir.runtime.client import state_backend_for
+from weir.runtime.job_master import _load_restore_state
+from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
+from weir.state import lmdb_backend as lmdb_module
 
 MAX_PAR = 16
 ALL = KeyGroupRange(0, MAX_PAR - 1)
@@ -153,7 +153,7 @@ def test_a_chain_restores_into_backends_that_split_its_key_groups(harness: Harne
     left_range, right_range = KeyGroupRange(0, 6), KeyGroupRange(7, 15)
     left, right = harness.restore([chain], left_range), harness.restore([chain], right_range)
     heap = HeapKeyedStateBackend("op", MAX_PAR, right_range)
-    from engine.checkpoint.incremental import restorable_for
+    from weir.checkpoint.incremental import restorable_for
 
     heap.restore(restorable_for(heap, [chain]))
     try:

@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.checkpoint.incremental import ChainRestore, load_for_restore, restorable_for
-from engine.checkpoint.storage import CheckpointStorage
-from engine.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
-from engine.keys import KeyGroupRange
-from engine.state import HeapKeyedStateBackend, KeyedStateSnapshot, LmdbKeyedStateBackend
+from weir.checkpoint.incremental import ChainRestore, load_for_restore, restorable_for
+from weir.checkpoint.storage import CheckpointStorage
+from weir.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
+from weir.keys import KeyGroupRange
+from weir.state import HeapKeyedStateBackend, KeyedStateSnapshot, LmdbKeyedStateBackend
 
 MAX_PAR = 16
 ALL = KeyGroupRange(0, MAX_PAR - 1)

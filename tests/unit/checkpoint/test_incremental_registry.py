@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engine.checkpoint.registry import SharedStateRegistry
+from weir.checkpoint.registry import SharedStateRegistry
 
 
 def test_files_released_while_checkpoints_are_in_flight_are_held_until_those_end() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoint.incremental import (
+from weir.checkpoint.incremental import (
     DELTA,
     FULL,
     ChainRestore,
@@ -17,12 +17,12 @@ from engine.checkpoint.incremental import (
     load_for_restore,
     restorable_for,
 )
-from engine.checkpoint.metadata import FileHandle
-from engine.checkpoint.storage import CorruptCheckpointError
-from engine.errors import UsageError
-from engine.keys import KeyGroupRange
-from engine.state import HeapKeyedStateBackend, StateMetaInfo
-from engine.state.serde import encode_key, encode_value
+from weir.checkpoint.metadata import FileHandle
+from weir.checkpoint.storage import CorruptCheckpointError
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange
+from weir.state import HeapKeyedStateBackend, StateMetaInfo
+from weir.state.serde import encode_key, encode_value
 
 STATES = (StateMetaInfo("a", "value", False), StateMetaInfo("b", "map", False))
 RANGE = KeyGroupRange(0, 7)

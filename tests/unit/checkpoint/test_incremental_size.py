@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.storage import CheckpointStorage
-from engine.datastream.state import ValueStateDescriptor
-from engine.keys import KeyGroupRange
-from engine.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
-from engine.state import LmdbKeyedStateBackend
+from weir.checkpoint.storage import CheckpointStorage
+from weir.datastream.state import ValueStateDescriptor
+from weir.keys import KeyGroupRange
+from weir.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
+from weir.state import LmdbKeyedStateBackend
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)

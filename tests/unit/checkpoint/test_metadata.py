@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.metadata import (
+from weir.checkpoint.metadata import (
     FORMAT_VERSION,
     CheckpointMetadata,
     FileHandle,
@@ -17,8 +17,8 @@ from engine.checkpoint.metadata import (
     parse,
     serialize,
 )
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
 
 
 def _file(path: str, data: bytes = b"x", shared: bool = False) -> FileHandle:
@@ -221,13 +221,13 @@ def test_metadata_and_registry_are_pure() -> None:
     import sys
 
     code = (
-        "import sys, engine.checkpoint.metadata, engine.checkpoint.registry\n"
-        "bad = sorted(m for m in ('trio', 'lmdb', 'engine.checkpoint.storage') if m in sys.modules)\n"
+        "import sys, weir.checkpoint.metadata, weir.checkpoint.registry\n"
+        "bad = sorted(m for m in ('trio', 'lmdb', 'weir.checkpoint.storage') if m in sys.modules)\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
-    import engine.checkpoint.metadata as metadata_module
+    import weir.checkpoint.metadata as metadata_module
 
     source = Path(metadata_module.__file__).read_text(encoding="utf-8")
     assert "import pickle" not in source  # the metadata format is never pickle

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.checkpoint.registry import SharedStateRegistry
-from engine.errors import UsageError
+from weir.checkpoint.registry import SharedStateRegistry
+from weir.errors import UsageError
 
 
 def test_file_is_deleted_when_the_last_checkpoint_releases_it() -> None:

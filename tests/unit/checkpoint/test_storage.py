@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.metadata import (
+from weir.checkpoint.metadata import (
     CheckpointMetadata,
     FileHandle,
     OperatorCheckpointState,
     SubtaskStateHandle,
     serialize,
 )
-from engine.checkpoint.state_file import decode_state_file, encode_state_file
-from engine.checkpoint.storage import (
+from weir.checkpoint.state_file import decode_state_file, encode_state_file
+from weir.checkpoint.storage import (
     CheckpointStorage,
     CorruptCheckpointError,
     describe,
@@ -23,10 +23,10 @@ from engine.checkpoint.storage import (
     read_savepoint_file,
     write_savepoint,
 )
-from engine.datastream.state import ValueStateDescriptor
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state import HeapKeyedStateBackend
+from weir.datastream.state import ValueStateDescriptor
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state import HeapKeyedStateBackend
 
 JOB = "job-1"
 
@@ -390,7 +390,7 @@ def test_crash_at_the_rename_of_metadata_leaves_no_checkpoint(
     def crash(src: object, dst: object) -> None:
         raise OSError("simulated crash before the rename")
 
-    monkeypatch.setattr("engine.checkpoint.storage.os.replace", crash)
+    monkeypatch.setattr("weir.checkpoint.storage.os.replace", crash)
     with pytest.raises(OSError, match="simulated crash"):
         storage.write_metadata(2, metadata)
     monkeypatch.undo()

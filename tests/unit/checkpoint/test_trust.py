@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.metadata import (
+from weir.checkpoint.metadata import (
     CheckpointMetadata,
     OperatorCheckpointState,
     SubtaskStateHandle,
     parse,
     serialize,
 )
-from engine.checkpoint.storage import CheckpointStorage
-from engine.checkpoint.trust import is_signed_by_this_user, key_path, sign
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
+from weir.checkpoint.storage import CheckpointStorage
+from weir.checkpoint.trust import is_signed_by_this_user, key_path, sign
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
 
 
 @pytest.fixture(autouse=True)

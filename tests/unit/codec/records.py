@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.codec.frame import HEADER_SIZE, parse_header
-from engine.codec.serializers import BatchSerializer
-from engine.common.types import Row
+from weir.codec.batch import Batch
+from weir.codec.frame import HEADER_SIZE, parse_header
+from weir.codec.serializers import BatchSerializer
+from weir.common.types import Row
 
 
 def same_value(expected: Any, actual: Any) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.codec.batch import Batch, TupleColumns
-from engine.codec.frame import HEADER_SIZE, parse_header
-from engine.codec.serializers import serializer_for
-from engine.common.typeinfo import Types
+from weir.codec.batch import Batch, TupleColumns
+from weir.codec.frame import HEADER_SIZE, parse_header
+from weir.codec.serializers import serializer_for
+from weir.common.typeinfo import Types
 
 
 def columns() -> TupleColumns:

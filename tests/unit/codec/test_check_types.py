@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.codec.batch import Batch
-from engine.codec.serializers import serializer_for
-from engine.common import Row, Types
-from engine.errors import UsageError
+from weir.codec.batch import Batch
+from weir.codec.serializers import serializer_for
+from weir.common import Row, Types
+from weir.errors import UsageError
 
 PAIR = Types.ROW_NAMED(["name", "n"], [Types.STRING(), Types.LONG()])
 

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.codec import kernels, reference
-from engine.errors import UsageError
+from weir.codec import kernels, reference
+from weir.errors import UsageError
 
 TWINS = [kernels, reference]
 

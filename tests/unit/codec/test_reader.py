@@ -8,12 +8,12 @@ import struct
 import numpy as np
 import pytest
 
-from engine.codec.batch import Batch
-from engine.codec.frame import HEADER_SIZE, MAX_PAYLOAD_BYTES
-from engine.codec.reader import FrameReader
-from engine.codec.serializers import BatchSerializer, serializer_for
-from engine.common.typeinfo import Types
-from engine.errors import ProtocolViolation, UsageError
+from weir.codec.batch import Batch
+from weir.codec.frame import HEADER_SIZE, MAX_PAYLOAD_BYTES
+from weir.codec.reader import FrameReader
+from weir.codec.serializers import BatchSerializer, serializer_for
+from weir.common.typeinfo import Types
+from weir.errors import ProtocolViolation, UsageError
 
 from .records import assert_same_batch
 

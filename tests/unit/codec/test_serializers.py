@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.codec import columns
-from engine.codec.batch import NO_TIMESTAMP, Batch
-from engine.codec.columns import COLUMN_PACKED, PACK_MIN_VALUES
-from engine.codec.frame import (
+from weir.codec import columns
+from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.codec.columns import COLUMN_PACKED, PACK_MIN_VALUES
+from weir.codec.frame import (
     CODEC_COLUMNAR,
     CODEC_PICKLE,
     FLAG_ROW_KINDS,
@@ -23,10 +23,10 @@ from engine.codec.frame import (
     MAGIC,
     parse_header,
 )
-from engine.codec.serializers import ColumnarSerializer, PickleSerializer, serializer_for
-from engine.common.typeinfo import TypeInformation, Types
-from engine.common.types import Row, RowKind
-from engine.errors import ProtocolViolation, UsageError
+from weir.codec.serializers import ColumnarSerializer, PickleSerializer, serializer_for
+from weir.common.typeinfo import TypeInformation, Types
+from weir.common.types import Row, RowKind
+from weir.errors import ProtocolViolation, UsageError
 
 from .records import assert_same_batch, decode_frame, roundtrip, same_records
 
@@ -64,7 +64,7 @@ NUMERIC = ["BOOLEAN", "BYTE", "SHORT", "INT", "LONG", "FLOAT", "DOUBLE"]
 @pytest.fixture(params=["one-pass", "per-channel"])
 def encode_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """encode_partitioned both ways: one pass over all channels, or one encode per channel."""
-    from engine.codec import serializers
+    from weir.codec import serializers
 
     threshold = 0 if request.param == "one-pass" else 1 << 30
     monkeypatch.setattr(serializers, "SPLIT_ENCODE_RECORDS_PER_CHANNEL", threshold)

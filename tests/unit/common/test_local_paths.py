@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common import Configuration
-from engine.common import config_options as opts
-from engine.common.config_options import local_path
-from engine.errors import UsageError
+from weir.common import Configuration
+from weir.common import config_options as opts
+from weir.common.config_options import local_path
+from weir.errors import UsageError
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import pickle
 
 import pytest
 
-from engine.common import Configuration, Duration, Row, Time, Types, WatermarkStrategy
-from engine.common.typeinfo import RowTypeInfo
-from engine.datastream import (
+from weir.common import Configuration, Duration, Row, Time, Types, WatermarkStrategy
+from weir.common.typeinfo import RowTypeInfo
+from weir.datastream import (
     CheckpointingMode,
     KeyedProcessFunction,
     MapFunction,
@@ -16,14 +16,14 @@ from engine.datastream import (
     RuntimeExecutionMode,
     StreamExecutionEnvironment,
 )
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.window import (
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.window import (
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
     TimeWindow,
     TumblingEventTimeWindows,
 )
-from engine.errors import UsageError
+from weir.errors import UsageError
 
 
 @pytest.mark.parametrize("bad", [0, -1, "2", 2.0, True])

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from engine.common import Time, Types, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.file_system import FileSource, StreamFormat
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.window import TumblingEventTimeWindows
+from weir.common import Time, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.file_system import FileSource, StreamFormat
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.window import TumblingEventTimeWindows
 
 
 def my_job(parallelism: int = 2) -> StreamExecutionEnvironment:

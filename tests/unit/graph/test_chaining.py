@@ -6,12 +6,12 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.common import Configuration, WatermarkStrategy
-from engine.datastream import DataStream, StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.graph import partitioners as parts
-from engine.graph.job_graph import JobGraph, chaining_blockers, generate_job_graph, is_chainable
-from engine.graph.transformations import ChainingStrategy, ExchangeMode, PartitionTransformation
+from weir.common import Configuration, WatermarkStrategy
+from weir.datastream import DataStream, StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.graph import partitioners as parts
+from weir.graph.job_graph import JobGraph, chaining_blockers, generate_job_graph, is_chainable
+from weir.graph.transformations import ChainingStrategy, ExchangeMode, PartitionTransformation
 
 from .jobs import my_job, window_word_count
 
@@ -210,7 +210,7 @@ def test_a_node_can_chain_to_several_successors(env: StreamExecutionEnvironment)
 
 
 def test_batch_mode_makes_every_exchange_blocking() -> None:
-    from engine.datastream import RuntimeExecutionMode
+    from weir.datastream import RuntimeExecutionMode
 
     env = my_job(2)
     env.set_runtime_mode(RuntimeExecutionMode.BATCH)

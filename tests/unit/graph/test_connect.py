@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common import Types
-from engine.datastream import (
+from weir.common import Types
+from weir.datastream import (
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
     KeyedCoProcessFunction,
     StreamExecutionEnvironment,
 )
-from engine.errors import UsageError
-from engine.graph.job_graph import chaining_blockers, generate_job_graph
+from weir.errors import UsageError
+from weir.graph.job_graph import chaining_blockers, generate_job_graph
 
 
 class Tag(CoMapFunction):

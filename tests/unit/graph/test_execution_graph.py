@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common import Time, WatermarkStrategy
-from engine.datastream import DataStream, RuntimeExecutionMode, StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.errors import IllegalStateTransition, UsageError
-from engine.graph.execution_graph import (
+from weir.common import Time, WatermarkStrategy
+from weir.datastream import DataStream, RuntimeExecutionMode, StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.errors import IllegalStateTransition, UsageError
+from weir.graph.execution_graph import (
     ExecutionGraph,
     ExecutionVertex,
     build_execution_graph,
     pointwise_consumed_partitions,
 )
-from engine.graph.job_graph import ResultPartitionType, generate_job_graph
-from engine.graph.partitioners import DistributionPattern
-from engine.graph.status import ExecutionState, JobStatus
+from weir.graph.job_graph import ResultPartitionType, generate_job_graph
+from weir.graph.partitioners import DistributionPattern
+from weir.graph.status import ExecutionState, JobStatus
 
 
 def source(env: StreamExecutionEnvironment) -> DataStream:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.common import WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.errors import UsageError
-from engine.graph.job_graph import generate_job_graph
+from weir.common import WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.errors import UsageError
+from weir.graph.job_graph import generate_job_graph
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common import Time, WatermarkStrategy
-from engine.datastream import StreamExecutionEnvironment
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.datastream.window import TumblingEventTimeWindows
-from engine.errors import UsageError
-from engine.graph.execution_graph import ExecutionGraph, build_execution_graph
-from engine.graph.job_graph import generate_job_graph
-from engine.graph.slots import Slot, plan_slots, required_slots
+from weir.common import Time, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.errors import UsageError
+from weir.graph.execution_graph import ExecutionGraph, build_execution_graph
+from weir.graph.job_graph import generate_job_graph
+from weir.graph.slots import Slot, plan_slots, required_slots
 
 
 def compile_job(env: StreamExecutionEnvironment, name: str) -> ExecutionGraph:

@@ -6,8 +6,8 @@ from enum import Enum
 
 import pytest
 
-from engine.errors import IllegalStateTransition, ProtocolViolation
-from engine.graph.status import (
+from weir.errors import IllegalStateTransition, ProtocolViolation
+from weir.graph.status import (
     EXECUTION_STATE_EVENTS,
     EXECUTION_STATE_TRANSITIONS,
     JOB_STATUS_EVENTS,

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from engine.common import Types, WatermarkStrategy
-from engine.datastream import OutputTag, RuntimeExecutionMode, StreamExecutionEnvironment
-from engine.datastream.connectors.datagen import DataGeneratorSource
-from engine.datastream.connectors.number_seq import NumberSequenceSource
-from engine.errors import UsageError
-from engine.graph.stream_graph import default_max_parallelism
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import OutputTag, RuntimeExecutionMode, StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.errors import UsageError
+from weir.graph.stream_graph import default_max_parallelism
 
 from .jobs import my_job
 

@@ -13,9 +13,9 @@ import re
 import numpy as np
 import pytest
 
-from engine.common.types import Row
-from engine.errors import UsageError
-from engine.keys import (
+from weir.common.types import Row
+from weir.errors import UsageError
+from weir.keys import (
     KeyGroupRange,
     assign_key_to_parallel_operator,
     assign_to_key_group,

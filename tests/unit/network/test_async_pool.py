@@ -6,10 +6,10 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import UsageError
-from engine.network.buffer import Buffer
-from engine.network.buffer_pool import NetworkBufferPool
-from engine.network.wakeup import Wakeup
+from weir.errors import UsageError
+from weir.network.buffer import Buffer
+from weir.network.buffer_pool import NetworkBufferPool
+from weir.network.wakeup import Wakeup
 
 
 async def test_request_parks_until_a_recycle(autojump_clock: trio.testing.MockClock) -> None:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ProtocolViolation
-from engine.network.buffer import Buffer, BufferOrEvent
-from engine.network.events import EndOfPartition
+from weir.errors import ProtocolViolation
+from weir.network.buffer import Buffer, BufferOrEvent
+from weir.network.events import EndOfPartition
 
 
 class Recycler:

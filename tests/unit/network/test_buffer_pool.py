@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.buffer_pool import NetworkBufferPool, WouldBlock, format_bytes
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.buffer_pool import NetworkBufferPool, WouldBlock, format_bytes
 
 SEG = 1024
 
@@ -200,7 +200,7 @@ def test_format_bytes() -> None:
 def test_pure_modules_do_not_import_trio() -> None:
     code = (
         "import sys\n"
-        "import engine.network.buffer, engine.network.buffer_pool, engine.network.credit, engine.network.events\n"
+        "import weir.network.buffer, weir.network.buffer_pool, weir.network.credit, weir.network.events\n"
         "assert 'trio' not in sys.modules, 'trio imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.credit import (
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.credit import (
     AnnounceCredit,
     CreditLedger,
     InputChannelCredit,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.common import Configuration
-from engine.errors import UsageError
-from engine.network.debloat import PROBE_BATCH, STEPS_PER_TARGET, BatchDebloater, DebloatSettings
+from weir.common import Configuration
+from weir.errors import UsageError
+from weir.network.debloat import PROBE_BATCH, STEPS_PER_TARGET, BatchDebloater, DebloatSettings
 
 SETTINGS = DebloatSettings(target_ms=1000, period_ms=200, samples=20, threshold_percentages=25)
 BUDGET_S = 1.0 / STEPS_PER_TARGET  # what one batch may take at a 1 s target

@@ -6,11 +6,11 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import UsageError
-from engine.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
-from engine.network.errors import ConnectionClosed, PartitionReleased
-from engine.network.events import EndOfPartition
-from engine.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
+from weir.errors import UsageError
+from weir.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
+from weir.network.errors import ConnectionClosed, PartitionReleased
+from weir.network.events import EndOfPartition
+from weir.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
 
 MiB = 1 << 20
 

@@ -6,11 +6,11 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import UsageError
-from engine.network.buffer_pool import NetworkBufferPool
-from engine.network.flusher import FlushPolicy, SharedFlusher, run_output_flusher
-from engine.network.partition import ResultPartition
-from engine.network.ticker import Ticker
+from weir.errors import UsageError
+from weir.network.buffer_pool import NetworkBufferPool
+from weir.network.flusher import FlushPolicy, SharedFlusher, run_output_flusher
+from weir.network.partition import ResultPartition
+from weir.network.ticker import Ticker
 
 
 def test_policy_meanings() -> None:

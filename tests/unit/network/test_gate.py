@@ -6,14 +6,14 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.buffer import BufferOrEvent
-from engine.network.buffer_pool import LocalBufferPool, NetworkBufferPool
-from engine.network.errors import PartitionReleased
-from engine.network.events import EndOfPartition, Watermark
-from engine.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
-from engine.network.partition import ResultPartition
-from engine.network.transport import (
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.buffer import BufferOrEvent
+from weir.network.buffer_pool import LocalBufferPool, NetworkBufferPool
+from weir.network.errors import PartitionReleased
+from weir.network.events import EndOfPartition, Watermark
+from weir.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
+from weir.network.partition import ResultPartition
+from weir.network.transport import (
     AddCredit,
     BacklogAnnouncement,
     CancelPartitionRequest,

@@ -3,7 +3,7 @@ and after ``unblock_all`` it delivers what waited, in order."""
 
 from __future__ import annotations
 
-from engine.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
+from weir.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
 
 
 def test_a_blocked_channel_delivers_nothing_until_unblocked() -> None:

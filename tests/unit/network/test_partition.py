@@ -7,11 +7,11 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.network.buffer_pool import NetworkBufferPool, WouldBlock
-from engine.network.errors import PartitionReleased
-from engine.network.events import CheckpointBarrier, EndOfPartition, Watermark
-from engine.network.partition import ResultPartition, SubpartitionView
+from weir.errors import ProtocolViolation, UsageError
+from weir.network.buffer_pool import NetworkBufferPool, WouldBlock
+from weir.network.errors import PartitionReleased
+from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark
+from weir.network.partition import ResultPartition, SubpartitionView
 
 SEG = 16
 

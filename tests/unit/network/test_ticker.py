@@ -8,8 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from engine.network.ticker import Ticker, TickerStatistics, sleep_until, use_ticker
-from engine.network.timerfd import TimerFd
+from weir.network.ticker import Ticker, TickerStatistics, sleep_until, use_ticker
+from weir.network.timerfd import TimerFd
 
 
 async def _wake_times(
@@ -303,7 +303,7 @@ def _on_busy_poll_clock(
     end of its first window; 1.0: it never polls) with one sleeper that sleeps to the next
     grid point ``sleeps`` times, as the output flusher does. How late each wake was, and
     the ticker's statistics before its sleeps and after them."""
-    from engine.runtime.busy_poll import BusyPollClock, BusyPollPolicy
+    from weir.runtime.busy_poll import BusyPollClock, BusyPollPolicy
 
     ticker = Ticker(grid_s=0.001)
     patch(ticker)

@@ -8,12 +8,12 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import ProtocolViolation
-from engine.network.buffer_pool import NetworkBufferPool
-from engine.network.errors import ConnectionClosed, PartitionReleased
-from engine.network.events import EndOfPartition, Watermark
-from engine.network.partition import ResultPartition, SubpartitionView
-from engine.network.transport import (
+from weir.errors import ProtocolViolation
+from weir.network.buffer_pool import NetworkBufferPool
+from weir.network.errors import ConnectionClosed, PartitionReleased
+from weir.network.events import EndOfPartition, Watermark
+from weir.network.partition import ResultPartition, SubpartitionView
+from weir.network.transport import (
     AddCredit,
     BacklogAnnouncement,
     BufferResponse,

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from engine.codec.batch import Batch
-from engine.runtime.operators.base import OperatorContext, Output, StreamOperator
+from weir.codec.batch import Batch
+from weir.runtime.operators.base import OperatorContext, Output, StreamOperator
 
 
 class CollectingOutput(Output):

@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 import trio
 
-from engine.common import Configuration
-from engine.common.typeinfo import Types
-from engine.datastream import StreamExecutionEnvironment
-from engine.errors import UsageError
-from engine.runtime.busy_poll import BusyPollClock, BusyPollPolicy
-from engine.runtime.client import loop_clock
+from weir.common import Configuration
+from weir.common.typeinfo import Types
+from weir.datastream import StreamExecutionEnvironment
+from weir.errors import UsageError
+from weir.runtime.busy_poll import BusyPollClock, BusyPollPolicy
+from weir.runtime.client import loop_clock
 
 MS = 1e-3
 US = 1e-6

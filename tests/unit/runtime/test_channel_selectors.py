@@ -5,10 +5,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.codec.batch import Batch
-from engine.datastream.functions import wrap_key_selector
-from engine.keys import assign_key_to_parallel_operator
-from engine.runtime.channel_selectors import KeyGroupSelector
+from weir.codec.batch import Batch
+from weir.datastream.functions import wrap_key_selector
+from weir.keys import assign_key_to_parallel_operator
+from weir.runtime.channel_selectors import KeyGroupSelector
 
 keys = st.one_of(st.text(max_size=6), st.integers(-5, 5), st.booleans(), st.sampled_from([1.0, 0.0, -1.5]))
 
@@ -45,7 +45,7 @@ def test_a_full_cache_starts_again_and_routes_the_same(batches: list[list[str]])
 
 
 def test_a_new_key_hashes_only_the_keys_not_seen_before(monkeypatch: object) -> None:
-    from engine.runtime import channel_selectors
+    from weir.runtime import channel_selectors
 
     hashed: list[list[object]] = []
     real = channel_selectors.java_hash_array

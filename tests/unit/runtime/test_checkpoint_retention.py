@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.metadata import CheckpointMetadata
-from engine.checkpoint.storage import CheckpointStorage
-from engine.common import Configuration
-from engine.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
-from engine.errors import UsageError
-from engine.runtime.checkpoint_stats import HISTORY_FILE_NAME
-from engine.runtime.checkpointing import discard_job_checkpoints, discards_checkpoints_on
-from engine.runtime.client import job_settings_for
+from weir.checkpoint.metadata import CheckpointMetadata
+from weir.checkpoint.storage import CheckpointStorage
+from weir.common import Configuration
+from weir.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
+from weir.errors import UsageError
+from weir.runtime.checkpoint_stats import HISTORY_FILE_NAME
+from weir.runtime.checkpointing import discard_job_checkpoints, discards_checkpoints_on
+from weir.runtime.client import job_settings_for
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,9 @@ import pytest
 import trio
 import trio.testing
 
-from engine.errors import UsageError
-from engine.private_files import private_dir, read_private
-from engine.runtime.control import (
+from weir.errors import UsageError
+from weir.private_files import private_dir, read_private
+from weir.runtime.control import (
     checked_savepoint_target,
     parse_request,
     running_jobs,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import trio
 import trio.testing
 
-from engine.runtime.task import _DrainLock
+from weir.runtime.task import _DrainLock
 
 
 async def test_a_free_lock_is_taken_without_a_scheduling_point() -> None:

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from engine.checkpoint.metadata import CheckpointMetadata
-from engine.checkpoint.storage import CheckpointStorage
-from engine.cli import main
-from engine.common import Configuration
-from engine.errors import UsageError
-from engine.runtime.failure_injector import FailureInjector, Fault, InjectedFailure, parse_fault, parse_spec
+from weir.checkpoint.metadata import CheckpointMetadata
+from weir.checkpoint.storage import CheckpointStorage
+from weir.cli import main
+from weir.common import Configuration
+from weir.errors import UsageError
+from weir.runtime.failure_injector import FailureInjector, Fault, InjectedFailure, parse_fault, parse_spec
 
 
 def test_the_spec_grammar() -> None:
@@ -164,7 +164,7 @@ class FakeDriver:
 
 
 def checkpoint_with_one_file(tmp_path: Path) -> tuple[CheckpointStorage, CheckpointMetadata, Any]:
-    from engine.checkpoint.metadata import OperatorCheckpointState, SubtaskStateHandle
+    from weir.checkpoint.metadata import OperatorCheckpointState, SubtaskStateHandle
 
     storage = CheckpointStorage(tmp_path, "job")
     handle = storage.write_state_file(4, "op-0.state", b"state bytes " * 10)
@@ -217,8 +217,8 @@ def test_the_cli_rejects_a_bad_spec_before_running(tmp_path: Path) -> None:
 def test_the_cli_injects_failures_into_a_job(tmp_path: Path) -> None:
     job = tmp_path / "job.py"
     job.write_text(
-        "from engine.common import Configuration\n"
-        "from engine.datastream import StreamExecutionEnvironment\n"
+        "from weir.common import Configuration\n"
+        "from weir.datastream import StreamExecutionEnvironment\n"
         "conf = Configuration()\n"
         "conf.set_string('restart-strategy.type', 'fixed-delay')\n"
         "conf.set_string('restart-strategy.fixed-delay.attempts', '3')\n"

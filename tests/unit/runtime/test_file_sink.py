@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.codec.batch import Batch
-from engine.datastream.connectors.file_system import (
+from weir.codec.batch import Batch
+from weir.datastream.connectors.file_system import (
     BucketAssigner,
     DefaultRollingPolicy,
     Encoder,
@@ -19,15 +19,15 @@ from engine.datastream.connectors.file_system import (
     RollingPolicy,
     java_date_format_to_strftime,
 )
-from engine.errors import UsageError, WeirError
-from engine.runtime.operators.base import OperatorContext, Output
-from engine.runtime.operators.file_sink import (
+from weir.errors import UsageError, WeirError
+from weir.runtime.operators.base import OperatorContext, Output
+from weir.runtime.operators.file_sink import (
     FileSinkOperator,
     PartFileNames,
     commit_end_of_input,
     commit_part,
 )
-from engine.state.operator_state import (
+from weir.state.operator_state import (
     OperatorStateBackend,
     OperatorStateSnapshot,
     repartition_operator_state,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ProtocolViolation, UsageError
-from engine.runtime.heartbeat import (
+from weir.errors import ProtocolViolation, UsageError
+from weir.runtime.heartbeat import (
     HEARTBEAT_INTERVAL_MS,
     HEARTBEAT_TIMEOUT_MS,
     HeartbeatMonitor,

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from engine.common import Types
-from engine.datastream import MapFunction
-from engine.datastream.state import ValueStateDescriptor
-from engine.testing import KeyedOneInputStreamOperatorTestHarness
+from weir.common import Types
+from weir.datastream import MapFunction
+from weir.datastream.state import ValueStateDescriptor
+from weir.testing import KeyedOneInputStreamOperatorTestHarness
 
 COUNT = ValueStateDescriptor("count", Types.LONG())
 RECORDS = [("a", 1), ("b", 1), ("a", 1), ("c", 1), ("b", 1), ("a", 1)]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.codec.batch import Batch
-from engine.codec.serializers import serializer_for
-from engine.common import Types
-from engine.runtime.channel_selectors import FirstChannelSelector
-from engine.runtime.record_writer import FrameCache, RecordWriter
+from weir.codec.batch import Batch
+from weir.codec.serializers import serializer_for
+from weir.common import Types
+from weir.runtime.channel_selectors import FirstChannelSelector
+from weir.runtime.record_writer import FrameCache, RecordWriter
 
 
 class CountingSerializer:

@@ -4,9 +4,9 @@ import random
 
 import pytest
 
-from engine.common.configuration import Configuration
-from engine.errors import UsageError
-from engine.runtime.restart_strategy import (
+from weir.common.configuration import Configuration
+from weir.errors import UsageError
+from weir.runtime.restart_strategy import (
     ExponentialDelayRestartStrategy,
     FailureRateRestartStrategy,
     FixedDelayRestartStrategy,

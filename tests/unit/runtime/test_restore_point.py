@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
-from engine.checkpoint.storage import CheckpointStorage, CorruptCheckpointError
-from engine.errors import UsageError
-from engine.runtime.savepoints import open_restore_point, resume_paths
+from weir.checkpoint.metadata import CheckpointMetadata, OperatorCheckpointState, SubtaskStateHandle
+from weir.checkpoint.storage import CheckpointStorage, CorruptCheckpointError
+from weir.errors import UsageError
+from weir.runtime.savepoints import open_restore_point, resume_paths
 
 
 def checkpoint(storage: CheckpointStorage, checkpoint_id: int, data: bytes) -> None:

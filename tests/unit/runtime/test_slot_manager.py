@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import IllegalStateTransition, ProtocolViolation, UsageError
-from engine.runtime.slot_manager import (
+from weir.errors import IllegalStateTransition, ProtocolViolation, UsageError
+from weir.runtime.slot_manager import (
     NotEnoughSlots,
     SlotId,
     SlotManager,
@@ -298,8 +298,8 @@ def test_statistics_per_taskmanager() -> None:
 
 
 def test_pure_cores_do_not_import_trio_or_read_a_clock() -> None:
-    import engine.runtime.heartbeat as heartbeat
-    import engine.runtime.slot_manager as slot_manager
+    import weir.runtime.heartbeat as heartbeat
+    import weir.runtime.slot_manager as slot_manager
 
     for module in (slot_manager, heartbeat):
         source = Path(module.__file__ or "").read_text()

@@ -17,14 +17,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from engine.codec.batch import Batch, TupleColumns
-from engine.common import Time, Types
-from engine.common.types import Row
-from engine.datastream import OutputTag, StreamExecutionEnvironment
-from engine.datastream.connectors.builtin import DiscardingSink
-from engine.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
-from engine.datastream.functions import KeySelector, wrap_key_selector
-from engine.datastream.window import (
+from weir.codec.batch import Batch, TupleColumns
+from weir.common import Time, Types
+from weir.common.types import Row
+from weir.datastream import OutputTag, StreamExecutionEnvironment
+from weir.datastream.connectors.builtin import DiscardingSink
+from weir.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
+from weir.datastream.functions import KeySelector, wrap_key_selector
+from weir.datastream.window import (
     CountTrigger,
     EventTimeSessionWindows,
     EventTimeTrigger,
@@ -36,18 +36,18 @@ from engine.datastream.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.errors import ProtocolViolation, UsageError
-from engine.keys import KeyGroupRange
-from engine.runtime.operators import vector_window as vw
-from engine.runtime.operators.base import OperatorContext
-from engine.runtime.operators.vector_window import (
+from weir.errors import ProtocolViolation, UsageError
+from weir.keys import KeyGroupRange
+from weir.runtime.operators import vector_window as vw
+from weir.runtime.operators.base import OperatorContext
+from weir.runtime.operators.vector_window import (
     IDENTITY,
     VectorWindowOperator,
     probe_key_field,
     vector_plan,
 )
-from engine.runtime.operators.window import WindowOperator, create_window_operator
-from engine.state import create_keyed_backend
+from weir.runtime.operators.window import WindowOperator, create_window_operator
+from weir.state import create_keyed_backend
 
 from .operator_harness import CollectingOutput
 
@@ -365,7 +365,7 @@ def test_a_none_key_in_an_integer_field_switches_to_object_keys() -> None:
 
 
 def test_sum_min_max_keep_the_first_record_and_its_row_kind() -> None:
-    from engine.common.types import RowKind
+    from weir.common.types import RowKind
 
     first = Row(1, 5)
     first.set_row_kind(RowKind.UPDATE_AFTER)
@@ -482,7 +482,7 @@ def test_a_checkpoint_restores_into_either_operator(
 
 @pytest.mark.parametrize("agg", ["sum", "mean"])
 def test_a_checkpoint_rescales_over_two_key_group_ranges(agg: str) -> None:
-    from engine.keys import assign_to_key_group
+    from weir.keys import assign_to_key_group
 
     events = disordered(1_000, 14, lambda r: (r.randrange(40), r.uniform(0, 10), r.randrange(100)))
     steps = steps_of(events, 15)

@@ -7,10 +7,10 @@ from collections import defaultdict
 
 import pytest
 
-from engine.common import Time
-from engine.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
-from engine.datastream.functions import wrap_key_selector, wrap_reduce
-from engine.datastream.window import (
+from weir.common import Time
+from weir.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
+from weir.datastream.functions import wrap_key_selector, wrap_reduce
+from weir.datastream.window import (
     CountTrigger,
     EventTimeSessionWindows,
     GlobalWindows,
@@ -20,7 +20,7 @@ from engine.datastream.window import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
-from engine.runtime.operators.window import WindowOperator
+from weir.runtime.operators.window import WindowOperator
 
 from .operator_harness import Harness
 
@@ -186,7 +186,7 @@ class CountFirings(ProcessWindowFunction):
     """Counts how often each window fired (window state) and each key fired at all (global state)."""
 
     def process(self, key, context, elements):  # type: ignore[no-untyped-def]
-        from engine.datastream.state import ValueStateDescriptor
+        from weir.datastream.state import ValueStateDescriptor
 
         per_window = context.window_state().get_state(ValueStateDescriptor("firings", None))
         per_key = context.global_state().get_state(ValueStateDescriptor("all-firings", None))
@@ -206,7 +206,7 @@ def test_process_window_function_window_and_global_state() -> None:
     assert h.values() == [("a", 0, 1, 1), ("a", 0, 2, 2), ("a", 10_000, 1, 3)]
     h.watermark(40_000)  # cleanup removes the per-window state, not the global one
     op.backend.set_current_key("a")
-    from engine.datastream.state import ValueStateDescriptor
+    from weir.datastream.state import ValueStateDescriptor
 
     per_window = op.backend.get_state(ValueStateDescriptor("firings", None))
     per_window.set_current_namespace(TimeWindow(0, 10_000))

@@ -15,22 +15,22 @@ from typing import Any
 
 import pytest
 
-from engine.common import Time
-from engine.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
-from engine.datastream.functions import wrap_key_selector, wrap_reduce
-from engine.datastream.state import ValueStateDescriptor
-from engine.datastream.window import (
+from weir.common import Time
+from weir.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
+from weir.datastream.functions import wrap_key_selector, wrap_reduce
+from weir.datastream.state import ValueStateDescriptor
+from weir.datastream.window import (
     CountTrigger,
     EventTimeSessionWindows,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
     TumblingEventTimeWindows,
 )
-from engine.errors import UsageError
-from engine.keys import KeyGroupRange
-from engine.runtime.operators import window as window_module
-from engine.runtime.operators.window import WindowOperator
-from engine.state import create_keyed_backend
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange
+from weir.runtime.operators import window as window_module
+from weir.runtime.operators.window import WindowOperator
+from weir.state import create_keyed_backend
 
 from .test_vector_window import MAX_WM, Run, disordered, play, steps_of
 
@@ -118,7 +118,7 @@ def test_fast_mode_emits_what_the_general_mode_emits(kind: str, assigner: Any, w
 def test_a_record_without_a_timestamp_and_an_unhashable_key_are_clear_errors() -> None:
     run = Run(make_op("reduce"))
     with pytest.raises(UsageError, match="without a timestamp"):
-        from engine.codec.batch import Batch
+        from weir.codec.batch import Batch
 
         run.op.process_batch(Batch([("a", 1)]))
     with pytest.raises(UsageError, match="not hashable"):

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-import engine.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
-from engine.common.time import Duration, Time
-from engine.common.typeinfo import Types
-from engine.datastream.functions import AggregateFunction, ReduceFunction
-from engine.datastream.state import (
+import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+from weir.common.time import Duration, Time
+from weir.common.typeinfo import Types
+from weir.datastream.functions import AggregateFunction, ReduceFunction
+from weir.datastream.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     MapStateDescriptor,
@@ -20,17 +20,17 @@ from engine.datastream.state import (
     StateTtlConfig,
     ValueStateDescriptor,
 )
-from engine.datastream.window import TimeWindow
-from engine.errors import ProtocolViolation, UsageError
-from engine.keys import KeyGroupRange, assign_to_key_group
-from engine.state import (
+from weir.datastream.window import TimeWindow
+from weir.errors import ProtocolViolation, UsageError
+from weir.keys import KeyGroupRange, assign_to_key_group
+from weir.state import (
     HeapKeyedStateBackend,
     KeyedStateBackend,
     LmdbKeyedStateBackend,
     RuntimeStateProvider,
     create_keyed_backend,
 )
-from engine.state.serde import decode_value, encode_value
+from weir.state.serde import decode_value, encode_value
 
 MAX_P = 128
 KINDS = ["hashmap", "lmdb"]

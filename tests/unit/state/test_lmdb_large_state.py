@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.datastream.state import ValueStateDescriptor
-from engine.keys import KeyGroupRange
-from engine.state import LmdbKeyedStateBackend
+from weir.datastream.state import ValueStateDescriptor
+from weir.keys import KeyGroupRange
+from weir.state import LmdbKeyedStateBackend
 
 N_KEYS = 5_000_000
 

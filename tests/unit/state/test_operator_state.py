@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-import engine.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
-from engine.datastream.state import ListStateDescriptor, ValueStateDescriptor
-from engine.errors import UsageError
-from engine.state import OperatorStateBackend, repartition_operator_state
-from engine.state.serde import decode_value, encode_value
+import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+from weir.datastream.state import ListStateDescriptor, ValueStateDescriptor
+from weir.errors import UsageError
+from weir.state import OperatorStateBackend, repartition_operator_state
+from weir.state.serde import decode_value, encode_value
 
 
 def _subtask(elements: list[int], union: list[str]) -> OperatorStateBackend:

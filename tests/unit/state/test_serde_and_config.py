@@ -1,4 +1,4 @@
-"""Canonical key encoding, and the state backend choices of ``engine.datastream.state_backend``."""
+"""Canonical key encoding, and the state backend choices of ``weir.datastream.state_backend``."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from engine.datastream.state_backend import HashMapStateBackend, LmdbStateBackend, state_backend_from_config
-from engine.datastream.window import GlobalWindow, TimeWindow
-from engine.errors import UsageError
-from engine.keys import KeyGroupRange
-from engine.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
-from engine.state.serde import decode_key, decode_key_from, encode_key
+from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend, state_backend_from_config
+from weir.datastream.window import GlobalWindow, TimeWindow
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange
+from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
+from weir.state.serde import decode_key, decode_key_from, encode_key
 
 KEYS: list[Any] = [
     None, True, False, 0, -1, 2**63 - 1, -(2**63), 2**70, -(2**80), 1.5, float("-inf"), "", "héllo", b"\x00\xff",

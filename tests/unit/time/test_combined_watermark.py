@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.time.valve import MIN_WATERMARK, CombinedWatermark
+from weir.time.valve import MIN_WATERMARK, CombinedWatermark
 
 
 def test_the_slower_input_holds_event_time_back() -> None:

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-import engine.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
-from engine.errors import UsageError
-from engine.keys.reference import KeyGroupRange
-from engine.state.serde import decode_value, encode_value
-from engine.time.timers import InternalTimerService, Timer, TimerSnapshot
+import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+from weir.errors import UsageError
+from weir.keys.reference import KeyGroupRange
+from weir.state.serde import decode_value, encode_value
+from weir.time.timers import InternalTimerService, Timer, TimerSnapshot
 
 NS = "ns"
 

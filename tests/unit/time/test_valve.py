@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ProtocolViolation
-from engine.time.valve import MIN_WATERMARK, WatermarkValve
-from engine.time.watermarks import EmitWatermark, EmitWatermarkStatus
+from weir.errors import ProtocolViolation
+from weir.time.valve import MIN_WATERMARK, WatermarkValve
+from weir.time.watermarks import EmitWatermark, EmitWatermarkStatus
 
 
 def test_output_is_the_minimum_over_channels() -> None:

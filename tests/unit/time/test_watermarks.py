@@ -3,10 +3,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.common.time import Duration
-from engine.common.watermark_strategy import WatermarkStrategy
-from engine.errors import UsageError
-from engine.time.watermarks import (
+from weir.common.time import Duration
+from weir.common.watermark_strategy import WatermarkStrategy
+from weir.errors import UsageError
+from weir.time.watermarks import (
     MAX_WATERMARK,
     NO_TIMESTAMP,
     AscendingTimestampsWatermarks,

@@ -175,7 +175,7 @@ def run(
         flag = "--allow-non-restored-state" if allow_non_restored_state else "--allow-untrusted-pickle"
         raise click.UsageError(f"{flag} goes with --from-savepoint PATH")
     if inject_failures is not None:
-        from weir.runtime.failure_injector import parse_spec
+        from weir.cluster.failure_injector import parse_spec
 
         parse_spec(inject_failures)  # a malformed SPEC is reported before the job starts
         conf.set_string(opts.FAILURE_INJECTION_SPEC.key, inject_failures)
@@ -196,7 +196,7 @@ def list_jobs() -> None:
     """Jobs running in `weir run` processes of this user (under $WEIR_HOME)."""
     import datetime
 
-    from weir.runtime.control import jobs_dir, running_jobs
+    from weir.cluster.control import jobs_dir, running_jobs
 
     jobs = running_jobs()
     if not jobs:
@@ -226,7 +226,7 @@ _FORMAT = click.option(
 def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: float) -> None:
     """Take a savepoint of running job JOB_ID into TARGET_DIRECTORY (default: the job's
     execution.checkpointing.savepoint-dir); prints the savepoint's path. The job goes on."""
-    from weir.runtime.control import send_request
+    from weir.cluster.control import send_request
 
     target = None if target_directory is None else _local_dir("TARGET_DIRECTORY", target_directory)
     result = send_request(job_id, {"action": "savepoint", "target": target, "format": fmt}, timeout)
@@ -248,7 +248,7 @@ def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: floa
 )
 def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float) -> None:
     """Stop running job JOB_ID with a savepoint (the job FINISHES); prints the savepoint's path."""
-    from weir.runtime.control import send_request
+    from weir.cluster.control import send_request
 
     target = None if target is None else _local_dir("--savepoint-path", target)
     request = {"action": "stop", "target": target, "drain": drain, "format": fmt}
@@ -259,7 +259,7 @@ def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float)
 @click.argument("job_id")
 def cancel(job_id: str) -> None:
     """Cancel running job JOB_ID (no savepoint)."""
-    from weir.runtime.control import send_request
+    from weir.cluster.control import send_request
 
     send_request(job_id, {"action": "cancel"}, 60)
     click.echo(f"cancelling job {job_id}")
@@ -275,8 +275,8 @@ def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
     from rich.table import Table
 
     from weir.checkpoint.storage import describe
-    from weir.runtime.checkpoint_stats import HISTORY_FILE_NAME, read_history
-    from weir.runtime.savepoints import resume_paths
+    from weir.cluster.checkpoint_stats import HISTORY_FILE_NAME, read_history
+    from weir.cluster.savepoints import resume_paths
 
     entries = describe(directory, verify_checksums=verify)
     histories = {p.parent.name: read_history(p) for p in sorted(directory.rglob(HISTORY_FILE_NAME))}

@@ -83,8 +83,8 @@ _SUBMITTERS = ("submit_stream_graph", "execute_and_collect")
 
 def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> Any:
     """Run a job file for real (``weir run``); returns a short summary of every job it ran."""
+    from weir.cluster import client
     from weir.datastream.stream_execution_environment import default_configuration
-    from weir.runtime import client
 
     job_path = Path(path)
     if not job_path.exists():
@@ -109,11 +109,11 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
 
         return submit
 
-    from weir.runtime.control import combine_observers, job_control_observer
+    from weir.cluster.control import combine_observers, job_control_observer
 
     live_observer = None
     if live:
-        from weir.runtime.live_view import make_live_observer
+        from weir.cluster.live_view import make_live_observer
 
         live_observer = make_live_observer(console)
     # `weir savepoint` etc. reach the job (a weir home that is not private is refused before it

@@ -17,7 +17,7 @@ so the printed ratios compare like with like:
    discarding sink, with checkpoints every ``interval_ms`` and without: records/s of each
    and their ratio.
 
-Durations come from the job's checkpoint statistics (``weir.runtime.checkpoint_stats``),
+Durations come from the job's checkpoint statistics (``weir.cluster.checkpoint_stats``),
 wall-clock time, since the benchmark runs on the real clock.
 """
 
@@ -36,7 +36,7 @@ from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.base import Sink
 from weir.datastream.connectors.builtin import DiscardingSink
 from weir.datastream.connectors.datagen import DataGeneratorSource
-from weir.runtime.operators.sinks import SinkOperator
+from weir.operators.sinks import SinkOperator
 
 KEYS = 1000
 #: The string each record of the backpressure runs carries.

@@ -44,8 +44,8 @@ from weir.common.typeinfo import TypeInformation, Types
 from weir.datastream.connectors.base import Source
 from weir.errors import UsageError
 from weir.harness.steadiness import HostProbe
-from weir.network.ticker import sleep_until
-from weir.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader
+from weir.loop.ticker import sleep_until
+from weir.operators.sources import DEFAULT_BATCH_SIZE, SourceReader
 from weir.workloads import dataset
 
 CHUNK_ROWS = 16_384

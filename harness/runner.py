@@ -272,7 +272,7 @@ class Run:
         self.restarts = int(outcome.get_accumulator_result("restarts") or 0)
 
     async def execute_async(self) -> Run:
-        from weir.runtime.client import run_stream_graph
+        from weir.cluster.client import run_stream_graph
 
         try:
             outcome = await run_stream_graph(self.env, self.env.get_stream_graph(f"bench {self.config.key}"))

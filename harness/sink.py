@@ -40,7 +40,7 @@ from weir.datastream.connectors.base import Sink
 from weir.datastream.state import ListStateDescriptor
 from weir.harness.latency import LatencyHistogram
 from weir.harness.replay import ReplayRun, now_ns
-from weir.runtime.operators.sinks import SinkOperator
+from weir.operators.sinks import SinkOperator
 
 _LAST = itemgetter(-1)  # a record's intended_ns
 

@@ -45,7 +45,7 @@ from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.base import Source
 from weir.datastream.connectors.builtin import DiscardingSink
 from weir.datastream.window import TumblingEventTimeWindows
-from weir.runtime.operators.sources import DEFAULT_BATCH_SIZE, SourceReader, split_range
+from weir.operators.sources import DEFAULT_BATCH_SIZE, SourceReader, split_range
 
 KEYS = 10_000
 VALUES = 100

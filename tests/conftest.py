@@ -14,7 +14,7 @@ def env() -> StreamExecutionEnvironment:
 
 @pytest.fixture(autouse=True, scope="session")
 def _weir_home(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Job mailboxes of `weir run` (weir.runtime.control) go to a temporary WEIR_HOME."""
+    """Job mailboxes of `weir run` (weir.cluster.control) go to a temporary WEIR_HOME."""
     import os
 
     os.environ["WEIR_HOME"] = str(tmp_path_factory.mktemp("weir-home"))

@@ -1,7 +1,7 @@
 """``StreamExecutionEnvironment``: where a job is assembled, configured and submitted.
 
 API calls append Transformations here; ``execute`` compiles them into a StreamGraph and
-hands it to the runtime (``weir.runtime``). Settings live in one Configuration with
+hands it to the runtime (``weir.cluster``). Settings live in one Configuration with
 Flink's keys, so the typed setters, ``configure(conf)`` and configuration files agree.
 
 ``weir plan`` runs a job file under ``capture_programs()``: every environment created
@@ -89,7 +89,7 @@ class StreamExecutionEnvironment:
         self._execution_config = ExecutionConfig(self._configuration)
         self._capturing = False
         self._state_backend: Any = None
-        self.cluster: Any = None  # a running cluster to submit to (weir.runtime); None: embedded
+        self.cluster: Any = None  # a running cluster to submit to (weir.cluster); None: embedded
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> StreamExecutionEnvironment:
@@ -192,7 +192,7 @@ class StreamExecutionEnvironment:
         return self
 
     def get_state_backend(self) -> Any:
-        from weir.runtime.client import state_backend_for
+        from weir.cluster.client import state_backend_for
 
         return state_backend_for(self)
 
@@ -338,7 +338,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
-        from weir.runtime.client import execute_stream_graph
+        from weir.cluster.client import execute_stream_graph
 
         return execute_stream_graph(self, graph)
 
@@ -353,7 +353,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
-        from weir.runtime.client import submit_stream_graph
+        from weir.cluster.client import submit_stream_graph
 
         return submit_stream_graph(self, graph)
 

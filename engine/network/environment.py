@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import trio
 
 from weir.errors import UsageError, WeirError
+from weir.loop.ticker import Ticker
 from weir.network.buffer_pool import NetworkBufferPool, NetworkBufferPoolStatistics
 from weir.network.flusher import SharedFlusher
 from weir.network.gate import (
@@ -37,7 +38,6 @@ from weir.network.gate import (
     RemoteInputChannel,
 )
 from weir.network.partition import ResultPartition, ResultPartitionStatistics, SubpartitionView
-from weir.network.ticker import Ticker
 from weir.network.transport import (
     Connection,
     ConnectionStatistics,

@@ -135,7 +135,7 @@ class SharedCluster:
     # -- life cycle (called from ordinary threads) ----------------------------------------------
     def start(self) -> SharedCluster:
         """Start the loop thread (idempotent); numba kernels are loaded here, once."""
-        from weir.runtime.warmup import warm_up
+        from weir.loop.warmup import warm_up
 
         with self._lock:
             if self._thread is not None:
@@ -199,7 +199,7 @@ class SharedCluster:
         return await self._nursery.start(self._host, size)
 
     async def _host(self, size: ClusterSize, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        from weir.runtime.minicluster import ClusterConfig, open_minicluster
+        from weir.cluster.minicluster import ClusterConfig, open_minicluster
 
         config = ClusterConfig(
             taskmanagers=size.taskmanagers,

@@ -13,7 +13,7 @@ Theory of operation
 ``CollectingSink``, a directory (``str`` / ``Path``: the finished part files of a
 FileSink are read, hidden working files skipped), a list, or anything ``read_output``
 turns into records. The helper runs it on a clean environment, then on a second one
-configured for failure injection (``weir.runtime.failure_injector``: the
+configured for failure injection (``weir.cluster.failure_injector``: the
 ``weir.failure-injection.*`` keys; by default ``failures`` operator failures, each in a
 randomly drawn operator and subtask after a seeded random number of records), with
 checkpointing on (unless the job sets its own interval) and a fixed-delay restart strategy

@@ -65,7 +65,7 @@ from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.datastream import functions as fn
 from weir.errors import UsageError
 from weir.keys import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
-from weir.runtime.operators.base import OperatorContext, Output, StreamOperator
+from weir.operators.base import OperatorContext, Output, StreamOperator
 
 # -- what comes out --------------------------------------------------------------------------
 
@@ -140,8 +140,8 @@ class _CollectingOutput(Output):
 
 
 def _operator_for(function: Any, keyed: bool, key_selector: Any) -> StreamOperator:
-    from weir.runtime.operators import keyed as keyed_ops
-    from weir.runtime.operators import stateless
+    from weir.operators import keyed as keyed_ops
+    from weir.operators import stateless
 
     if isinstance(function, StreamOperator):
         return function
@@ -183,7 +183,7 @@ def _operator_for(function: Any, keyed: bool, key_selector: Any) -> StreamOperat
 def _two_input_operator_for(
     function: Any, keyed: bool, key_selector1: Any, key_selector2: Any
 ) -> StreamOperator:
-    from weir.runtime.operators import co
+    from weir.operators import co
 
     if isinstance(function, StreamOperator):
         if not getattr(function, "two_inputs", False):
@@ -791,7 +791,7 @@ def harness_for(stream: Any, **kwargs: Any) -> Any:
     arguments go to the harness (parallelism, subtask_index, max_parallelism,
     state_backend, processing_time_ms, ...). Not opened."""
     from weir.graph.transformations import OneInputTransformation, TwoInputTransformation
-    from weir.runtime.operators.factory import create_operator
+    from weir.operators.factory import create_operator
 
     get_transformation = getattr(stream, "get_transformation", None)
     if get_transformation is None:

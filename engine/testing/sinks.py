@@ -37,7 +37,7 @@ from typing import Any
 from weir.codec.batch import Batch
 from weir.datastream.connectors.base import Sink
 from weir.errors import UsageError
-from weir.runtime.operators.sinks import SinkOperator
+from weir.operators.sinks import SinkOperator
 
 
 class _Store:
@@ -106,7 +106,7 @@ class CollectingSink(Sink):
         return []
 
     def create_operator(self, name: str) -> SinkOperator:
-        """The runtime's hook (``weir.runtime.operators.factory.create_operator``)."""
+        """The runtime's hook (``weir.operators.factory.create_operator``)."""
         if self.exactly_once:
             return _ExactlyOnceCollectingOperator(name, self._store)
         return _CollectingOperator(name, self._store)

@@ -66,8 +66,8 @@ from weir.common.typeinfo import TypeInformation
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.datastream.connectors.base import Source
 from weir.errors import UsageError
-from weir.runtime.operators.factory import SourceOperator
-from weir.runtime.operators.sources import SourceReader
+from weir.operators.factory import SourceOperator
+from weir.operators.sources import SourceReader
 
 MAX_WATERMARK = (1 << 63) - 1
 
@@ -268,7 +268,7 @@ class TestStream(Source):
         interval_ms: int,
         watermark_strategy: WatermarkStrategy | None,
     ) -> SourceOperator:
-        """The runtime's hook (``weir.runtime.operators.factory.create_source``)."""
+        """The runtime's hook (``weir.operators.factory.create_source``)."""
         strategy = watermark_strategy
         if (
             strategy is not None

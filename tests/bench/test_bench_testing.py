@@ -108,7 +108,7 @@ t0 = time.perf_counter()
 import weir.testing.cluster as cluster
 from weir.datastream import StreamExecutionEnvironment
 t1 = time.perf_counter()
-from weir.runtime.warmup import warm_up
+from weir.loop.warmup import warm_up
 warm_up()
 t2 = time.perf_counter()
 shared = cluster.SharedCluster()

@@ -11,8 +11,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from weir.cluster.slot_manager import JobId, NotEnoughSlots, SlotId, SlotManager, SlotState, TaskManagerId
 from weir.errors import ProtocolViolation
-from weir.runtime.slot_manager import JobId, NotEnoughSlots, SlotId, SlotManager, SlotState, TaskManagerId
 
 TASK_MANAGERS = ["tm0", "tm1", "tm2"]
 JOBS = ["j0", "j1", "j2"]

@@ -29,10 +29,10 @@ from weir.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
 from weir.datastream.functions import wrap_key_selector
 from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from weir.keys import KeyGroupRange
-from weir.runtime.operators import vector_window as vw
-from weir.runtime.operators.base import OperatorContext, Output
-from weir.runtime.operators.vector_window import VectorWindowOperator, vector_plan
-from weir.runtime.operators.window import WindowOperator
+from weir.operators import vector_window as vw
+from weir.operators.base import OperatorContext, Output
+from weir.operators.vector_window import VectorWindowOperator, vector_plan
+from weir.operators.window import WindowOperator
 from weir.state import create_keyed_backend
 from weir.time import window_kernels as wk
 

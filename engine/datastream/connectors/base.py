@@ -1,6 +1,6 @@
 """What every source and sink tells the graph: a name, boundedness, parallelism limits.
 
-The runtime gives each connector a reader or writer (``weir.runtime``); these
+The runtime gives each connector a reader or writer (``weir.cluster``); these
 classes are the user-facing descriptions that go into transformations.
 """
 

@@ -2,7 +2,7 @@
 
 The FileSink is exactly-once: part files are written hidden ("in-progress"), closed and
 fsynced when a checkpoint is taken ("pending"), and renamed to their final name only when
-that checkpoint is complete. The runtime side is ``weir.runtime.operators.file_sink``;
+that checkpoint is complete. The runtime side is ``weir.operators.file_sink``;
 docs/exactly-once.md tells the whole protocol. The classes here only describe the sink:
 where files go (``BucketAssigner``), when a part file ends (``RollingPolicy``) and how
 parts are named (``OutputFileConfig``).
@@ -400,7 +400,7 @@ class FileSink(Sink):
     def commit_on_job_finished(self) -> list[str]:
         """The job FINISHED: commit what the sink's subtasks left pending at end of input.
         Called by the JobMaster; returns the committed files' paths."""
-        from weir.runtime.operators.file_sink import commit_end_of_input
+        from weir.operators.file_sink import commit_end_of_input
 
         return commit_end_of_input(self)
 

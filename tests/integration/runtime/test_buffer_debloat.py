@@ -22,13 +22,13 @@ from typing import Any
 
 import trio
 
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.common import Configuration, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.file_system import Encoder, FileSink
 from weir.datastream.connectors.number_seq import NumberSequenceSource
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 RECORDS = 12_000
 INTERVAL_MS = 200

@@ -9,14 +9,14 @@ import trio
 
 from weir.checkpoint.state_file import decode_state_file
 from weir.checkpoint.storage import CheckpointStorage
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.common import Configuration, Types, WatermarkStrategy
 from weir.datastream import ExternalizedCheckpointRetention, StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.state import ValueStateDescriptor
 from weir.graph.job_graph import generate_job_graph
 from weir.keys import KeyGroupRange
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
 from weir.state import create_keyed_backend
 
 KEYS = 5

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import trio
 
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.common import WatermarkStrategy
 from weir.datastream import RuntimeExecutionMode, StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.connectors.number_seq import NumberSequenceSource
 from weir.graph.job_graph import generate_job_graph
 from weir.graph.status import JobStatus
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 
 def unbounded_job(name: str) -> tuple[StreamExecutionEnvironment, object]:

@@ -263,8 +263,8 @@ async def test_a_keyed_co_process_job_stops_with_a_savepoint_and_resumes_at_anot
     """Keyed state of both inputs and the pending timers move with their key groups."""
     import trio
 
-    from weir.runtime.client import job_settings_for
-    from weir.runtime.minicluster import ClusterConfig, open_minicluster
+    from weir.cluster.client import job_settings_for
+    from weir.cluster.minicluster import ClusterConfig, open_minicluster
 
     first: list = []
     env, graph = savepointed_pairs_job(old_p, "hashmap", first)

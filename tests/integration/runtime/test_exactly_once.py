@@ -31,6 +31,8 @@ from typing import Any
 import pytest
 import trio
 
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
@@ -44,8 +46,6 @@ from weir.datastream.connectors.file_system import (
 from weir.datastream.functions import SinkFunction, WindowFunction
 from weir.datastream.window import TumblingEventTimeWindows
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 RATE = 20_000.0  # records/s of processing time over all source subtasks
 CHECKPOINT_INTERVAL_MS = 50

@@ -6,15 +6,15 @@ from __future__ import annotations
 import pytest
 import trio
 
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.codec.batch import Batch
 from weir.common import Duration, Time, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.base import Source
 from weir.datastream.window import TumblingEventTimeWindows
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
-from weir.runtime.operators.sources import SourceReader
+from weir.operators.sources import SourceReader
 
 
 class _Reader(SourceReader):

@@ -14,15 +14,15 @@ import trio
 from weir.checkpoint.incremental import ChainRestore
 from weir.checkpoint.state_file import decode_state_file
 from weir.checkpoint.storage import CheckpointStorage
+from weir.cluster import checkpointing, job_master
+from weir.cluster.checkpoint_stats import HISTORY_FILE_NAME
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.common import Configuration, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.state_backend import LmdbStateBackend
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime import checkpointing, job_master
-from weir.runtime.checkpoint_stats import HISTORY_FILE_NAME
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 EVENTS = 24_000
 HALF = EVENTS // 2  # at parallelism 2 the generator's subtasks read [0, HALF) and [HALF, EVENTS)
@@ -144,10 +144,11 @@ async def test_the_driver_keeps_exactly_the_files_retained_checkpoints_need(
     checkpoint lists it, and when the driver stops nothing unreferenced is left."""
     from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
     from weir.checkpoint.incremental import load_for_restore
+    from weir.cluster.checkpointing import CheckpointDriver
     from weir.datastream.state import ValueStateDescriptor
     from weir.keys import KeyGroupRange
-    from weir.runtime.checkpointing import CheckpointDriver, OperatorSnapshot, write_operator_snapshots
     from weir.state import LmdbKeyedStateBackend
+    from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
     triggered: list[int] = []
     # no expiry: while a worker thread writes, MockClock's autojump may leap over any timeout

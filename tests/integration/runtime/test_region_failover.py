@@ -7,13 +7,13 @@ from collections import defaultdict
 
 import pytest
 
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
 from weir.common import Configuration, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.graph.execution_graph import build_execution_graph
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
 
 EVENTS = 8_000
 ARMED = {"fail_at": None}

@@ -8,9 +8,9 @@ import pytest
 import trio
 import trio.testing
 
+from weir.cluster.resource_manager import ResourceManager, SlotRequestTimeout
+from weir.cluster.slot_manager import JobId, NotEnoughSlots, SlotId, SlotState, SlotStatus, TaskManagerId
 from weir.errors import ProtocolViolation, UsageError
-from weir.runtime.resource_manager import ResourceManager, SlotRequestTimeout
-from weir.runtime.slot_manager import JobId, NotEnoughSlots, SlotId, SlotState, SlotStatus, TaskManagerId
 
 
 class Lost:

@@ -10,15 +10,15 @@ import pytest
 import trio
 
 from weir.checkpoint.storage import load_savepoint
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
+from weir.cluster.savepoints import load_savepoint_restore_state
 from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.window import TumblingEventTimeWindows
 from weir.errors import CheckpointError, UsageError
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
-from weir.runtime.savepoints import load_savepoint_restore_state
 
 EVENTS = 6_000
 KEYS = 7

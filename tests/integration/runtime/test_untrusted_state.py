@@ -20,14 +20,14 @@ from weir.checkpoint.metadata import body_checksum
 from weir.checkpoint.state_file import MAGIC, UntrustedStateError
 from weir.checkpoint.storage import load_savepoint
 from weir.checkpoint.trust import is_signed_by_this_user
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
+from weir.cluster.savepoints import load_savepoint_restore_state
 from weir.common import Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.errors import UsageError
 from weir.graph.job_graph import generate_job_graph
-from weir.runtime.client import job_settings_for
-from weir.runtime.minicluster import ClusterConfig, open_minicluster
-from weir.runtime.savepoints import load_savepoint_restore_state
 from weir.state.serde import encode_value
 
 EVENTS = 4_000

@@ -19,17 +19,18 @@ from weir.checkpoint.incremental import (
 )
 from weir.checkpoint.state_file import decode_state_file
 from weir.checkpoint.storage import CheckpointStorage
+from weir.cluster.checkpointing import build_metadata
+from weir.cluster.client import state_backend_for
+from weir.cluster.job_master import _load_restore_state
 from weir.common import Configuration
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
 from weir.errors import UsageError
 from weir.keys import KeyGroupRange
-from weir.runtime.checkpointing import OperatorSnapshot, build_metadata, write_operator_snapshots
-from weir.runtime.client import state_backend_for
-from weir.runtime.job_master import _load_restore_state
 from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
 from weir.state import lmdb_backend as lmdb_module
+from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
 MAX_PAR = 16
 ALL = KeyGroupRange(0, MAX_PAR - 1)

@@ -14,8 +14,8 @@ import pytest
 from weir.checkpoint.storage import CheckpointStorage
 from weir.datastream.state import ValueStateDescriptor
 from weir.keys import KeyGroupRange
-from weir.runtime.checkpointing import OperatorSnapshot, write_operator_snapshots
 from weir.state import LmdbKeyedStateBackend
+from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
 MAX_PAR = 128
 ALL = KeyGroupRange(0, MAX_PAR - 1)

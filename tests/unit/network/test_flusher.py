@@ -7,10 +7,10 @@ import trio
 import trio.testing
 
 from weir.errors import UsageError
+from weir.loop.ticker import Ticker
 from weir.network.buffer_pool import NetworkBufferPool
 from weir.network.flusher import FlushPolicy, SharedFlusher, run_output_flusher
 from weir.network.partition import ResultPartition
-from weir.network.ticker import Ticker
 
 
 def test_policy_meanings() -> None:

@@ -1,0 +1,450 @@
+"""The client side of ``env.execute()``: compile, start an embedded cluster, run, report.
+
+``execute`` is synchronous, like PyFlink's: it runs Trio (``trio.run``) until the job
+ends. Inside an already running Trio program, use ``await run_stream_graph(env, graph)``.
+``execute_and_collect`` runs the job in a background thread and streams its records back
+through a bounded queue, so a slow reader backpressures the job; closing the iterator
+cancels the job.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import queue
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from weir.cluster.job_master import JobResult, JobSettings
+from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
+from weir.cluster.savepoints import SavepointRestoreSettings
+from weir.common import config_options as opts
+from weir.errors import JobExecutionError, UsageError
+from weir.graph.execution_graph import build_execution_graph
+from weir.graph.job_graph import JobGraph, generate_job_graph
+from weir.graph.slots import required_slots
+from weir.graph.status import JobStatus
+from weir.graph.stream_graph import StreamGraph
+from weir.loop.busy_poll import BusyPollClock, BusyPollPolicy
+from weir.loop.warmup import warm_up
+from weir.network.debloat import DebloatSettings
+
+Observer = Callable[[MiniCluster, JobHandle], Awaitable[None]]
+_observer: Observer | None = None
+
+
+@contextlib.contextmanager
+def observe_jobs(observer: Observer) -> Iterator[None]:
+    """Within this block every job run by ``execute`` also runs ``observer`` (e.g. a live view)."""
+    global _observer
+    previous, _observer = _observer, observer
+    try:
+        yield
+    finally:
+        _observer = previous
+
+
+class JobExecutionResult:
+    """What ``execute()`` returns (PyFlink's JobExecutionResult)."""
+
+    def __init__(self, result: JobResult, statistics: list[Any] | None = None) -> None:
+        self._result = result
+        self.statistics = statistics or []
+
+    def get_job_id(self) -> str:
+        return self._result.job_id
+
+    def get_job_status(self) -> JobStatus:
+        return self._result.status
+
+    def get_net_runtime(self) -> int:
+        """Milliseconds from the job's start to its end."""
+        return self._result.net_runtime_ms
+
+    def get_all_accumulator_results(self) -> dict[str, Any]:
+        return dict(self._result.accumulators)
+
+    def get_accumulator_result(self, name: str) -> Any:
+        return self._result.accumulators.get(name)
+
+    def __repr__(self) -> str:
+        return f"JobExecutionResult(job {self.get_job_id()}, {self.get_job_status().name}, {self.get_net_runtime()} ms)"
+
+
+def processing_time_source() -> Callable[[], int]:
+    """Processing time in epoch milliseconds on the Trio clock (MockClock: starts at 0)."""
+    testing = sys.modules.get("trio.testing")  # not imported: no MockClock (and no pytest import here)
+    offset = (
+        0.0
+        if testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock)
+        else time.time() - trio.current_time()
+    )
+
+    def now_ms() -> int:
+        return int((trio.current_time() + offset) * 1000)
+
+    return now_ms
+
+
+def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
+    conf = env.get_configuration()
+    taskmanagers = int(conf.get_option(opts.NUMBER_OF_TASKMANAGERS))
+    slots = conf.get_option(opts.SLOTS_PER_TASKMANAGER)
+    if slots is None:
+        needed = sum(required_slots(build_execution_graph(job_graph)).values())
+        slots = max(1, -(-needed // taskmanagers))
+    return ClusterConfig(
+        taskmanagers=taskmanagers,
+        slots_per_taskmanager=int(slots),
+        network_memory_bytes=int(conf.get_option(opts.NETWORK_MEMORY)),
+        segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
+        buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
+        floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+    )
+
+
+def state_backend_for(env: Any) -> Any:
+    """The environment's StateBackend: set with ``set_state_backend`` or from ``state.backend.type``."""
+    from weir.datastream.state_backend import state_backend_from_config
+
+    conf = env.get_configuration()
+    backend = getattr(env, "_state_backend", None)
+    if backend is None:
+        backend = state_backend_from_config(conf.get_option(opts.STATE_BACKEND))
+    configure = getattr(backend, "configure", None)  # settings left open come from the configuration
+    return configure(conf) if configure is not None else backend
+
+
+def checkpoint_config_for(env: Any) -> Any:
+    """The coordinator's configuration when ``enable_checkpointing`` (or its key) is set, else None."""
+    if env.get_checkpoint_interval() <= 0:
+        return None
+    from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
+
+    return CheckpointCoordinatorConfig.from_configuration(env.get_configuration())
+
+
+def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
+    from weir.cluster.restart_strategy import restart_strategy_from_configuration
+
+    directory = env.get_checkpoint_config().get_checkpoint_storage_dir()
+    checkpoint_config = checkpoint_config_for(env)
+    return JobSettings(
+        state_backend=state_backend_for(env),
+        restart_strategy=restart_strategy_from_configuration(
+            env.get_configuration(), checkpoint_config is not None
+        ),
+        checkpoint_config=checkpoint_config,
+        failover_strategy=env.get_configuration().get_option(opts.FAILOVER_STRATEGY),
+        checkpoint_dir=None if directory is None else Path(directory),
+        savepoint_restore=SavepointRestoreSettings.from_configuration(env.get_configuration()),
+        savepoint_dir=env.get_configuration().get_option(opts.SAVEPOINT_DIRECTORY),
+        checkpoint_retention=env.get_configuration().get_option(opts.CHECKPOINTING_RETENTION),
+        buffer_timeout_ms=env.get_buffer_timeout(),
+        auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
+        processing_time_ms=processing_time_source(),
+        collect_channels=collect_channels or {},
+        job_parameters=env.get_config().get_global_job_parameters(),
+        debloat=DebloatSettings.from_configuration(env.get_configuration()),
+    )
+
+
+async def run_job_graph(
+    env: Any,
+    job_graph: JobGraph,
+    collect_channels: dict[int, Any] | None = None,
+    cluster: MiniCluster | None = None,
+    on_submit: Callable[[JobHandle], None] | None = None,
+) -> JobExecutionResult:
+    """Run a compiled job on ``cluster`` (or a new embedded one) and wait for its end.
+    Cancellation: the job is cancelled with the surrounding scope."""
+    if cluster is None:
+        cluster = getattr(env, "cluster", None)
+    if cluster is not None:
+        result = await _run_on(cluster, env, job_graph, collect_channels, on_submit)
+    else:
+        async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
+            result = await _run_on(embedded, env, job_graph, collect_channels, on_submit)
+    outcome = result._result
+    if outcome.status is JobStatus.FAILED:
+        cause = outcome.failure
+        raise JobExecutionError(f"job '{outcome.job_name}' failed: {cause}") from cause
+    return result
+
+
+async def _run_on(
+    cluster: MiniCluster,
+    env: Any,
+    job_graph: JobGraph,
+    collect_channels: dict[int, Any] | None,
+    on_submit: Callable[[JobHandle], None] | None = None,
+) -> JobExecutionResult:
+    handle = cluster.submit(job_graph, job_settings_for(env, collect_channels))
+    if on_submit is not None:
+        on_submit(handle)
+    async with trio.open_nursery() as nursery:
+        if _observer is not None:
+            nursery.start_soon(_observer, cluster, handle)
+        try:
+            result = await handle.wait()
+        except BaseException:
+            handle.cancel()
+            raise
+        stats = handle.job_master.statistics()
+        nursery.cancel_scope.cancel()
+    return JobExecutionResult(result, stats)
+
+
+async def run_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
+    """``execute`` for code already running inside Trio."""
+    return await run_job_graph(env, generate_job_graph(graph))
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
+
+
+def loop_clock(env: Any) -> trio.abc.Clock | None:
+    """The clock ``execute()`` runs Trio on: busy polling while the loop is loaded
+    (``weir.loop.busy_poll``), unless ``execution.busy-poll.enabled`` is false (None:
+    Trio's own). Jobs run from a background thread (``execute_async``, collecting) keep
+    Trio's clock: a polling loop would hold the GIL the caller's thread works with."""
+    conf = env.get_configuration()
+    if not conf.get_option(opts.BUSY_POLL_ENABLED):
+        return None
+    return BusyPollClock(BusyPollPolicy(conf.get_option(opts.BUSY_POLL_MIN_LOAD)))
+
+
+def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
+    if _in_trio():
+        raise UsageError(
+            "env.execute() was called inside a running Trio event loop; "
+            "use `await weir.cluster.client.run_stream_graph(env, env.get_stream_graph())` there"
+        )
+    job_graph = generate_job_graph(graph)
+    warm_up()
+    try:
+        return trio.run(run_job_graph, env, job_graph, clock=loop_clock(env))
+    except BaseExceptionGroup as group:
+        from weir.cluster.task_executor import first_cause
+
+        raise first_cause(group) from None
+
+
+class JobClient:
+    """``execute_async``: the job runs in a background thread; this handle waits for or cancels it."""
+
+    def __init__(self, env: Any, job_graph: JobGraph) -> None:
+        self._result: JobExecutionResult | None = None
+        self._error: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._handle: JobHandle | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(
+            target=self._main, args=(env, job_graph), daemon=True, name="weir-job"
+        )
+        self._thread.start()
+        self._ready.wait()
+
+    def _main(self, env: Any, job_graph: JobGraph) -> None:
+        def submitted(handle: JobHandle) -> None:
+            self._handle = handle
+            self._ready.set()
+
+        async def body() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                self._result = await run_job_graph(env, job_graph, on_submit=submitted)
+
+        try:
+            trio.run(body)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def cancel(self) -> None:
+        if self._token is not None and self._scope is not None and self._thread.is_alive():
+            with contextlib.suppress(trio.RunFinishedError):
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+
+    def get_job_id(self) -> str:
+        if self._handle is None:
+            raise JobExecutionError(f"the job was not submitted: {self._error}")
+        return self._handle.job_id
+
+    def _savepoint(self, directory: str | None, fmt: str, stop: str | None) -> concurrent.futures.Future:
+        """Runs in the caller's thread and blocks until the savepoint ends; returns a done future."""
+        future: concurrent.futures.Future = concurrent.futures.Future()
+        if self._handle is None or self._token is None or not self._thread.is_alive():
+            future.set_exception(JobExecutionError("the job is not running, so it cannot take a savepoint"))
+            return future
+        try:
+            path = trio.from_thread.run(
+                self._handle.job_master.trigger_savepoint, directory, fmt, stop, trio_token=self._token
+            )
+        except (trio.RunFinishedError, trio.Cancelled) as exc:
+            future.set_exception(JobExecutionError(f"the job ended before the savepoint completed ({exc})"))
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(path)
+        return future
+
+    def trigger_savepoint(
+        self, savepoint_directory: str | None = None, format_type: str = "canonical"
+    ) -> concurrent.futures.Future:
+        """Take a savepoint while the job goes on; ``.result()`` is its directory."""
+        return self._savepoint(savepoint_directory, _savepoint_format(format_type), None)
+
+    def stop_with_savepoint(
+        self,
+        advance_to_end_of_event_time: bool = False,
+        savepoint_directory: str | None = None,
+        format_type: str = "canonical",
+    ) -> concurrent.futures.Future:
+        """Take a savepoint and end the job (FINISHED); with ``advance_to_end_of_event_time``
+        event time ends first (Long.MAX watermark: every window and timer fires)."""
+        stop = "drain" if advance_to_end_of_event_time else "no_drain"
+        return self._savepoint(savepoint_directory, _savepoint_format(format_type), stop)
+
+    def get_job_execution_result(self, timeout_s: float | None = None) -> JobExecutionResult:
+        self._thread.join(timeout_s)
+        if self._thread.is_alive():
+            raise TimeoutError(f"job still running after {timeout_s} s")
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise JobExecutionError("job was cancelled")
+        return self._result
+
+
+def _savepoint_format(format_type: Any) -> str:
+    """PyFlink's SavepointFormatType (CANONICAL / NATIVE) or its name."""
+    name = str(getattr(format_type, "name", format_type)).lower()
+    if name not in ("canonical", "native"):
+        raise UsageError(f"savepoint format must be CANONICAL or NATIVE, got {format_type!r}")
+    return name
+
+
+def submit_stream_graph(env: Any, graph: StreamGraph) -> JobClient:
+    warm_up()
+    return JobClient(env, generate_job_graph(graph))
+
+
+_END = object()
+
+
+class CloseableIterator:
+    """Records of ``execute_and_collect``; close it (or use ``with``) to stop the job early."""
+
+    def __init__(self, env: Any, job_graph: JobGraph, sink_node_id: int, capacity: int = 16) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=capacity)
+        self._buffer: list[Any] = []
+        self._closed = False
+        self._error: BaseException | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._scope: trio.CancelScope | None = None
+        self._thread = threading.Thread(
+            target=self._main, args=(env, job_graph, sink_node_id), daemon=True, name="weir-collect"
+        )
+        self._thread.start()
+
+    def _main(self, env: Any, job_graph: JobGraph, sink_node_id: int) -> None:
+        async def forward(receive: trio.MemoryReceiveChannel[list[Any]]) -> None:
+            async with receive:
+                async for records in receive:
+                    await trio.to_thread.run_sync(self._queue.put, records, abandon_on_cancel=True)
+
+        async def body() -> None:
+            self._token = trio.lowlevel.current_trio_token()
+            send, receive = trio.open_memory_channel[list[Any]](0)
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(forward, receive)
+                    async with send:
+                        await run_job_graph(env, job_graph, {sink_node_id: send})
+
+        try:
+            trio.run(body)
+        except BaseException as exc:
+            from weir.cluster.task_executor import first_cause
+
+            self._error = first_cause(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        finally:
+            while True:
+                try:
+                    self._queue.put(_END, timeout=0.1)
+                    break
+                except queue.Full:
+                    if self._closed:
+                        with contextlib.suppress(queue.Empty):
+                            self._queue.get_nowait()
+
+    def __iter__(self) -> CloseableIterator:
+        return self
+
+    def __next__(self) -> Any:
+        while not self._buffer:
+            if self._closed:
+                raise StopIteration
+            item = self._queue.get()
+            if item is _END:
+                self._closed = True
+                self._thread.join()
+                if self._error is not None:
+                    raise self._error
+                raise StopIteration
+            self._buffer = list(reversed(item))
+        return self._buffer.pop()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._token is not None and self._scope is not None:
+            with contextlib.suppress(trio.RunFinishedError, RuntimeError):
+                trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
+        while self._thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self._queue.get(timeout=0.05)
+        self._thread.join()
+
+    def __enter__(self) -> CloseableIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def execute_and_collect(env: Any, sink: Any, job_name: str | None, limit: int | None) -> Any:
+    if _in_trio():
+        raise UsageError("execute_and_collect() was called inside a running Trio event loop")
+    graph = env.get_stream_graph(env._job_name(job_name), clear_transformations=True)
+    sink_node = next(
+        n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink
+    )
+    warm_up()
+    iterator = CloseableIterator(env, generate_job_graph(graph), sink_node.id)
+    if limit is None:
+        return iterator
+    with iterator:
+        out: list[Any] = []
+        for record in iterator:
+            if len(out) >= limit:
+                break
+            out.append(record)
+        return out

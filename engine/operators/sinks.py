@@ -1,0 +1,99 @@
+"""Sinks: print, user sink functions, discard and collect (back to the client); file sinks are in ``file_sink``."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from weir.codec.batch import Batch
+from weir.datastream.functions import SinkFunction
+from weir.operators.base import StreamOperator
+
+
+class SinkOperator(StreamOperator):
+    """A sink consumes batches and emits nothing. ``drain`` runs after each input batch."""
+
+    async def drain(self) -> None:
+        """Push queued records out (for sinks that talk to something async). Cancellation: drops nothing already pushed."""
+
+    def process_watermark(self, timestamp: int) -> None:
+        self.current_watermark = timestamp
+
+
+class PrintSinkOperator(SinkOperator):
+    """One line per record; prefixed like Flink: ``identifier:subtask> `` when there are several subtasks."""
+
+    def __init__(self, name: str, sink_identifier: str | None, to_stderr: bool) -> None:
+        super().__init__(name)
+        self.sink_identifier = sink_identifier
+        self.to_stderr = to_stderr
+
+    def open(self) -> None:
+        ctx = self.context
+        subtask = f"{ctx.subtask_index + 1}" if ctx.parallelism > 1 else ""
+        ident = self.sink_identifier or ""
+        if ident and subtask:
+            self._prefix = f"{ident}:{subtask}> "
+        elif ident or subtask:
+            self._prefix = f"{ident or subtask}> "
+        else:
+            self._prefix = ""
+        self._stream = sys.stderr if self.to_stderr else sys.stdout
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        prefix = self._prefix
+        self._stream.write("".join(f"{prefix}{v}\n" for v in batch.as_list()))
+
+
+class FunctionSinkOperator(SinkOperator):
+    """``add_sink``: a SinkFunction's ``invoke(value, context)`` or a plain callable per record."""
+
+    def __init__(self, name: str, function: Any) -> None:
+        super().__init__(name)
+        self.function = function
+
+    def open(self) -> None:
+        if isinstance(self.function, SinkFunction):
+            self.function.open(self.context.runtime_context())
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        if isinstance(self.function, SinkFunction):
+            invoke = self.function.invoke
+            for v in batch.as_list():
+                invoke(v, None)
+        else:
+            f = self.function
+            for v in batch.as_list():
+                f(v)
+
+    def close(self) -> None:
+        if isinstance(self.function, SinkFunction):
+            self.function.close()
+
+
+class DiscardingSinkOperator(SinkOperator):
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+
+
+class CollectSinkOperator(SinkOperator):
+    """Sends records to the client of ``execute_and_collect`` (through ``channel``, a trio send channel)."""
+
+    def __init__(self, name: str, channel: Any) -> None:
+        super().__init__(name)
+        self.channel = channel
+        self._pending: list[Batch] = []
+
+    def process_batch(self, batch: Batch) -> None:
+        self.metrics.records_in += len(batch)
+        if len(batch):
+            self._pending.append(batch)
+
+    async def drain(self) -> None:
+        """Cancellation: a batch not yet accepted by the client is dropped with the job."""
+        while self._pending:
+            batch = self._pending[0]
+            await self.channel.send(batch.as_list())
+            self._pending.pop(0)

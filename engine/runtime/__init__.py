@@ -1,1 +1,0 @@
-"""The runtime: cluster, JobMaster, ResourceManager, TaskExecutors, tasks and operators (Trio)."""

@@ -1,0 +1,61 @@
+"""KeyGroupSelector: key -> key group -> subtask, the same with its string-key cache as without."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from weir.codec.batch import Batch
+from weir.datastream.functions import wrap_key_selector
+from weir.keys import assign_key_to_parallel_operator
+from weir.task.channel_selectors import KeyGroupSelector
+
+keys = st.one_of(st.text(max_size=6), st.integers(-5, 5), st.booleans(), st.sampled_from([1.0, 0.0, -1.5]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(keys, max_size=20), max_size=6), st.integers(1, 7))
+def test_every_batch_goes_where_the_formula_says_cache_or_not(
+    batches: list[list[object]], channels: int
+) -> None:
+    selector = KeyGroupSelector(wrap_key_selector(lambda v: v), 128)
+    for batch in batches:  # later batches hit the cache filled by earlier ones
+        got = selector.select(Batch(list(batch)), channels).tolist()
+        assert got == [assign_key_to_parallel_operator(k, 128, channels) for k in batch]
+
+
+def test_a_str_key_and_an_equal_looking_key_of_another_type_are_told_apart() -> None:
+    selector = KeyGroupSelector(wrap_key_selector(lambda v: v), 128)
+    for batch in (["1", "True"], [1, True, 1.0], ["1", 1, True]):
+        got = selector.select(Batch(batch), 4).tolist()
+        assert got == [assign_key_to_parallel_operator(k, 128, 4) for k in batch]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.text(max_size=3), max_size=12), max_size=8))
+def test_a_full_cache_starts_again_and_routes_the_same(batches: list[list[str]]) -> None:
+    selector = KeyGroupSelector(wrap_key_selector(lambda v: v), 128)
+    selector.CACHE_ENTRIES = 4
+    widest = 4  # a batch with more distinct keys than the bound fills the cache with them all
+    for batch in batches:
+        got = selector.select(Batch(list(batch)), 3).tolist()
+        assert got == [assign_key_to_parallel_operator(k, 128, 3) for k in batch]
+        widest = max(widest, len(set(batch)))
+        assert len(selector._cache[3]) <= widest
+
+
+def test_a_new_key_hashes_only_the_keys_not_seen_before(monkeypatch: object) -> None:
+    from weir.task import channel_selectors
+
+    hashed: list[list[object]] = []
+    real = channel_selectors.java_hash_array
+
+    def spy(keys: list[object]) -> object:
+        hashed.append(list(keys))
+        return real(keys)
+
+    monkeypatch.setattr(channel_selectors, "java_hash_array", spy)  # type: ignore[attr-defined]
+    selector = KeyGroupSelector(wrap_key_selector(lambda v: v), 128)
+    selector.select(Batch(["a", "b", "a"]), 2)
+    selector.select(Batch(["b", "c", "a", "c"]), 2)
+    assert hashed == [["a", "b"], ["c"]]

@@ -248,12 +248,15 @@ def run_bench_suite(ctx: click.Context, **options: Any) -> None:
     directory = rep.write(report, rep.results_dir(results_root, spec["suite"], sha))
     ok, summary = rep.verdict(report)
     click.echo(f"correctness: {summary}")
+    errors = rep.measurement_errors(report)
+    for error in errors:
+        click.echo(f"measurement FAILED: {error}")
     for t in rep.targets(report):
         click.echo(
             f"target {'met' if t['met'] else 'NOT met'}: {t['target']} [{t['group']}]: {rep.target_value(t)}"
         )
     click.echo(f"report: {directory / rep.REPORT_MD} (plots and report.json next to it)")
-    if not ok:
+    if not ok or errors:
         sys.exit(1)
 
 
@@ -299,7 +302,7 @@ def compare_cmd(a: Path, b: Path) -> None:
     for r in rows:
         p50 = ", ".join(f"{load['fraction']:.0%}: {fmt(load['p50_ratio'])}" for load in r["loads"])
         p99 = ", ".join(f"{load['fraction']:.0%}: {fmt(load['p99_ratio'])}" for load in r["loads"])
-        table.add_row(r["key"], f"{r['max_throughput_a']:,.0f}", f"{r['max_throughput_b']:,.0f}",
+        table.add_row(r["key"], rep._rate(r["max_throughput_a"]), rep._rate(r["max_throughput_b"]),
                       fmt(r["throughput_ratio"]), p50, p99)  # fmt: skip
     Console(width=200).print(table)
     # latency ratios between reports taken in unlike hours say more about the hours

@@ -20,9 +20,18 @@ Two modes, chosen by ``ReplayRun.schedule_rate``:
 - **throughput** (no rate): rows are emitted as fast as the job takes them;
   ``intended_ns`` is the emission time.
 
+A run can be longer than its data set: with ``ReplayRun.lap_schedule_units`` set, a
+reader that reaches the end of its split starts it again (a *lap*), with every schedule
+value moved on by ``lap_schedule_units`` per lap and every event time (the source's
+``event_time_column``) by ``lap_event_time_ms``, so lap ``k`` continues the data set as if
+it had ``k`` times as many events: the schedule keeps its pace, windows keep filling, and
+the watermark never makes a lapped event late. It laps until the schedule limit (open
+loop) or ``max_duration_s`` (throughput mode). A lap that took no time on the clock could
+never fill the run (a MockClock whose job costs nothing), so the replay ends after it.
+
 Time is Trio's clock in nanoseconds (``now_ns``): the system clock in real runs, the
-MockClock in tests. ``position()`` is the number of rows this subtask has emitted, so a
-checkpoint can rewind the replay exactly.
+MockClock in tests. ``position()`` is the number of rows this subtask has emitted (over
+every lap), so a checkpoint can rewind the replay exactly.
 """
 
 from __future__ import annotations
@@ -55,8 +64,17 @@ CHUNK_ROWS = 16_384
 #: which every other record in flight then waits out. Measured at half the maximum
 #: throughput (keyed-shuffle, 1 ms buffer timeout, median p99 of four 5 s runs): 19.0 ms with
 #: 4,096 rows, 14.4 ms with 1,024, 13.8 ms with 512. Throughput mode keeps the source's
-#: batch size.
+#: batch size, and so does a reader further behind than ``CATCH_UP_BEHIND_MS``.
 OPEN_LOOP_BATCH_ROWS = 1_024
+#: How far behind its schedule (ms) an open-loop reader goes back to the source's full
+#: batches (``DEFAULT_BATCH_SIZE``): rows that late are past any latency target already, and
+#: a reader that far behind is overloaded or in a long stall, where what counts is how fast
+#: the job works off the backlog. Every batch pays a fixed cost along the whole path (poll,
+#: emit, route, encode, flush, decode, sink). Offered 125% of its maximum (keyed shuffle,
+#: 1 ms timeout, 4 alternating triples of 2 s runs), the job took records at 88% of the
+#: maximum in 1,024-row batches and at 97% in 4,096-row ones. A real source that is behind
+#: reads its largest batches too (Kafka's ``max.poll.records``).
+CATCH_UP_BEHIND_MS = 50.0
 #: The open-loop batch period by default (ms): readers emit at the multiples of it on the
 #: clock, so a due row waits at most this long for later rows to share its batch. Until
 #: the twelfth session a row waited 2 ms after the first row of its batch and then for the
@@ -95,6 +113,7 @@ def arrow_type_info(arrow_type: str) -> TypeInformation:
 class SubtaskProgress:
     emitted: int = 0
     emitted_measured: int = 0  # rows whose intended time is after the warm-up
+    emitted_after_warmup: int = 0  # rows emitted after the warm-up, whenever they were due
     first_measured_ns: int | None = None
     last_emit_ns: int = 0
     max_behind_ns: int = 0  # open loop: how late the source emitted a row, at worst
@@ -110,20 +129,28 @@ class ReplayRun:
     the run, so a due row waits at most this long for later rows to share its batch (its
     latency counts the wait); 0 emits every row when it is due. ``open_loop_batch_rows``:
     the most rows an open-loop batch holds, also when the reader has fallen behind (see
-    ``OPEN_LOOP_BATCH_ROWS``). ``schedule_limit``: rows whose schedule
+    ``OPEN_LOOP_BATCH_ROWS``) while it is at most ``catch_up_behind_ns`` behind; further
+    behind, the source's batch size (None: never; see ``CATCH_UP_BEHIND_MS``). ``schedule_limit``: rows whose schedule
     value is at or past it are not replayed (None: all). ``max_duration_s``: readers stop
     once this long after the anchor (None: no limit). ``host_probe``: timed in the job's
-    thread from the anchor to the end of the run (None: not probed).
+    thread from the anchor to the end of the run (None: not probed). ``lap_schedule_units``:
+    the schedule units one pass over the data set covers; set, the readers replay their
+    splits again and again until the limit or the duration ends the run, each lap's schedule
+    values ``lap_schedule_units`` and its event times ``lap_event_time_ms`` past the lap's
+    before (None: every row once).
     """
 
     schedule_rate: float | None = None
     warmup_s: float = 0.0
     batch_wait_ns: int = 0
     open_loop_batch_rows: int = OPEN_LOOP_BATCH_ROWS
+    catch_up_behind_ns: int | None = int(CATCH_UP_BEHIND_MS * 1e6)
     schedule_limit: int | None = None
     max_duration_s: float | None = None
     anchor_ns: int | None = None
     host_probe: HostProbe | None = None
+    lap_schedule_units: int | None = None
+    lap_event_time_ms: int = 0
     subtasks: dict[tuple[str, int], SubtaskProgress] = field(default_factory=dict)
     _probing: HostProbe | None = field(default=None, init=False, repr=False)  # on the Trio loop
 
@@ -134,6 +161,14 @@ class ReplayRun:
             raise UsageError(f"warm-up must not be negative, got {self.warmup_s!r} s")
         if self.open_loop_batch_rows < 1:
             raise UsageError(f"open-loop batches need at least one row, got {self.open_loop_batch_rows!r}")
+        if self.lap_schedule_units is not None and self.lap_schedule_units < 1:
+            raise UsageError(
+                f"a lap must cover at least one schedule unit, got lap_schedule_units={self.lap_schedule_units!r}"
+            )
+        if self.lap_event_time_ms < 0:
+            raise UsageError(
+                f"a lap cannot move event time backwards, got lap_event_time_ms={self.lap_event_time_ms!r}"
+            )
 
     def anchor(self, now: int) -> int:
         """The intended time of schedule position 0: fixed by the first reader that starts."""
@@ -183,6 +218,10 @@ class ReplayRun:
         return sum(p.emitted_measured for p in self.subtasks.values())
 
     @property
+    def emitted_after_warmup(self) -> int:
+        return sum(p.emitted_after_warmup for p in self.subtasks.values())
+
+    @property
     def first_measured_ns(self) -> int | None:
         firsts = [p.first_measured_ns for p in self.subtasks.values() if p.first_measured_ns is not None]
         return min(firsts) if firsts else None
@@ -193,7 +232,8 @@ class ReplayRun:
 
 
 class ReplaySource(Source):
-    """Replays ``table`` of the data set in ``directory``; records are (columns…, intended_ns)."""
+    """Replays ``table`` of the data set in ``directory``; records are (columns…, intended_ns).
+    ``event_time_column`` (one of ``columns``) is the column a lap moves on in event time."""
 
     def __init__(
         self,
@@ -203,6 +243,7 @@ class ReplaySource(Source):
         run: ReplayRun,
         schedule_column: str | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        event_time_column: str | None = None,
     ) -> None:
         self.directory = Path(directory)
         manifest = dataset.load_manifest(self.directory)
@@ -218,6 +259,13 @@ class ReplaySource(Source):
             raise UsageError(f"schedule column '{schedule_column}' must be an integer column")
         if batch_size < 1:
             raise UsageError(f"replay batch size must be positive, got {batch_size}")
+        if event_time_column is not None and (
+            event_time_column not in columns or schema[event_time_column] not in ("int64", "int32")
+        ):
+            raise UsageError(
+                f"event time column '{event_time_column}' must be one of the replayed integer columns {columns}"
+            )
+        self.event_time_column = event_time_column
         self.columns = list(columns)
         self.column_types = [arrow_type_info(schema[c]) for c in columns]
         self.schedule_column = schedule_column
@@ -290,11 +338,18 @@ class _Chunk:
     own pays Arrow's per-call cost for every small open-loop batch (24 us for 130 rows,
     against 10 us for slicing lists converted ahead)."""
 
-    __slots__ = ("converted", "intended", "intended_array", "lists", "next", "rows", "schedule", "size")
+    __slots__ = (
+        "converted", "intended", "intended_array", "lap", "lists", "next", "rows", "schedule", "shift",
+        "size",
+    )  # fmt: skip
 
-    def __init__(self, rows: Any, schedule: np.ndarray) -> None:
+    def __init__(
+        self, rows: Any, schedule: np.ndarray, lap: int = 0, shift: tuple[str, int] | None = None
+    ) -> None:
         self.rows = rows
         self.schedule = schedule
+        self.lap = lap
+        self.shift = shift  # (column, ms) added to that column's values: the lap's event time
         self.size = len(schedule)
         self.next = 0
         self.converted = 0  # rows [0, converted) are in ``lists``
@@ -323,7 +378,12 @@ class _Chunk:
             stop = min(self.size, max(end, self.converted + PIECE_ROWS))
             piece = self.rows.slice(self.converted, stop - self.converted)
             for c in columns:
-                self.lists.setdefault(c, []).extend(piece.column(c).to_pylist())
+                column = piece.column(c)
+                if self.shift is not None and self.shift[0] == c:
+                    import pyarrow.compute as pc
+
+                    column = pc.add(column, self.shift[1])
+                self.lists.setdefault(c, []).extend(column.to_pylist())
             self.converted = stop
         return list(zip(*(self.lists[c][start:end] for c in columns), intended))
 
@@ -481,6 +541,8 @@ class ReplayReader(SourceReader):
         self._ahead: _Prefetch | _Inline | None = None
         self._in_memory = False
         self._done = False
+        self._lap = 0  # the lap of the chunk replayed last, and when it began
+        self._lap_start_ns: int | None = None
 
     def position(self) -> Any:
         return {"rows": self.emitted}
@@ -495,6 +557,8 @@ class ReplayReader(SourceReader):
         self._chunk = None
         self._ahead = None  # a read of the old position still running is dropped
         self._done = False
+        self._lap = 0
+        self._lap_start_ns = None
 
     def close(self) -> None:
         self._chunks = None
@@ -506,19 +570,35 @@ class ReplayReader(SourceReader):
         (read in the Trio thread: it is in memory), else the Parquet files."""
         cached = SPLITS.get(self.source.split_key(self.parallelism), self.subtask)
         self._in_memory = cached is not None
-        pieces: Iterator[Piece] = (
-            iter(cached)
-            if cached is not None
-            else (split[0] for split in _split_pieces(self.source, self.parallelism, self.subtask))
-        )
-        self._chunks = self._read_chunks(pieces)
+        self._chunks = self._read_chunks(self._laps(cached))
 
-    def _read_chunks(self, pieces: Iterator[Piece]) -> Iterator[_Chunk]:
+    def _split(self, cached: list[Piece] | None) -> Iterator[Piece]:
+        """One pass over this subtask's split."""
+        if cached is not None:
+            return iter(cached)
+        return (split[0] for split in _split_pieces(self.source, self.parallelism, self.subtask))
+
+    def _laps(self, cached: list[Piece] | None) -> Iterator[tuple[int, Piece]]:
+        """The split's pieces with their lap: once, or again and again when the run laps
+        (``ReplayRun.lap_schedule_units``), each lap's schedule values moved on by a lap."""
+        units = self.run.lap_schedule_units
+        lap = 0
+        while True:
+            empty = True
+            for rows, schedule in self._split(cached):
+                empty = False
+                yield lap, (rows, schedule if not lap or units is None else schedule + lap * units)
+            if units is None or empty:
+                return
+            lap += 1
+
+    def _read_chunks(self, pieces: Iterator[tuple[int, Piece]]) -> Iterator[_Chunk]:
         """This subtask's chunks from ``pieces``: the first ``_skip`` rows left out, and the
         rows at or past the run's schedule limit."""
         skip = self._skip
         limit = self.run.schedule_limit
-        for rows, schedule in pieces:
+        column = self.source.event_time_column
+        for lap, (rows, schedule) in pieces:
             if skip >= len(schedule):
                 skip -= len(schedule)
                 continue
@@ -531,7 +611,8 @@ class ReplayReader(SourceReader):
                 truncated = keep < len(schedule)
                 rows, schedule = rows.slice(0, keep), schedule[:keep]
             if len(schedule):
-                yield _Chunk(rows, schedule)
+                shift = self.run.lap_event_time_ms * lap
+                yield _Chunk(rows, schedule, lap, (column, shift) if column is not None and shift else None)
             if truncated:
                 return
 
@@ -563,7 +644,11 @@ class ReplayReader(SourceReader):
         now = now_ns()
         run = self.run
         anchor = run.anchor(now)
-        if chunk is None or (run.max_duration_s is not None and now - anchor >= run.max_duration_s * 1e9):
+        if (
+            chunk is None
+            or (run.max_duration_s is not None and now - anchor >= run.max_duration_s * 1e9)
+            or self._lapped_in_no_time(chunk, now)
+        ):
             self._done = True
             return None
         start = chunk.next
@@ -576,6 +661,10 @@ class ReplayReader(SourceReader):
             stop = min(start + min(self.source.batch_size, run.open_loop_batch_rows), chunk.size)
             times = chunk.intended_ns(anchor, 1e9 / run.schedule_rate, stop)
             due_first = times[start]
+            catch_up = run.catch_up_behind_ns
+            if catch_up is not None and now - due_first > catch_up:  # far behind: full batches
+                stop = min(start + self.source.batch_size, chunk.size)
+                times = chunk.intended_ns(anchor, 1e9 / run.schedule_rate, stop)
             # wait for the first batch point at or after the first row is due (the last row
             # of a full batch, if that comes first), and emit every row due by then
             wake = min(run.batch_point(due_first), times[stop - 1])
@@ -596,9 +685,22 @@ class ReplayReader(SourceReader):
         stats.last_emit_ns = now
         warm = run.warmup_end_ns
         if warm is not None:
+            if now >= warm:
+                stats.emitted_after_warmup += n
             measured = n - bisect_left(intended, warm)
             if measured:
                 stats.emitted_measured += measured
                 if stats.first_measured_ns is None:
                     stats.first_measured_ns = max(warm, intended[n - measured])
         return Batch(values)
+
+    def _lapped_in_no_time(self, chunk: _Chunk, now: int) -> bool:
+        """True when ``chunk`` begins a lap and the lap before took no time on the clock: in
+        throughput mode, laps would never fill the run (a MockClock whose job costs nothing)."""
+        if self._lap_start_ns is None:  # the first chunk since the start or a restore
+            self._lap, self._lap_start_ns = chunk.lap, now
+        if chunk.lap == self._lap:
+            return False
+        ended_in_no_time = self.run.schedule_rate is None and now == self._lap_start_ns
+        self._lap, self._lap_start_ns = chunk.lap, now
+        return ended_in_no_time

@@ -123,7 +123,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                     "runs": each_run_p99(half, calm),
                 })  # fmt: skip
         hundred = by_timeout.get(100)
-        if one is not None and hundred is not None and hundred["max_throughput"] > 0:
+        if one is not None and hundred is not None and one["max_throughput"] and hundred["max_throughput"]:
             ratio = one["max_throughput"] / hundred["max_throughput"]
             out.append({
                 "target": f"max throughput at 1 ms >= {TARGET_RATIO:.0%} of max throughput at 100 ms",
@@ -185,7 +185,7 @@ def each_attempt(config: dict[str, Any], calm_us: float | None = None) -> str:
     calm stretch that the other runs did not have."""
     rates = config.get("throughput_attempts", [config["max_throughput"]])
     hosts = config.get("throughput_attempts_host") or [None] * len(rates)
-    return ", ".join(_with_host(_rate(rate), host, calm_us) for rate, host in zip(rates, hosts))
+    return ", ".join(_with_host(_measured(rate), host, calm_us) for rate, host in zip(rates, hosts))
 
 
 def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
@@ -201,6 +201,12 @@ def each_run_p99(run: dict[str, Any], calm_us: float | None = None) -> str:
 def _with_host(text: str, host: dict[str, Any] | None, calm_us: float | None) -> str:
     """``text`` followed by its run's share of slow windows, when the run was probed."""
     return text if host is None else f"{text} ({steadiness.slow_label(host, calm_us)})"
+
+
+def measurement_errors(report: dict[str, Any]) -> list[str]:
+    """The runs of the report that measured nothing, each named with why: a benchmark that
+    measured nothing fails rather than report a figure for it."""
+    return [e for c in report["configurations"] for e in c.get("errors") or []]
 
 
 def verdict(report: dict[str, Any]) -> tuple[bool, str]:
@@ -258,6 +264,11 @@ def _us(us: float | None) -> str:
     return "–" if us is None else f"{us:.1f} us"
 
 
+def _measured(rate: float | None) -> str:
+    """A rate of a run, or that the run measured nothing (``measurement_errors`` says why)."""
+    return "not measured" if rate is None else _rate(rate)
+
+
 def _ms(us: float | None) -> str:
     return "–" if us is None else f"{us / 1000:.2f}"
 
@@ -270,6 +281,13 @@ def markdown(report: dict[str, Any]) -> str:
     ok, summary = verdict(report)
     lines = [f"# weir benchmark report: {report['suite']} suite", ""]
     lines += [f"**Correctness: {summary}.**" if ok else f"**Correctness: FAILED. {summary}.**", ""]
+    errors = measurement_errors(report)
+    if errors:
+        lines += [
+            f"**Measurement: FAILED. {len(errors)} run(s) measured nothing; they have no figures below:**",
+            "",
+        ]
+        lines += [f"- {e}" for e in errors] + [""]
     lines += [
         f"Reproduce with `{report.get('command', 'weir bench --suite ' + report['suite'])}` "
         f"at git revision `{report.get('git_sha', 'unknown')}` "
@@ -316,7 +334,7 @@ def markdown(report: dict[str, Any]) -> str:
             top = c["runs"][0]
             attempts = each_attempt(c, attempts_calm)
             lines.append(
-                f"| {c['group']} | {c['config']['buffer_timeout_ms']} | {_rate(c['max_throughput'])} | {attempts} | "
+                f"| {c['group']} | {c['config']['buffer_timeout_ms']} | {_measured(c['max_throughput'])} | {attempts} | "
                 f"{top.get('checkpoints_completed', 0)} | {_rate(c.get('max_sustained_rate'))} |"
             )
         lines += [
@@ -463,7 +481,8 @@ def plots(report: dict[str, Any], directory: Path) -> list[Path]:
     for group, members in groups.items():
         members = sorted(members, key=lambda c: c["config"]["buffer_timeout_ms"])
         labels = [str(c["config"]["buffer_timeout_ms"]) for c in members]
-        ax.plot(labels, [c["max_throughput"] for c in members], marker="o", label=group)
+        maxima = [float("nan") if c["max_throughput"] is None else c["max_throughput"] for c in members]
+        ax.plot(labels, maxima, marker="o", label=group)
     ax.set_xlabel("buffer timeout (ms)")
     ax.set_ylabel("max throughput (records/s)")
     ax.set_ylim(bottom=0)
@@ -492,7 +511,7 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
             "max_throughput_a": other["max_throughput"],
             "max_throughput_b": c["max_throughput"],
             "throughput_ratio": c["max_throughput"] / other["max_throughput"]
-            if other["max_throughput"]
+            if other["max_throughput"] and c["max_throughput"] is not None
             else None,
             "loads": [],
         }

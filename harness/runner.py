@@ -6,11 +6,16 @@ checkpointing off/aligned/unaligned, heap or LMDB state); ``run_sync`` executes 
 ``env.execute()``; ``run_async`` does the same inside a running Trio loop (tests use it
 under MockClock). ``summarise`` turns the shared run state into a ``RunResult``:
 
-- throughput = records emitted after the warm-up / (last arrival at the sink − the first
-  intended time after the warm-up): a job that falls behind delivers its last records
-  late, and that lowers the rate it is credited with;
+- throughput = records the source emitted after the warm-up (whenever they were due) /
+  (last arrival at the sink − the end of the warm-up): the rate the job took records at
+  while it was measured. A job that falls behind delivers its last records late, and that
+  lowers the rate it is credited with; the backlog it carried out of the warm-up counts as
+  work done in the measured time, since it was;
 - an open-loop run is *sustained* when that throughput is at least 95% of the target;
-- latency percentiles come from the merged HdrHistogram of the sink subtasks.
+- latency percentiles come from the merged HdrHistogram of the sink subtasks, over the
+  records whose intended time is after the warm-up;
+- a run that measured nothing (no record emitted after the warm-up, or none of them
+  reached the sink) has an ``error`` and no figures: a report and ``weir bench`` fail on it.
 """
 
 from __future__ import annotations
@@ -100,6 +105,24 @@ class RunResult:
     restarts: int = 0
     rows: list[tuple[Any, ...]] = field(default_factory=list)
     host: dict[str, Any] | None = None  # the steadiness probe inside the run
+    records_after_warmup: int = 0  # emitted after the warm-up ended: what the throughput counts
+    warmup_s: float = 0.0
+
+    @property
+    def error(self) -> str | None:
+        """Why the run measured nothing, or None: a run without measured records has no
+        throughput and no latency to report (a 0 would be a figure nobody measured)."""
+        if self.records_after_warmup == 0:
+            return (
+                f"measured nothing: none of the {self.records_emitted:,} records replayed was emitted "
+                f"after the {self.warmup_s:g} s warm-up"
+            )
+        if self.seconds <= 0 or self.latency.total_count == 0:
+            return (
+                f"measured nothing: {self.records_after_warmup:,} records were emitted after the "
+                f"{self.warmup_s:g} s warm-up, but no record due after it reached the sink"
+            )
+        return None
 
     def summary(self) -> dict[str, Any]:
         """What one repeat of a measurement adds to the report: its rate, verdict, percentiles
@@ -109,6 +132,7 @@ class RunResult:
             "sustained": self.sustained,
             "latency_us": self.latency.percentiles_us(),
             "host": self.host,
+            "error": self.error,
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -117,6 +141,7 @@ class RunResult:
             "target_rate": self.target_rate,
             "records_emitted": self.records_emitted,
             "records_measured": self.records_measured,
+            "records_after_warmup": self.records_after_warmup,
             "records_out": self.records_out,
             "throughput": self.throughput,
             "sustained": self.sustained,
@@ -131,6 +156,7 @@ class RunResult:
             "checkpoints_completed": self.checkpoints_completed,
             "restarts": self.restarts,
             "host": self.host,
+            "error": self.error,
         }
 
 
@@ -156,6 +182,14 @@ class DataSet:
         return int(self.params["events"])
 
     @property
+    def lap_event_time_ms(self) -> int:
+        """How far one pass over the data set moves event time: its events at ``event_rate``
+        per second (rounded up to a whole ms). The generators put event ``i`` at
+        ``start + i * 1000 // event_rate`` plus a delay, so a replay that laps with this shift
+        continues the data set as if it had more events (``ReplayRun.lap_event_time_ms``)."""
+        return -(-self.schedule_span * 1000 // int(self.params["event_rate"]))
+
+    @property
     def disorder_ms(self) -> int:
         return int(self.params.get("disorder_ms", 0))
 
@@ -176,14 +210,13 @@ class DataSet:
 def schedule_for(
     ds: DataSet, query: Query, rate: float | None, seconds: float | None
 ) -> tuple[float | None, int | None]:
-    """(schedule units per second, schedule limit) replaying ``rate`` records/s for ``seconds``."""
+    """(schedule units per second, schedule limit) replaying ``rate`` records/s for ``seconds``.
+    The limit may lie past the data set's end: such a run laps (``ReplayRun``)."""
     density = ds.replayed_rows(query) / ds.schedule_span  # replayed rows per schedule unit
     schedule_rate = None if rate is None else rate / density
     limit = None
     if rate is not None and seconds is not None:
         limit = int(rate * seconds / density) + 1
-        if limit >= ds.schedule_span:
-            limit = None
     return schedule_rate, limit
 
 
@@ -208,7 +241,12 @@ def build_job(
     streams = []
     for table_input in query.inputs:
         source = ReplaySource(
-            ds.directory, table_input.table, list(table_input.columns), run, ds.schedule_column
+            ds.directory,
+            table_input.table,
+            list(table_input.columns),
+            run,
+            ds.schedule_column,
+            event_time_column=table_input.event_time_column,
         )
         # decoded and split now, so that no Parquet is read while the job is measured
         source.preload(config.parallelism)
@@ -247,6 +285,10 @@ class Run:
             schedule_limit=limit,
             max_duration_s=seconds if rate is None else None,
             batch_wait_ns=int(batch_wait_ms * 1e6),
+            # a run of given seconds replays the data set as often as they take: a benchmark
+            # measures for its configured time, however fast the machine (docs/harness.md)
+            lap_schedule_units=None if seconds is None else ds.schedule_span,
+            lap_event_time_ms=ds.lap_event_time_ms,
             # which runs met a slow stretch of the host: an open-loop run's tail follows them,
             # and a max-throughput attempt's rate
             host_probe=HostProbe(),
@@ -288,18 +330,18 @@ class Run:
 
     def summarise(self) -> RunResult:
         run, sink = self.run, self.sink
-        start = run.first_measured_ns
+        start = run.warmup_end_ns
         end = sink.last_arrival_ns
-        measured = run.emitted_measured
+        taken = run.emitted_after_warmup
         seconds = (end - start) / 1e9 if start is not None and end > start else 0.0
-        throughput = measured / seconds if seconds > 0 else 0.0
+        throughput = taken / seconds if seconds > 0 else 0.0
         sustained = None if self.rate is None else throughput >= SUSTAINED_FRACTION * self.rate
         return RunResult(
             config=self.config,
             mode="throughput" if self.rate is None else "rate",
             target_rate=self.rate,
             records_emitted=run.emitted,
-            records_measured=measured,
+            records_measured=run.emitted_measured,
             records_out=sink.records,
             throughput=throughput,
             sustained=sustained,
@@ -312,6 +354,8 @@ class Run:
             restarts=self.restarts,
             rows=sink.rows() if sink.collect else [],
             host=None if run.host_probe is None else run.host_probe.summary(),
+            records_after_warmup=taken,
+            warmup_s=run.warmup_s,
         )
 
 

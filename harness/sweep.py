@@ -464,10 +464,16 @@ def _open_loop(ds: DataSet, item: Planned, attempts: list[RunResult], reporter: 
     ``attempts`` (its max-throughput runs) and at its absolute rates; the configuration's
     part of the report."""
     config, entry = item.config, item.entry
-    top = max(attempts, key=lambda r: r.throughput)
+    top = max(attempts, key=lambda r: r.throughput if r.error is None else -1.0)
     runs: list[RunResult] = [top]
-    reporter.log(f"{config.key}: max {top.throughput:,.0f} records/s")
-    targets = [(f, f * top.throughput) for f in entry["fractions"]] + [(None, r) for r in entry["rates"]]
+    errors: list[str] = []
+    if top.error is not None:  # no fraction of a maximum nobody measured is run
+        errors.append(f"{config.key}: max throughput: {top.error}")
+        reporter.log(f"{config.key}: max throughput NOT MEASURED: {top.error}")
+    else:
+        reporter.log(f"{config.key}: max {top.throughput:,.0f} records/s")
+    fractions_of_max = entry["fractions"] if top.error is None else []
+    targets = [(f, f * top.throughput) for f in fractions_of_max] + [(None, r) for r in entry["rates"]]
     fractions: list[float | None] = []
     repeats: list[list[RunResult]] = []
     n = entry["latency_repeats"]
@@ -490,18 +496,25 @@ def _open_loop(ds: DataSet, item: Planned, attempts: list[RunResult], reporter: 
                     batch_wait_ms=entry["batch_wait_ms"],
                 )
             )
+        for t in tries:
+            if t.error is not None:
+                errors.append(f"{config.key}: open loop {label}: {t.error}")
+                reporter.log(f"  {label}: NOT MEASURED: {t.error}")
+        tries = [t for t in tries if t.error is None]  # only measured runs stand for the rate
+        if not tries:
+            continue
         r = median_run(tries)
         runs.append(r)
         fractions.append(fraction)
         repeats.append(tries)
         p = r.latency.percentiles_us()
         spread = ""
-        if n > 1:
+        if len(tries) > 1:
             p99s = ", ".join(
                 f"{t.latency.percentiles_us()['p99'] / 1000:.1f} ms ({steadiness.loop_label(t.host)})"
                 for t in tries
             )
-            spread = f" (median of {n} runs; p99 of each, with the host probe's median loop: {p99s})"
+            spread = f" (median of {len(tries)} runs; p99 of each, with the host probe's median loop: {p99s})"
         elif r.host is not None:
             spread = f" (host probe: {steadiness.loop_label(r.host)})"
         reporter.log(
@@ -515,12 +528,18 @@ def _open_loop(ds: DataSet, item: Planned, attempts: list[RunResult], reporter: 
         "config": config.to_json(),
         "dataset": item.dataset,
         "record_level": get_query(config.query).record_level,
-        "max_throughput": top.throughput,
-        "throughput_attempts": [r.throughput for r in attempts],
+        "max_throughput": None if top.error is not None else top.throughput,
+        "throughput_attempts": [None if r.error is not None else r.throughput for r in attempts],
         "throughput_attempts_host": [r.host for r in attempts],
         "max_sustained_rate": max(
-            (r.target_rate for r in runs[1:] if r.sustained and r.target_rate is not None), default=None
+            (
+                r.target_rate
+                for r in runs[1:]
+                if r.sustained and r.error is None and r.target_rate is not None
+            ),
+            default=None,
         ),
+        "errors": errors,
         "runs": [
             {
                 **r.to_json(),

@@ -4,6 +4,8 @@ Processing is free under MockClock, so below capacity a record waits only for it
 buffer's flush: latency is at most the buffer timeout. A map that advances the clock per
 record gives the job a known capacity; offered twice that, the run must be marked not
 sustained and its latency must grow over the run (the source never slows down to hide it).
+The runs have no ``seconds``: each replays its data set once (runs of given seconds lap,
+tests/harness/test_harness_laps.py).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ async def test_below_capacity_latency_is_bounded_by_the_buffer_timeout(
     keyed_dir: Path, timeout_ms: int, batch_wait_ms: float, autojump_clock: trio.testing.MockClock
 ) -> None:
     config = RunConfig("keyed-shuffle", parallelism=2, buffer_timeout_ms=timeout_ms)
-    run = Run(DataSet(keyed_dir), config, rate=RATE, seconds=10, warmup_s=0.2, batch_wait_ms=batch_wait_ms)
+    run = Run(DataSet(keyed_dir), config, rate=RATE, seconds=None, warmup_s=0.2, batch_wait_ms=batch_wait_ms)
     await run.execute_async()
     result = run.summarise()
     assert result.records_out == EVENTS
@@ -84,7 +86,7 @@ async def test_above_capacity_the_run_is_not_sustained_and_latency_grows(
     keyed_dir = _keyed(tmp_path / "keyed", OVERLOAD_EVENTS)
     monkeypatch.setitem(queries.QUERIES, "slow-map", _slow_query(0.001))  # capacity: 1000 records/s
     run = Run(DataSet(keyed_dir), RunConfig("slow-map", parallelism=1, buffer_timeout_ms=5),
-              rate=2 * 1000.0, seconds=10, warmup_s=0.2)  # fmt: skip
+              rate=2 * 1000.0, seconds=None, warmup_s=0.2)  # fmt: skip
     await run.execute_async()
     result = run.summarise()
     assert result.records_out == OVERLOAD_EVENTS
@@ -117,12 +119,12 @@ async def test_a_run_awaited_on_a_longer_lived_loop_stops_probing_the_host_when_
     keyed_dir: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     config = RunConfig("keyed-shuffle", parallelism=2, buffer_timeout_ms=1)
-    first = Run(DataSet(keyed_dir), config, rate=RATE, seconds=10, warmup_s=0.2)
+    first = Run(DataSet(keyed_dir), config, rate=RATE, seconds=None, warmup_s=0.2)
     await first.execute_async()
     probe = first.run.host_probe
     assert probe is not None and probe.samples
     kept = list(probe.samples)
-    second = Run(DataSet(keyed_dir), config, rate=RATE, seconds=10, warmup_s=0.2)
+    second = Run(DataSet(keyed_dir), config, rate=RATE, seconds=None, warmup_s=0.2)
     await second.execute_async()
     assert second.run.host_probe is not None and second.run.host_probe.samples
     assert probe.samples == kept  # the first run's probe took no loop during the second run

@@ -100,7 +100,8 @@ def test_a_chunk_converts_its_intended_times_a_piece_at_a_time(monkeypatch: pyte
 async def test_a_reader_that_fell_behind_catches_up_in_open_loop_batches(
     keyed_dir: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    run = ReplayRun(schedule_rate=1000.0, open_loop_batch_rows=30)  # 1 row per ms
+    # 1 row per ms; never in full batches (below)
+    run = ReplayRun(schedule_rate=1000.0, open_loop_batch_rows=30, catch_up_behind_ns=None)
     reader = ReplaySource(keyed_dir, "events", ["value"], run).create_reader(0, 1)
     first = await reader.next_batch()
     assert first is not None and len(first) == 1
@@ -114,6 +115,23 @@ async def test_a_reader_that_fell_behind_catches_up_in_open_loop_batches(
     assert run.max_behind_ns >= 99_000_000
     with pytest.raises(UsageError, match="at least one row"):
         ReplayRun(open_loop_batch_rows=0)
+
+
+async def test_a_reader_far_behind_catches_up_in_the_sources_full_batches(
+    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    run = ReplayRun(schedule_rate=1000.0, open_loop_batch_rows=30, catch_up_behind_ns=50_000_000)
+    reader = ReplaySource(keyed_dir, "events", ["value"], run, batch_size=64).create_reader(0, 1)
+    first = await reader.next_batch()
+    assert first is not None and len(first) == 1
+    await trio.sleep(0.1)  # a stall: rows 1..100 are due, the first of them 99 ms ago
+    sizes = []
+    while sum(sizes) < 100:
+        batch = await reader.next_batch()
+        assert batch is not None
+        sizes.append(len(batch))
+    # a full batch while more than 50 ms behind, then open-loop batches again
+    assert sizes[:3] == [64, 30, 6]
 
 
 def test_rates_are_records_per_second_of_the_replayed_tables(keyed_dir: Path) -> None:

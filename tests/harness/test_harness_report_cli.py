@@ -193,7 +193,7 @@ def _result(config: RunConfig, p99_ms: float, rate: float | None) -> RunResult:
         config=config, mode="rate" if rate else "throughput", target_rate=rate, records_emitted=100,
         records_measured=100, records_out=100, throughput=rate or 1000.0, sustained=True if rate else None,
         seconds=1.0, latency=latency, lag=LatencyHistogram(), trend=[], max_source_behind_ms=0.0,
-        checkpoints_completed=0,
+        checkpoints_completed=0, records_after_warmup=100,
     )  # fmt: skip
 
 
@@ -273,3 +273,46 @@ def test_the_max_throughput_attempts_of_a_sweep_take_turns(
     assert [c["max_throughput"] for c in out["configurations"]] == [1000.0, 900.0]
     # the machine's steadiness, probed before and after the runs
     assert out["steadiness"]["start"]["loop_us"] > 0 and out["steadiness"]["end"]["loop_us"] > 0
+
+
+def test_a_run_that_measured_nothing_fails_the_report_and_the_command(
+    made_report: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the max-throughput run at 100 ms ends with nothing after its warm-up (a data set eaten
+    # within it, before runs lapped): no figure for it, no fraction of it run, and a failure
+    calls: list[tuple[int, float | None]] = []
+
+    def fake_run_sync(ds: Any, config: RunConfig, rate: float | None = None, **_: Any) -> RunResult:
+        calls.append((config.buffer_timeout_ms, rate))
+        result = _result(config, 2.0, rate)
+        if config.buffer_timeout_ms == 100 and len(calls) > 1:  # not the warm-up
+            result.records_after_warmup, result.throughput = 0, 0.0
+        return result
+
+    ds = DataSet(json.loads((made_report / "report.json").read_text())["datasets"]["keyed"]["directory"])
+    monkeypatch.setattr(sweep, "prepare_datasets", lambda *a, **k: {"keyed": ds})
+    monkeypatch.setattr(sweep, "run_sync", fake_run_sync)
+    run_spec = sweep.run_spec
+    monkeypatch.setattr(sweep, "run_spec", lambda *a, **k: run_spec(*a, **k, steadiness_seconds=0.05))
+    monkeypatch.setattr("weir.workloads.spark.check_java", lambda: None)
+    spec_file = tmp_path / "spec.yaml"
+    spec_file.write_text(
+        "datasets:\n  keyed: {generator: keyed, events: 200}\n"
+        "sweeps:\n  - {query: keyed-shuffle, buffer_timeouts_ms: [1, 100], fractions: [0.5], throughput_repeats: 1}\n"
+    )
+    result = CliRunner().invoke(
+        main, ["bench", "--spec", str(spec_file), "--out", str(tmp_path / "results"), "--data", str(tmp_path)]
+    )
+    assert result.exit_code == 1, result.output
+    assert "measurement FAILED: keyed-shuffle p2 timeout=100ms" in result.output
+    assert "max throughput: measured nothing" in result.output
+    assert (100, 0.0) not in calls and (1, 500.0) in calls  # no open loop at a fraction of nothing
+    (directory,) = (tmp_path / "results").iterdir()
+    report = json.loads((directory / "report.json").read_text())
+    by_timeout = {c["config"]["buffer_timeout_ms"]: c for c in report["configurations"]}
+    assert by_timeout[100]["max_throughput"] is None and by_timeout[100]["throughput_attempts"] == [None]
+    assert by_timeout[1]["errors"] == [] and by_timeout[1]["max_throughput"] == 1000.0
+    md = (directory / "report.md").read_text()
+    assert "**Measurement: FAILED. 1 run(s) measured nothing" in md
+    assert "| keyed-shuffle p2 checkpoints=off state=heap | 100 | not measured | not measured |" in md
+    assert not any(t["target"].startswith("max throughput at 1 ms") for t in rep.targets(report))

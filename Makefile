@@ -37,6 +37,8 @@ $(STAMP): pyproject.toml requirements.lock
 	@echo "installing locked dependencies into $(VENV)"
 	@$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
 	@$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	@# numba's on-disk caches name the module they were compiled in; a package rename leaves them stale
+	@find engine harness workloads \( -name '*.nbi' -o -name '*.nbc' \) -delete
 	@touch $(STAMP)
 
 env: $(STAMP)
@@ -64,7 +66,7 @@ format: $(STAMP)
 # (seed 000's MyJob shape) with checkpoints on LMDB and check it against Spark's answer,
 # sweep 3 buffer timeouts, and print where the report is (results/<date>-run-<sha>/).
 run: $(STAMP) check-java
-	$(BIN)/weir bench --suite run
+	$(BIN)/weir bench suite run
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/bench -m bench -q --benchmark-only

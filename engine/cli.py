@@ -318,11 +318,25 @@ def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
 
 
 @main.group(invoke_without_command=True)
-@cli_harness.suite_options
+@click.option("--suite", "old_suite", hidden=True, help="Replaced by `weir bench suite NAME`.")
+@click.option("--spec", "old_spec", hidden=True, help="Replaced by `weir bench suite --spec FILE`.")
 @click.pass_context
-def bench(ctx: click.Context, **suite: Any) -> None:
-    """Benchmarks that print ratios measured in one run; with --suite, a latency/throughput sweep and report."""
-    cli_harness.run_bench_suite(ctx, **suite)
+def bench(ctx: click.Context, old_suite: str | None, old_spec: str | None) -> None:
+    """Benchmarks that print ratios measured in one run; `suite` sweeps latency against throughput."""
+    if old_suite is not None or old_spec is not None:
+        given = f"--suite {old_suite}" if old_suite is not None else f"--spec {old_spec}"
+        now = f"suite {old_suite}" if old_suite is not None else f"suite --spec {old_spec}"
+        raise click.UsageError(f"`weir bench {given}` is now `weir bench {now}` (options follow it)")
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
+
+
+@bench.command("suite")
+@cli_harness.suite_options
+def bench_suite(**options: Any) -> None:
+    """A latency/throughput sweep (run = make run, quick, full, or --spec FILE), checked against Spark's
+    answers, with a report under results/. Needs the lab: pip install 'weir[bench]'."""
+    cli_harness.run_bench_suite(**options)
 
 
 @bench.command("network")

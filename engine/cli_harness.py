@@ -1,9 +1,10 @@
-"""The harness's commands: ``weir gen``, ``weir bench --suite``, ``weir report``, ``weir compare``.
+"""The lab's commands: ``weir gen``, ``weir bench suite``, ``weir report``, ``weir compare``.
 
-Parsing and printing only; the work is in ``workloads`` and ``harness``. ``weir.cli``
-registers the commands (``register``) and decorates its ``bench`` group with
-``suite_options`` so ``weir bench --suite quick`` runs a sweep while ``weir bench
-network`` and ``weir bench state`` keep working.
+Parsing and printing only; the work is in ``weir.workloads`` and ``weir.harness``.
+``weir.cli`` registers the commands (``register``) and builds ``weir bench suite`` from
+``suite_options`` and ``run_bench_suite``. These commands need the ``bench`` extra
+(PySpark, pyarrow, matplotlib, hdrhistogram, PyYAML): ``require_lab`` says so in one line
+when it is missing. ``weir bench network``, ``state`` and ``checkpoint`` need only the engine.
 """
 
 from __future__ import annotations
@@ -19,6 +20,22 @@ import click
 from weir.errors import UsageError
 
 SUITE_NAMES = ("run", "quick", "full")
+
+#: import name -> distribution, of what the lab needs beyond the engine (the ``bench`` extra)
+LAB_MODULES = {"pyspark": "pyspark", "pyarrow": "pyarrow", "matplotlib": "matplotlib",
+               "hdrh": "hdrhistogram", "yaml": "pyyaml"}  # fmt: skip
+
+
+def require_lab(command: str) -> None:
+    """Raise ``UsageError`` naming the extra when a package of the lab is not installed."""
+    import importlib.util
+
+    missing = [dist for module, dist in LAB_MODULES.items() if importlib.util.find_spec(module) is None]
+    if missing:
+        raise UsageError(
+            f"`weir {command}` needs the benchmark lab, which is not installed (missing: {', '.join(missing)}); "
+            "install it with: pip install 'weir[bench]'"
+        )
 
 
 # -- progress on a terminal --------------------------------------------------------------------
@@ -122,6 +139,7 @@ def _console() -> Any:
 @click.option("--partitions", type=click.IntRange(min=0), help="Parquet files per table (default: by size).")
 def gen(generator: str, events: int, seed: int, out: Path, master: str, **options: Any) -> None:
     """Generate a workload with PySpark: Parquet, Spark's expected answers, and a manifest."""
+    require_lab("gen")
     from weir.workloads.generate import generate, make_params, steps_of
 
     chosen = {k: v for k, v in options.items() if v is not None}
@@ -156,11 +174,11 @@ def gen(generator: str, events: int, seed: int, out: Path, master: str, **option
     click.echo(f"checksum {manifest['checksum']} ({manifest['_seconds']:.1f} s)")
 
 
-# -- weir bench --suite ------------------------------------------------------------------------
+# -- weir bench suite -------------------------------------------------------------------------
 def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options ``weir bench`` takes to run a sweep (before any subcommand name)."""
+    """The options of ``weir bench suite [NAME]``: a built-in sweep, or a spec, and overrides."""
     decorators = [
-        click.option("--suite", type=click.Choice(SUITE_NAMES), help="A built-in sweep: run (make run), quick, full."),
+        click.argument("suite", required=False, type=click.Choice(SUITE_NAMES)),
         click.option("--spec", type=click.Path(dir_okay=False, path_type=Path),
                      help="A sweep spec (YAML/JSON), or a report.json to re-run exactly."),
         click.option("--out", "results_root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
@@ -190,8 +208,10 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _command_line(options: dict[str, Any]) -> str:
-    parts = ["weir", "bench"]
-    for name, flag in (("suite", "--suite"), ("spec", "--spec"), ("master", "--master"), ("seconds", "--seconds"),
+    parts = ["weir", "bench", "suite"]
+    if options.get("suite") is not None:
+        parts.append(options["suite"])
+    for name, flag in (("spec", "--spec"), ("master", "--master"), ("seconds", "--seconds"),
                        ("latency_repeats", "--repeats"), ("events", "--events")):  # fmt: skip
         value = options.get(name)
         if value is not None and not (name == "master" and value == "local[*]"):
@@ -204,20 +224,13 @@ def _command_line(options: dict[str, Any]) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def run_bench_suite(ctx: click.Context, **options: Any) -> None:
-    """The ``weir bench`` group's own work: a sweep when --suite or --spec is given."""
-    wants_sweep = options.get("suite") is not None or options.get("spec") is not None
-    if ctx.invoked_subcommand is not None:
-        if wants_sweep:
-            raise UsageError(
-                f"give either --suite/--spec or the subcommand '{ctx.invoked_subcommand}', not both"
-            )
-        return
-    if not wants_sweep:
-        click.echo(ctx.get_help())
-        return
-    if options.get("suite") and options.get("spec"):
-        raise UsageError("give either --suite or --spec, not both")
+def run_bench_suite(**options: Any) -> None:
+    """``weir bench suite``: a sweep of a built-in suite or of a spec, its report and its verdict."""
+    if (options.get("suite") is None) == (options.get("spec") is None):
+        raise UsageError(
+            f"give a suite ({', '.join(SUITE_NAMES)}) or --spec FILE, exactly one: e.g. `weir bench suite quick`"
+        )
+    require_lab("bench suite")
     import datetime as _dt
 
     from weir.harness import report as rep
@@ -265,6 +278,7 @@ def run_bench_suite(ctx: click.Context, **options: Any) -> None:
 @click.argument("directory", type=click.Path(exists=True, file_okay=False, path_type=Path))
 def report_cmd(directory: Path) -> None:
     """Rebuild report.md and the plots of DIRECTORY from its report.json."""
+    require_lab("report")
     from weir.harness import report as rep
 
     for path in rep.render(directory):
@@ -276,6 +290,7 @@ def report_cmd(directory: Path) -> None:
 @click.argument("b", type=click.Path(exists=True, path_type=Path))
 def compare_cmd(a: Path, b: Path) -> None:
     """Ratios B/A of two reports, configuration by configuration (throughput up is better, latency down)."""
+    require_lab("compare")
     from rich.console import Console
     from rich.table import Table
 

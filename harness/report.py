@@ -289,7 +289,7 @@ def markdown(report: dict[str, Any]) -> str:
         ]
         lines += [f"- {e}" for e in errors] + [""]
     lines += [
-        f"Reproduce with `{report.get('command', 'weir bench --suite ' + report['suite'])}` "
+        f"Reproduce with `{report.get('command', 'weir bench suite ' + report['suite'])}` "
         f"at git revision `{report.get('git_sha', 'unknown')}` "
         f"(report made {report.get('created', '?')}; the full spec is in report.json).",
         "",

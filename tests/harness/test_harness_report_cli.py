@@ -47,7 +47,7 @@ def made_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     configurations = trio.run(both, clock=trio.testing.MockClock(autojump_threshold=0))
     report = {
         "format": "weir-bench-report", "version": 1, "suite": "quick", "created": "2026-01-01T00:00:00+00:00",
-        "command": "weir bench --suite quick", "git_sha": "abc1234",
+        "command": "weir bench suite quick", "git_sha": "abc1234",
         "versions": rep.versions(), "machine": rep.machine(), "seconds": 1.0,
         "spec": suite_spec("quick"),
         "datasets": {"keyed": {"directory": str(directory), "generator": "keyed", "parameters": ds.params,
@@ -74,7 +74,7 @@ def test_the_report_has_json_markdown_and_plots(report_dir: Path) -> None:
     md = (report_dir / rep.REPORT_MD).read_text().splitlines()
     assert md[0] == "# weir benchmark report: quick suite"
     assert md[2] == "**Correctness: all 1 outputs match Spark's expected answers.**"
-    assert "`weir bench --suite quick`" in md[4] and "`abc1234`" in md[4]
+    assert "`weir bench suite quick`" in md[4] and "`abc1234`" in md[4]
     text = "\n".join(md)
     assert "| keyed-shuffle p2 checkpoints=off state=heap | 1 | 800 |" in text
     report = rep.load(report_dir)
@@ -122,13 +122,35 @@ def test_weir_compare_prints_ratios_per_configuration(report_dir: Path, tmp_path
     assert "windows slow (calmest run " in result.output
 
 
-def test_weir_bench_keeps_its_subcommands(tmp_path: Path) -> None:
+def test_weir_bench_has_one_grammar_a_subcommand_each(tmp_path: Path) -> None:
     runner = CliRunner()
-    result = runner.invoke(main, ["bench"])
-    assert result.exit_code == 0 and "--suite" in result.output and "network" in result.output
+    result = runner.invoke(main, ["bench", "--help"])
+    assert result.exit_code == 0
+    assert all(name in result.output for name in ("suite", "network", "state", "checkpoint"))
+    assert "--suite" not in result.output  # the old spelling is not offered
     assert runner.invoke(main, ["bench", "network", "--help"]).exit_code == 0
-    both = runner.invoke(main, ["bench", "--suite", "quick", "state", "--records", "1000"])
-    assert both.exit_code == 2 and "either --suite/--spec or the subcommand 'state'" in both.output
+    old = runner.invoke(main, ["bench", "--suite", "quick"])
+    assert old.exit_code == 2 and "`weir bench --suite quick` is now `weir bench suite quick`" in old.output
+    neither = runner.invoke(main, ["bench", "suite"])
+    assert neither.exit_code == 2 and "give a suite (run, quick, full) or --spec FILE" in neither.output
+
+
+def test_the_lab_commands_name_the_extra_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyspark" else find_spec(name, *a)
+    )
+    for args in (
+        ["bench", "suite", "quick"],
+        ["gen", "keyed", "--events", "1", "--out", "x"],
+        ["report", "."],
+    ):
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 2, result.output
+        assert "needs the benchmark lab" in result.output and "pip install 'weir[bench]'" in result.output
+        assert "missing: pyspark" in result.output
 
 
 def test_weir_gen_without_java_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -301,7 +323,17 @@ def test_a_run_that_measured_nothing_fails_the_report_and_the_command(
         "sweeps:\n  - {query: keyed-shuffle, buffer_timeouts_ms: [1, 100], fractions: [0.5], throughput_repeats: 1}\n"
     )
     result = CliRunner().invoke(
-        main, ["bench", "--spec", str(spec_file), "--out", str(tmp_path / "results"), "--data", str(tmp_path)]
+        main,
+        [
+            "bench",
+            "suite",
+            "--spec",
+            str(spec_file),
+            "--out",
+            str(tmp_path / "results"),
+            "--data",
+            str(tmp_path),
+        ],
     )
     assert result.exit_code == 1, result.output
     assert "measurement FAILED: keyed-shuffle p2 timeout=100ms" in result.output

@@ -76,14 +76,11 @@ OPEN_LOOP_BATCH_ROWS = 1_024
 #: reads its largest batches too (Kafka's ``max.poll.records``).
 CATCH_UP_BEHIND_MS = 50.0
 #: The open-loop batch period by default (ms): readers emit at the multiples of it on the
-#: clock, so a due row waits at most this long for later rows to share its batch. Until
-#: the twelfth session a row waited 2 ms after the first row of its batch and then for the
-#: ticker's next 1 ms grid point: batches came every 3 ms at high rates, as now, but each
-#: reader kept its own phase. Measured at half the maximum rate (keyed shuffle, 1 ms
-#: timeout, 212 k records/s, 7 alternating pairs of 3 s runs in one process), those 3 ms
-#: took 0.65 of the thread against 0.75 for batches every 2 ms, and gave a median p99 of
-#: 5.8 ms against 7.6 ms. The shared grid keeps the period and the waits, and puts every
-#: reader's batch on the same tick (docs/harness.md).
+#: clock, so a due row waits at most this long for later rows to share its batch. Measured
+#: at half the maximum rate (keyed shuffle, 1 ms timeout, 212 k records/s, 7 alternating
+#: pairs of 3 s runs in one process), a 3 ms period took 0.65 of the thread against 0.75
+#: for batches every 2 ms, and gave a median p99 of 5.8 ms against 7.6 ms. Every reader's
+#: batch of a point is on the same tick (docs/harness.md).
 DEFAULT_BATCH_WAIT_MS = 3.0
 #: Rows converted from Arrow to Python values at a time (see ``_Chunk``).
 PIECE_ROWS = 1_024

@@ -2,7 +2,7 @@
 
 On the shared virtual machines weir is measured on, the host sometimes takes time from a
 running vCPU: for tens to hundreds of milliseconds the same Python loop runs about 1.8
-times slower, and now and then for minutes on end (docs/harness.md, tenth session). The
+times slower, and now and then for minutes on end (docs/harness.md). The
 load average inside the VM does not show it, and it decides the tail of open-loop runs.
 A suite probes it before and after its runs, so a report says what the machine was like,
 and every open-loop run probes it while it runs (``HostProbe``), so a report says which

@@ -225,11 +225,11 @@ _PACK_DTYPES: dict[int, np.dtype[Any]] = {1: np.dtype("u1"), 2: np.dtype("<u2"),
 #: Columns shorter than this travel raw: a small frame is flushed by the buffer timeout long
 #: before it could fill a buffer, so its bytes cost next to nothing, while packing and
 #: unpacking cost a few microseconds per column (a third of a small batch's codec time),
-#: and raw batches of plain tuples take the ``struct`` path (``weir.codec.small``). It was
-#: 512 until open-loop sources at half the maximum rate emitted batches of 500-1,000 rows
-#: and catch-up batches of 1,024 (docs/harness.md, twelfth session): a (STRING, LONG, LONG,
-#: LONG) batch of 700 rows to two channels encodes in 300 instead of 424 ns a record and
-#: decodes in 146 instead of 208, for 40 bytes a record instead of 15. Throughput batches
+#: and raw batches of plain tuples take the ``struct`` path (``weir.codec.small``). Open-loop
+#: sources at half the maximum rate emit batches of 500-1,000 rows and catch-up batches of
+#: 1,024: raw, a (STRING, LONG, LONG, LONG) batch of 700 rows to two channels encodes in 300
+#: instead of 424 ns a record and decodes in 146 instead of 208 (packed), for 40 bytes a
+#: record instead of 15. Throughput batches
 #: (4,096 rows) are still packed: there the bytes decide (a packed 4,096-row LONG batch
 #: with timestamps is one buffer instead of three).
 PACK_MIN_VALUES = 2_048

@@ -80,7 +80,7 @@ class FlushPolicy:
         (``tick_after``) when the flush was on time or ``resumed`` from a lazy sleep;
         one interval from ``now`` when it ran an interval or more late, never a burst of
         the missed ticks (measured under load, this flushes less often than the next tick
-        would, and costs the tail less: docs/harness.md, ninth session)."""
+        would, and costs the tail less)."""
         interval = self._interval()
         if resumed or now < previous_deadline + interval:
             return self.tick_after(now)

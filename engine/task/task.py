@@ -45,21 +45,18 @@ from weir.checkpoint.barrier_handler import (
 )
 from weir.codec.batch import Batch
 from weir.codec.reader import FrameReader
-from weir.codec.serializers import ColumnarSerializer, serializer_for
-from weir.errors import OperatorFailure, UsageError, WeirError
+from weir.codec.serializers import serializer_for
+from weir.errors import OperatorFailure, WeirError
 from weir.graph.job_graph import JobEdge, JobVertex
-from weir.graph.stream_graph import StreamEdge, StreamGraph
+from weir.graph.stream_graph import StreamGraph
 from weir.loop.ticker import use_ticker
 from weir.network.debloat import BatchDebloater
 from weir.network.environment import ChannelSpec
 from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
 from weir.network.flusher import run_output_flusher
-from weir.operators.base import ChainingOutput, OperatorContext, StreamOperator
-from weir.operators.factory import SourceOperator, create_operator, create_source
-from weir.operators.sinks import SinkOperator
-from weir.state.operator_state import OperatorStateBackend, repartition_operator_state
-from weir.task.channel_selectors import selector_for
-from weir.task.record_writer import FrameCache, RecordWriter
+from weir.operators.factory import SourceOperator
+from weir.state.operator_state import repartition_operator_state
+from weir.task.chain import OperatorChain, OperatorGuard, edge_type
 from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 from weir.time.valve import WatermarkValve
 from weir.time.watermarks import EmitWatermark
@@ -109,22 +106,6 @@ class TaskDeployment:
         return f"{self.job_vertex.name} ({self.subtask_index + 1}/{self.job_vertex.parallelism})"
 
 
-class _WriterTarget:
-    """Adapts a RecordWriter to the operator-side callbacks (queue only)."""
-
-    def __init__(self, writer: RecordWriter) -> None:
-        self.writer = writer
-
-    def process(self, batch: Batch) -> None:
-        self.writer.add(batch)
-
-    def watermark(self, timestamp: int) -> None:
-        self.writer.add_watermark(timestamp)
-
-    def status(self, idle: bool) -> None:
-        self.writer.add_event(WatermarkStatus(idle))
-
-
 class _DrainLock:
     """The task's lock between its input loop and its timers.
 
@@ -163,61 +144,6 @@ class _DrainLock:
 #: its gate has more: enough to amortise the scheduler, few enough to stay fair to the
 #: other tasks of the thread (about 1 ms of work at most).
 ITEMS_PER_SCHEDULING_POINT = 8
-
-
-class _Guard:
-    """Wraps an operator's entry points so a failure names the operator and subtask."""
-
-    inject: Callable[[int], None] | None = None  # failure injection before each batch
-
-    def __init__(self, operator: StreamOperator, subtask: int, parallelism: int) -> None:
-        self.operator = operator
-        self.subtask = subtask
-        self.parallelism = parallelism
-
-    def fail(self, exc: BaseException) -> OperatorFailure:
-        if isinstance(exc, OperatorFailure):
-            return exc
-        return OperatorFailure(self.operator.name, self.subtask, self.parallelism, exc)
-
-    def process(self, batch: Batch) -> None:
-        self.process_input(batch, self.operator.process_batch)
-
-    def process_input(self, batch: Batch, process: Callable[[Batch], None]) -> None:
-        """One batch into ``process``: the operator's ``process_batch``, or one of a two-input
-        operator's ``process_batch1``/``2``."""
-        try:
-            if self.inject is not None:
-                self.inject(len(batch))
-            process(batch)
-        except OperatorFailure:
-            raise
-        except Exception as exc:
-            raise self.fail(exc) from exc
-
-    def watermark(self, timestamp: int) -> None:
-        try:
-            self.operator.process_watermark(timestamp)
-        except OperatorFailure:
-            raise
-        except Exception as exc:
-            raise self.fail(exc) from exc
-
-    def status(self, idle: bool) -> None:
-        try:
-            self.operator.process_watermark_status(idle)
-        except OperatorFailure:
-            raise
-        except Exception as exc:
-            raise self.fail(exc) from exc
-
-    def call(self, method: str, *args: Any) -> Any:
-        try:
-            return getattr(self.operator, method)(*args)
-        except OperatorFailure:
-            raise
-        except Exception as exc:
-            raise self.fail(exc) from exc
 
 
 @dataclass
@@ -267,13 +193,8 @@ class Task:
     def __init__(self, deployment: TaskDeployment, network: Any) -> None:
         self.d = deployment
         self.network = network
-        self.operators: list[StreamOperator] = []  # chain order, head first
-        self.guards: dict[int, _Guard] = {}
-        self._producers: dict[int, _Guard] = {}  # id(writer) -> the operator that feeds it
-        self.writers: list[RecordWriter] = []
+        self.chain = OperatorChain(deployment, network, self._create_keyed_backend)
         self._flushed_by_timer: list[Any] = []  # partitions the TaskManager's shared flusher flushes
-        self.partitions: list[Any] = []
-        self.async_sinks: list[SinkOperator] = []
         self.keyed_backends: list[Any] = []
         self._triggers: list[tuple[CheckpointBarrier, str | None]] = []
         self._notifications: list[tuple[str, int]] = []
@@ -295,7 +216,6 @@ class Task:
         self._nursery: trio.Nursery | None = None
         self.buffers_in = 0
         self.records_in = 0
-        self.backpressured_seconds = 0.0
         self._drain_lock = _DrainLock()
         self._timer_changed = trio.Event()
         # what the timer loop waits for: a deadline, inf (nothing), -inf (it is busy)
@@ -304,90 +224,6 @@ class Task:
         self.gate: Any = None
 
     # -- building ------------------------------------------------------------------------------
-    def _build(self, nursery: trio.Nursery) -> None:
-        d = self.d
-        graph = d.stream_graph
-        vertex = d.job_vertex
-        chain_ids = set(vertex.chained_node_ids)
-        by_node: dict[int, StreamOperator] = {}
-        for node_id in vertex.chained_node_ids:
-            node = graph.node(node_id)
-            if node.is_source:
-                op: StreamOperator = create_source(
-                    node, d.subtask_index, vertex.parallelism, nursery, d.auto_watermark_interval_ms
-                )
-            else:
-                op = create_operator(node, d.collect_channels, d.auto_watermark_interval_ms)
-            by_node[node_id] = op
-            self.operators.append(op)
-            self.guards[node_id] = _Guard(op, d.subtask_index, vertex.parallelism)
-            if d.failure_injector is not None:
-                self.guards[node_id].inject = d.failure_injector.for_operator(
-                    node.name, node.uid, d.subtask_index, vertex.parallelism, d.attempt_number, d.execution_id
-                )
-            if isinstance(op, SinkOperator) and type(op).drain is not SinkOperator.drain:
-                self.async_sinks.append(op)
-        writers_by_edge: dict[int, _WriterTarget] = {}
-        frames = FrameCache()
-        for produced in d.produced:
-            partition = self.network.create_result_partition(
-                produced.partition_id, produced.num_subpartitions, blocking=produced.blocking
-            )
-            self.partitions.append(partition)
-            stream_edge = produced.job_edge.stream_edge
-            consumer = graph.node(stream_edge.target_id)
-            writer = RecordWriter(
-                partition,
-                selector_for(
-                    produced.job_edge.partitioner, d.subtask_index, consumer.max_parallelism, _seed(d.job_id)
-                ),
-                serializer_for(_edge_type(graph, stream_edge)),
-                flush_after_emit=d.buffer_timeout_ms == 0,
-                frames=frames,
-            )
-            self.writers.append(writer)
-            self._producers[id(writer)] = self.guards[stream_edge.source_id]
-            writers_by_edge[id(stream_edge)] = _WriterTarget(writer)
-        for node_id in vertex.chained_node_ids:
-            node = graph.node(node_id)
-            output = ChainingOutput()
-            for edge in node.out_edges:
-                if edge.target_id in chain_ids:
-                    guard = self.guards[edge.target_id]
-                    process, on_wm = _type_checked(guard.process, _edge_type(graph, edge)), guard.watermark
-                    output.add_status_target(guard.status)
-                else:
-                    target = writers_by_edge[id(edge)]
-                    process, on_wm = target.process, target.watermark
-                    output.add_status_target(target.status)
-                if edge.side_output_tag is None:
-                    output.add_main(process, on_wm)
-                else:
-                    output.add_side(edge.side_output_tag, process, on_wm)
-            operator_id = next(op.id for op in vertex.operators if op.node_id == node_id)
-            keyed_backend = None
-            if node.state_key_selector is not None:
-                keyed_backend = self._create_keyed_backend(operator_id, node.max_parallelism)
-            by_node[node_id].setup(
-                OperatorContext(
-                    task_name=vertex.name,
-                    operator_name=node.name,
-                    operator_id=operator_id,
-                    subtask_index=d.subtask_index,
-                    parallelism=vertex.parallelism,
-                    max_parallelism=node.max_parallelism,
-                    attempt_number=d.attempt_number,
-                    batch_mode=d.batch_mode,
-                    processing_time_ms=d.processing_time_ms,
-                    job_parameters=d.job_parameters,
-                    keyed_backend=keyed_backend,
-                    key_selector=node.state_key_selector,
-                    operator_state_backend=OperatorStateBackend(operator_id),
-                    report_recovery=d.on_recovery_note,
-                ),
-                output,
-            )
-
     def _create_keyed_backend(self, operator_id: str, max_parallelism: int) -> Any:
         """This subtask's keyed state: the key groups the formula assigns to it, in the job's backend."""
         from weir.datastream.state_backend import HashMapStateBackend
@@ -413,23 +249,21 @@ class Task:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             try:
-                self._build(nursery)
+                self.chain.build(nursery)
                 if self.d.restore_state:
                     self._restore(self.d.restore_state)
-                for node_id in reversed(self.d.job_vertex.chained_node_ids):
-                    self.guards[node_id].call("initialize_state")
-                    self.guards[node_id].call("open")
+                self.chain.open_operators()
                 if on_running is not None:
                     on_running()
                 timeout = self.d.buffer_timeout_ms
                 if timeout > 0:
-                    for partition in self.partitions:
+                    for partition in self.chain.partitions:
                         if self.network.flush_by_timer(partition, timeout):
                             self._flushed_by_timer.append(partition)
                         else:  # the environment is not running (tests): a timer of the task's own
                             nursery.start_soon(run_output_flusher, partition, timeout)
                 nursery.start_soon(self._run_timers)
-                head = self.operators[0]
+                head = self.chain.operators[0]
                 if isinstance(head, SourceOperator):
                     await self._run_source(head)
                 else:
@@ -441,18 +275,6 @@ class Task:
                     self.network.output_flusher.unregister(partition, self.d.buffer_timeout_ms)
                 self._close_all()
             nursery.cancel_scope.cancel()
-
-    async def _drain(self) -> None:
-        for writer in self.writers:
-            if writer.pending:
-                started = trio.current_time()
-                try:
-                    await writer.drain()
-                except UsageError as exc:  # a record that does not fit the declared type
-                    raise self._producers[id(writer)].fail(exc) from exc
-                self.backpressured_seconds += trio.current_time() - started
-        for sink in self.async_sinks:
-            await sink.drain()
 
     async def _run_source(self, head: SourceOperator) -> None:
         if self._restored_channels:
@@ -470,7 +292,7 @@ class Task:
 
     async def _source_loop(self, head: SourceOperator) -> None:
         """Poll and emit until the input ends or a stop-with-savepoint completes."""
-        guard = self.guards[self.d.job_vertex.chained_node_ids[0]]
+        guard = self.chain.guards[self.d.job_vertex.chained_node_ids[0]]
         debloater = self._source_debloater(head)
         while True:
             if self._stop is not None:
@@ -502,7 +324,7 @@ class Task:
                     resized = debloater.on_batch(len(batch), now - started, now)
                     if resized is not None:
                         head.reader.batch_size = resized
-                await self._drain()
+                await self.chain.drain()
             self._poke_timers_if_due()
             await trio.lowlevel.checkpoint()
 
@@ -523,10 +345,10 @@ class Task:
         gate = self.network.create_input_gate(0, specs)
         self.gate = gate
         readers = [
-            FrameReader(serializer_for(_edge_type(d.stream_graph, edge.stream_edge)))
+            FrameReader(serializer_for(edge_type(d.stream_graph, edge.stream_edge)))
             for edge, _ in d.input_channels
         ]
-        head_guard = self.guards[d.job_vertex.chained_node_ids[0]]
+        head_guard = self.chain.guards[d.job_vertex.chained_node_ids[0]]
         feed, valve_for, on_valve_action = self._input_routing(head_guard)
         aligner = (
             make_barrier_handler(len(specs), d.unaligned_checkpoints, d.aligned_timeout_ms)
@@ -545,7 +367,7 @@ class Task:
             for batch in readers[channel].feed(data):
                 self.records_in += len(batch)
                 into(batch)
-                await self._drain()
+                await self.chain.drain()
 
         await self._replay_channel_state(process)
 
@@ -580,7 +402,7 @@ class Task:
             for action in actions:
                 on_valve_action(channel, action)
             if actions:
-                await self._drain()
+                await self.chain.drain()
 
         budget = 0
         while True:
@@ -607,7 +429,9 @@ class Task:
                     await handle(*held.popleft())
             self._poke_timers_if_due()
 
-    def _input_routing(self, head_guard: _Guard) -> tuple[list[Any], list[tuple[WatermarkValve, int]], Any]:
+    def _input_routing(
+        self, head_guard: OperatorGuard
+    ) -> tuple[list[Any], list[tuple[WatermarkValve, int]], Any]:
         """Per input channel: where its batches go, and its watermark valve with the channel's
         index in it; and what to do with a valve's action. One valve over every channel for a
         one-input head; a valve per input for a two-input head (Flink's per-input
@@ -681,7 +505,7 @@ class Task:
                 blocked.clear()
                 self.gate.unblock_all()
             elif isinstance(action, TakeSnapshot):
-                await self._drain()
+                await self.chain.drain()
                 self._snapshot_for = action.checkpoint_id
                 self._taken = await self._snapshot_operators(
                     action.checkpoint_id, full=self._is_savepoint.pop(action.checkpoint_id, False)
@@ -736,24 +560,16 @@ class Task:
     async def _replay_output_state(self, restored: dict[str, Any]) -> None:
         for key, data in sorted(restored.get("outputs", {}).items()):
             partition_index, subpartition = map(int, key.split(":"))
-            await self.partitions[partition_index].emit(subpartition, data)
+            await self.chain.partitions[partition_index].emit(subpartition, data)
 
     async def _finish(self) -> None:
         await self._deliver_notifications()
         async with self._drain_lock:
-            for i, node_id in enumerate(self.d.job_vertex.chained_node_ids):
-                if i == 0 and self._stopped_without_drain:
-                    continue  # stop without drain: event time does not end (no Long.MAX watermark)
-                self.guards[node_id].call("finish")
-                await self._drain()
-            await self._drain()
-        for partition in self.partitions:
-            await partition.finish()
+            await self.chain.finish_operators(skip_head=self._stopped_without_drain)
+        await self.chain.finish_partitions()
 
     def _close_all(self) -> None:
-        for op in reversed(self.operators):
-            with contextlib.suppress(Exception):
-                op.close()
+        self.chain.close_operators()
         for backend in self.keyed_backends:
             with contextlib.suppress(Exception):
                 backend.dispose()
@@ -782,7 +598,7 @@ class Task:
         from weir.keys import KeyGroupRange
 
         d = self.d
-        for op in self.operators:
+        for op in self.chain.operators:
             payloads = restore_state.get(op.context.operator_id)
             if not payloads:
                 continue
@@ -811,7 +627,7 @@ class Task:
                 parts = repartition_operator_state(operator_states, d.job_vertex.parallelism)
                 op.context.operator_state().restore([parts[d.subtask_index]])
             op.context.is_restored = True
-            if op is self.operators[0]:
+            if op is self.chain.operators[0]:
                 mine = [p for p in payloads if p.get("subtask") == d.subtask_index and p.get("channel_state")]
                 if mine:
                     self._restored_channels = mine[0]["channel_state"]
@@ -828,12 +644,12 @@ class Task:
         timing = self._checkpoint_timing.setdefault(checkpoint_id, {})
         timing["alignment_ms"] = 0.0 if first is None else float(d.processing_time_ms() - first)
         for node_id in d.job_vertex.chained_node_ids:
-            self.guards[node_id].call("prepare_snapshot_pre_barrier", checkpoint_id)
-        await self._drain()
+            self.chain.guards[node_id].call("prepare_snapshot_pre_barrier", checkpoint_id)
+        await self.chain.drain()
         for node_id in d.job_vertex.chained_node_ids:
-            self.guards[node_id].call("snapshot_state", checkpoint_id)
+            self.chain.guards[node_id].call("snapshot_state", checkpoint_id)
         out = []
-        for op in self.operators:
+        for op in self.chain.operators:
             ctx = op.context
             op_state = ctx.operator_state_backend
             operator_state = op_state.snapshot() if op_state is not None and op_state.state_names() else None
@@ -869,7 +685,7 @@ class Task:
     async def _checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Snapshot, forward the barrier in line, and write the files in the background.
         Called with the drain lock held. Cancellation: the checkpoint is abandoned."""
-        await self._drain()  # everything before the barrier goes out first
+        await self.chain.drain()  # everything before the barrier goes out first
         snapshots = await self._snapshot_operators(
             barrier.checkpoint_id, full=barrier.is_savepoint and not barrier.native
         )
@@ -883,13 +699,13 @@ class Task:
     async def _forward_barrier(self, barrier: CheckpointBarrier, channel_state: ChannelState | None) -> None:
         """Send ``barrier`` downstream: in line (aligned), or ahead of the unsent output,
         which then belongs to the checkpoint's channel state (unaligned)."""
-        await self._drain()
+        await self.chain.drain()
         if not barrier.unaligned:
-            for writer in self.writers:
+            for writer in self.chain.writers:
                 writer.add_event(barrier)
-            await self._drain()
+            await self.chain.drain()
             return
-        for i, partition in enumerate(self.partitions):
+        for i, partition in enumerate(self.chain.partitions):
             for sub, data in enumerate(partition.broadcast_priority_event(barrier)):
                 if channel_state is not None and data:
                     channel_state.outputs[f"{i}:{sub}"] = data
@@ -942,7 +758,9 @@ class Task:
 
     # -- processing time -----------------------------------------------------------------------
     def _next_deadline_ms(self) -> int | None:
-        deadlines = [t for op in self.operators if (t := op.next_processing_time_deadline()) is not None]
+        deadlines = [
+            t for op in self.chain.operators if (t := op.next_processing_time_deadline()) is not None
+        ]
         return min(deadlines) if deadlines else None
 
     async def _deliver_notifications(self) -> None:
@@ -954,8 +772,8 @@ class Task:
                 if method == "notify_checkpoint_aborted":
                     await self._cancel_alignment(checkpoint_id)
                 for node_id in d.job_vertex.chained_node_ids:
-                    self.guards[node_id].call(method, checkpoint_id)
-                await self._drain()
+                    self.chain.guards[node_id].call(method, checkpoint_id)
+                await self.chain.drain()
             if self._stop is not None and self._stop[0] == checkpoint_id:
                 if method == "notify_checkpoint_aborted":
                     self._stop = None  # the savepoint failed: the job goes on
@@ -994,8 +812,8 @@ class Task:
                 async with self._drain_lock:
                     if stop == "drain":
                         head_id = d.job_vertex.chained_node_ids[0]
-                        self.guards[head_id].call("finish")  # end event time: every timer fires first
-                        await self._drain()
+                        self.chain.guards[head_id].call("finish")  # end event time: every timer fires first
+                        await self.chain.drain()
                     await self._checkpoint(barrier)
                     if stop is not None:
                         self._stop = (barrier.checkpoint_id, stop)
@@ -1020,50 +838,24 @@ class Task:
             async with self._drain_lock:
                 now = d.processing_time_ms()
                 for node_id in d.job_vertex.chained_node_ids:
-                    self.guards[node_id].call("on_processing_time", now)
-                await self._drain()
+                    self.chain.guards[node_id].call("on_processing_time", now)
+                await self.chain.drain()
 
     def statistics(self) -> TaskStatistics:
-        partitions = [p.statistics() for p in self.partitions]
+        partitions = [p.statistics() for p in self.chain.partitions]
         return TaskStatistics(
             name=self.d.name_with_subtask,
             records_in=self.records_in
-            if self.operators and not isinstance(self.operators[0], SourceOperator)
+            if self.chain.operators and not isinstance(self.chain.operators[0], SourceOperator)
             else 0,
-            records_out=sum(w.records_out for w in self.writers),
+            records_out=sum(w.records_out for w in self.chain.writers),
             buffers_in=self.buffers_in,
             buffers_out=sum(sp.buffers_finished for p in partitions for sp in p.subpartitions),
-            backpressured_seconds=self.backpressured_seconds,
+            backpressured_seconds=self.chain.backpressured_seconds,
             busy_seconds=trio.current_time() - self._started,
-            operators={op.name: (op.metrics.records_in, op.metrics.records_out) for op in self.operators},
+            operators={
+                op.name: (op.metrics.records_in, op.metrics.records_out) for op in self.chain.operators
+            },
             partitions=partitions,
             gate=None if self.gate is None else self.gate.statistics(),
         )
-
-
-def _type_checked(process: Callable[[Batch], None], type_info: Any) -> Callable[[Batch], None]:
-    """``process`` behind a check that each batch fits the edge's declared type. The producer
-    calls it, so its guard names the producer; records in a chain are never encoded, and the
-    check is what enforces a declared ``output_type`` there. An untyped edge is not checked."""
-    if type_info is None:
-        return process
-    serializer = serializer_for(type_info)
-    if not isinstance(serializer, ColumnarSerializer):
-        return process  # pickled: anything goes
-    check = serializer.check_types
-
-    def checked(batch: Batch) -> None:
-        check(batch)
-        process(batch)
-
-    return checked
-
-
-def _edge_type(graph: StreamGraph, edge: StreamEdge) -> Any:
-    if edge.side_output_tag is not None:
-        return edge.side_output_tag.type_info
-    return graph.node(edge.source_id).output_type
-
-
-def _seed(job_id: str) -> int:
-    return int(job_id[:8], 16) if job_id[:8].isalnum() else 0

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import math
-import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -55,9 +54,9 @@ from weir.network.environment import ChannelSpec
 from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
 from weir.network.flusher import run_output_flusher
 from weir.operators.factory import SourceOperator
-from weir.state.operator_state import repartition_operator_state
 from weir.task.chain import OperatorChain, OperatorGuard, edge_type
-from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
+from weir.task.channel_state import replay_output_state
+from weir.task.checkpointing import SubtaskCheckpointCoordinator
 from weir.time.valve import WatermarkValve
 from weir.time.watermarks import EmitWatermark
 
@@ -166,29 +165,6 @@ class TaskStatistics:
         return self.backpressured_seconds / self.busy_seconds if self.busy_seconds > 0 else 0.0
 
 
-@dataclass
-class ChannelState:
-    """The in-flight data of one unaligned checkpoint of one task (Flink's channel state):
-    per input channel the bytes that belong before its barrier but were not processed
-    when the snapshot was taken (an incomplete frame, then what arrived until the
-    barrier), and per output subpartition the bytes the barrier overtook. Complete when
-    every input channel delivered its barrier."""
-
-    checkpoint_id: int
-    inputs: dict[int, bytearray] = field(default_factory=dict)
-    outputs: dict[str, bytes] = field(default_factory=dict)  # "<partition index>:<subpartition>"
-    complete: trio.Event = field(default_factory=trio.Event)
-
-    def size_bytes(self) -> int:
-        return sum(map(len, self.inputs.values())) + sum(map(len, self.outputs.values()))
-
-    def to_payload(self) -> dict[str, Any]:
-        return {
-            "inputs": {ch: bytes(data) for ch, data in self.inputs.items() if data},
-            "outputs": {key: data for key, data in self.outputs.items() if data},
-        }
-
-
 class Task:
     def __init__(self, deployment: TaskDeployment, network: Any) -> None:
         self.d = deployment
@@ -198,12 +174,8 @@ class Task:
         self.keyed_backends: list[Any] = []
         self._triggers: list[tuple[CheckpointBarrier, str | None]] = []
         self._notifications: list[tuple[str, int]] = []
-        self._channel_state: ChannelState | None = None  # of the unaligned checkpoint in progress
+        self.checkpointing = SubtaskCheckpointCoordinator(deployment, self.chain)
         self._restored_channels: dict[str, Any] | None = None
-        self.persisted_in_flight_bytes = 0
-        self._checkpoint_timing: dict[int, dict[str, float]] = {}  # id -> alignment_ms, sync_ms
-        self._first_barrier_ms: dict[int, int] = {}
-        self._is_savepoint: dict[int, bool] = {}
         self._input_ended = False
         self._alignment: tuple[Any, set[int], set[int], list[FrameReader]] | None = None
         self._stop: tuple[int, str] | None = None  # (savepoint id, mode) of a stop-with-savepoint
@@ -211,9 +183,6 @@ class Task:
         self._stopped_without_drain = False
         self._stop_done = False
         self._poll_scope: trio.CancelScope | None = None
-        self._taken: list[OperatorSnapshot] = []
-        self._snapshot_for = 0
-        self._nursery: trio.Nursery | None = None
         self.buffers_in = 0
         self.records_in = 0
         self._drain_lock = _DrainLock()
@@ -247,11 +216,11 @@ class Task:
         # this task's sleeps (an open-loop source's) share the TaskManager's timer
         use_ticker(self.network.ticker)
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            self.checkpointing.nursery = nursery
             try:
                 self.chain.build(nursery)
                 if self.d.restore_state:
-                    self._restore(self.d.restore_state)
+                    self._restored_channels = self.checkpointing.restore(self.d.restore_state)
                 self.chain.open_operators()
                 if on_running is not None:
                     on_running()
@@ -279,7 +248,7 @@ class Task:
     async def _run_source(self, head: SourceOperator) -> None:
         if self._restored_channels:
             restored, self._restored_channels = self._restored_channels, None
-            await self._replay_output_state(restored)
+            await replay_output_state(self.chain.partitions, restored)
         # One scope for the whole loop, not one per poll (a cancel scope costs more than a
         # small batch's routing). Only a completed stop-with-savepoint cancels it, and by
         # then the stop barrier is out: the loop no longer emits, so the cancellation finds
@@ -376,8 +345,8 @@ class Task:
                 held.append((channel, data, event))
                 return
             if data is not None:
-                if channel in persisting and self._channel_state is not None:
-                    self._channel_state.inputs.setdefault(channel, bytearray()).extend(data)
+                if channel in persisting and self.checkpointing.channel_state is not None:
+                    self.checkpointing.channel_state.inputs.setdefault(channel, bytearray()).extend(data)
                 await process(channel, data)
                 if aligner is not None and blocked:
                     now = d.processing_time_ms()
@@ -392,9 +361,7 @@ class Task:
                 actions = valve.input_watermark_status(local, event.idle)
             elif isinstance(event, CheckpointBarrier) and aligner is not None:
                 now = d.processing_time_ms()
-                self._first_barrier_ms.setdefault(event.checkpoint_id, now)
-                # canonical savepoints are full; native ones keep the backend's own (incremental) form
-                self._is_savepoint[event.checkpoint_id] = event.is_savepoint and not event.native
+                self.checkpointing.on_barrier(event, now)
                 alignment = aligner.on_barrier(channel, event, now_ms=now)
                 await self._on_alignment(alignment, blocked, persisting, readers)
             elif isinstance(event, EndOfPartition) and aligner is not None:
@@ -485,18 +452,10 @@ class Task:
             ]
             await self._on_alignment(actions, blocked, persisting, readers)
 
-    def _state_for(self, checkpoint_id: int) -> ChannelState:
-        state = self._channel_state
-        if state is None or state.checkpoint_id != checkpoint_id:
-            state = self._channel_state = ChannelState(checkpoint_id)
-        return state
-
     async def _on_alignment(
         self, actions: list[Any], blocked: set[int], persisting: set[int], readers: list[FrameReader]
     ) -> None:
         """Carry out the barrier handler's actions (aligned and unaligned checkpoints)."""
-        d = self.d
-        assert self._nursery is not None
         for action in actions:
             if isinstance(action, BlockChannel):
                 blocked.add(action.channel)
@@ -505,39 +464,17 @@ class Task:
                 blocked.clear()
                 self.gate.unblock_all()
             elif isinstance(action, TakeSnapshot):
-                await self.chain.drain()
-                self._snapshot_for = action.checkpoint_id
-                self._taken = await self._snapshot_operators(
-                    action.checkpoint_id, full=self._is_savepoint.pop(action.checkpoint_id, False)
-                )
-                if action.unaligned:
-                    # an input channel's incomplete frame was read before the snapshot but
-                    # not processed: it belongs to the channel state
-                    state = self._state_for(action.checkpoint_id)
-                    for channel, reader in enumerate(readers):
-                        pending = reader.pending_bytes()
-                        if pending:
-                            state.inputs[channel] = bytearray(pending)
-                    self._nursery.start_soon(
-                        self._write_and_acknowledge, action.checkpoint_id, self._taken, state
-                    )
+                await self.checkpointing.take_snapshot(action.checkpoint_id, action.unaligned, readers)
             elif isinstance(action, ForwardBarrier):
-                barrier = action.barrier
-                if barrier.unaligned:
-                    await self._forward_barrier(barrier, self._state_for(barrier.checkpoint_id))
-                else:
-                    await self._forward_barrier(barrier, None)
-                    self._nursery.start_soon(self._write_and_acknowledge, barrier.checkpoint_id, self._taken)
+                await self.checkpointing.forward_barrier_after_snapshot(action.barrier)
             elif isinstance(action, PersistInFlight):
                 persisting.add(action.channel)
             elif isinstance(action, StopPersisting):
                 persisting.discard(action.channel)
             elif isinstance(action, AbortCheckpoint):
                 persisting.clear()
-                self._channel_state = None
-                if d.on_checkpoint_decline is not None:
-                    d.on_checkpoint_decline(d.execution_id, action.checkpoint_id, action.reason)
-        current = self._channel_state
+                self.checkpointing.abort(action.checkpoint_id, action.reason)
+        current = self.checkpointing.channel_state
         if (
             current is not None
             and not persisting
@@ -552,15 +489,10 @@ class Task:
         if not restored:
             return
         self._restored_channels = None
-        await self._replay_output_state(restored)
+        await replay_output_state(self.chain.partitions, restored)
         async with self._drain_lock:
             for channel, data in sorted(restored.get("inputs", {}).items()):
                 await process(int(channel), data)
-
-    async def _replay_output_state(self, restored: dict[str, Any]) -> None:
-        for key, data in sorted(restored.get("outputs", {}).items()):
-            partition_index, subpartition = map(int, key.split(":"))
-            await self.chain.partitions[partition_index].emit(subpartition, data)
 
     async def _finish(self) -> None:
         await self._deliver_notifications()
@@ -591,172 +523,6 @@ class Task:
         self._notifications.append(("notify_checkpoint_aborted", checkpoint_id))
         self._poke_timers()
 
-    def _restore(self, restore_state: dict[str, list[dict[str, Any]]]) -> None:
-        """Load checkpointed state (recovery, or a savepoint at any parallelism): keyed state and
-        timers of this subtask's key groups, and this subtask's share of the operator list
-        state (sources keep their splits there)."""
-        from weir.keys import KeyGroupRange
-
-        d = self.d
-        for op in self.chain.operators:
-            payloads = restore_state.get(op.context.operator_id)
-            if not payloads:
-                continue
-            backend = op.context.keyed_backend
-            if backend is not None:
-                from weir.checkpoint.incremental import restorable_for  # chains: native or folded
-
-                keyed = [p["keyed"] for p in payloads if p.get("keyed") is not None]
-                backend.restore(restorable_for(backend, keyed))
-            timers = getattr(op, "timers", None)
-            internal: Any = getattr(timers, "internal", timers)
-            snapshots = [p["timers"] for p in payloads if p.get("timers") is not None]
-            if internal is not None and hasattr(internal, "restore") and snapshots:
-                key_groups = (
-                    backend.key_group_range
-                    if backend is not None
-                    else KeyGroupRange(0, op.context.max_parallelism - 1)
-                )
-                internal.restore(snapshots, key_groups)
-            operator_states = [
-                p["operator_state"]
-                for p in sorted(payloads, key=lambda p: p.get("subtask", 0))
-                if p.get("operator_state") is not None
-            ]
-            if operator_states:
-                parts = repartition_operator_state(operator_states, d.job_vertex.parallelism)
-                op.context.operator_state().restore([parts[d.subtask_index]])
-            op.context.is_restored = True
-            if op is self.chain.operators[0]:
-                mine = [p for p in payloads if p.get("subtask") == d.subtask_index and p.get("channel_state")]
-                if mine:
-                    self._restored_channels = mine[0]["channel_state"]
-
-    async def _snapshot_operators(self, checkpoint_id: int, full: bool = False) -> list[OperatorSnapshot]:
-        """The synchronous part of a checkpoint: copy out every chained operator's state.
-        Operators first flush what they hold outside the backends (head first, so what a head
-        emits reaches its successors before they snapshot), then snapshot themselves.
-        Keyed state is incremental where the backend has it on (LMDB), unless ``full`` (savepoints:
-        always the full, canonical ``backend.snapshot()``)."""
-        d = self.d
-        started = time.perf_counter()
-        first = self._first_barrier_ms.pop(checkpoint_id, None)
-        timing = self._checkpoint_timing.setdefault(checkpoint_id, {})
-        timing["alignment_ms"] = 0.0 if first is None else float(d.processing_time_ms() - first)
-        for node_id in d.job_vertex.chained_node_ids:
-            self.chain.guards[node_id].call("prepare_snapshot_pre_barrier", checkpoint_id)
-        await self.chain.drain()
-        for node_id in d.job_vertex.chained_node_ids:
-            self.chain.guards[node_id].call("snapshot_state", checkpoint_id)
-        out = []
-        for op in self.chain.operators:
-            ctx = op.context
-            op_state = ctx.operator_state_backend
-            operator_state = op_state.snapshot() if op_state is not None and op_state.state_names() else None
-            backend = ctx.keyed_backend
-            timers = getattr(op, "timers", None)
-            internal: Any = getattr(timers, "internal", timers)
-            timer_snapshot = (
-                internal.snapshot() if internal is not None and hasattr(internal, "snapshot") else None
-            )
-            keyed: Any = None
-            if backend is not None:
-                storage = d.checkpoint_storage
-                if not full and storage is not None and getattr(backend, "incremental_checkpointing", False):
-                    keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete)
-                else:
-                    keyed = backend.snapshot()
-            out.append(
-                OperatorSnapshot(
-                    operator_id=ctx.operator_id,
-                    parallelism=ctx.parallelism,
-                    max_parallelism=ctx.max_parallelism,
-                    subtask_index=d.subtask_index,
-                    keyed=keyed,
-                    key_group_range=None if backend is None else backend.key_group_range,
-                    timers=timer_snapshot,
-                    source_position=op.position if isinstance(op, SourceOperator) else None,
-                    operator_state=operator_state,
-                )
-            )
-        timing["sync_ms"] = (time.perf_counter() - started) * 1000
-        return out
-
-    async def _checkpoint(self, barrier: CheckpointBarrier) -> None:
-        """Snapshot, forward the barrier in line, and write the files in the background.
-        Called with the drain lock held. Cancellation: the checkpoint is abandoned."""
-        await self.chain.drain()  # everything before the barrier goes out first
-        snapshots = await self._snapshot_operators(
-            barrier.checkpoint_id, full=barrier.is_savepoint and not barrier.native
-        )
-        channel_state = ChannelState(barrier.checkpoint_id) if barrier.unaligned else None
-        await self._forward_barrier(barrier, channel_state)
-        if channel_state is not None:
-            channel_state.complete.set()  # a source has no input channels
-        assert self._nursery is not None
-        self._nursery.start_soon(self._write_and_acknowledge, barrier.checkpoint_id, snapshots, channel_state)
-
-    async def _forward_barrier(self, barrier: CheckpointBarrier, channel_state: ChannelState | None) -> None:
-        """Send ``barrier`` downstream: in line (aligned), or ahead of the unsent output,
-        which then belongs to the checkpoint's channel state (unaligned)."""
-        await self.chain.drain()
-        if not barrier.unaligned:
-            for writer in self.chain.writers:
-                writer.add_event(barrier)
-            await self.chain.drain()
-            return
-        for i, partition in enumerate(self.chain.partitions):
-            for sub, data in enumerate(partition.broadcast_priority_event(barrier)):
-                if channel_state is not None and data:
-                    channel_state.outputs[f"{i}:{sub}"] = data
-
-    async def _write_and_acknowledge(
-        self, checkpoint_id: int, snapshots: list[OperatorSnapshot], channel_state: ChannelState | None = None
-    ) -> None:
-        """The asynchronous part: write in a worker thread while processing goes on (for an
-        unaligned checkpoint once its channel state is complete).
-        Cancellation: the files written so far stay; the checkpoint never completes."""
-        d = self.d
-        if d.checkpoint_storage is None or d.on_checkpoint_ack is None:
-            return
-        persisted = 0
-        if channel_state is not None:
-            await channel_state.complete.wait()
-            if self._channel_state is channel_state:
-                self._channel_state = None
-            payload = channel_state.to_payload()
-            persisted = channel_state.size_bytes()
-            self.persisted_in_flight_bytes += persisted
-            snapshots = [replace(snapshots[0], channel_state=payload), *snapshots[1:]]
-        started = time.perf_counter()
-        try:
-            acks, size = await trio.to_thread.run_sync(
-                write_operator_snapshots, d.checkpoint_storage, checkpoint_id, snapshots
-            )
-        except Exception as exc:
-            if d.on_checkpoint_decline is not None:
-                d.on_checkpoint_decline(d.execution_id, checkpoint_id, f"{type(exc).__name__}: {exc}")
-            return
-        timing = self._checkpoint_timing.pop(checkpoint_id, {})
-        if d.on_checkpoint_metrics is not None:
-            d.on_checkpoint_metrics(
-                d.execution_id,
-                checkpoint_id,
-                {
-                    "alignment_ms": timing.get("alignment_ms", 0.0),
-                    "sync_ms": timing.get("sync_ms", 0.0),
-                    "async_ms": (time.perf_counter() - started) * 1000,
-                    "checkpointed_size_bytes": size,
-                    "full_size_bytes": sum(
-                        a.handle.file.size_bytes + sum(f.size_bytes for f in a.handle.shared_files)
-                        for a in acks
-                    ),
-                    "persisted_in_flight_bytes": persisted,
-                },
-            )
-        d.on_checkpoint_ack(d.execution_id, checkpoint_id, acks, size)
-
-    # -- processing time -----------------------------------------------------------------------
     def _next_deadline_ms(self) -> int | None:
         deadlines = [
             t for op in self.chain.operators if (t := op.next_processing_time_deadline()) is not None
@@ -814,7 +580,7 @@ class Task:
                         head_id = d.job_vertex.chained_node_ids[0]
                         self.chain.guards[head_id].call("finish")  # end event time: every timer fires first
                         await self.chain.drain()
-                    await self._checkpoint(barrier)
+                    await self.checkpointing.checkpoint(barrier)
                     if stop is not None:
                         self._stop = (barrier.checkpoint_id, stop)
             await self._deliver_notifications()

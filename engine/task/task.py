@@ -25,40 +25,25 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
-from weir.checkpoint.barrier_handler import (
-    AbortCheckpoint,
-    BlockChannel,
-    ForwardBarrier,
-    PersistInFlight,
-    StopPersisting,
-    TakeSnapshot,
-    UnblockAll,
-    make_barrier_handler,
-)
-from weir.codec.batch import Batch
-from weir.codec.reader import FrameReader
-from weir.codec.serializers import serializer_for
 from weir.errors import OperatorFailure, WeirError
 from weir.graph.job_graph import JobEdge, JobVertex
 from weir.graph.stream_graph import StreamGraph
 from weir.loop.ticker import use_ticker
 from weir.network.debloat import BatchDebloater
 from weir.network.environment import ChannelSpec
-from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
+from weir.network.events import CheckpointBarrier
 from weir.network.flusher import run_output_flusher
 from weir.operators.factory import SourceOperator
-from weir.task.chain import OperatorChain, OperatorGuard, edge_type
+from weir.task.chain import OperatorChain
 from weir.task.channel_state import replay_output_state
 from weir.task.checkpointing import SubtaskCheckpointCoordinator
-from weir.time.valve import WatermarkValve
-from weir.time.watermarks import EmitWatermark
+from weir.task.input_processor import StreamInputProcessor
 
 
 @dataclass
@@ -139,12 +124,6 @@ class _DrainLock:
             self._held = False
 
 
-#: How many input buffers or events a task handles between two scheduling points while
-#: its gate has more: enough to amortise the scheduler, few enough to stay fair to the
-#: other tasks of the thread (about 1 ms of work at most).
-ITEMS_PER_SCHEDULING_POINT = 8
-
-
 @dataclass
 class TaskStatistics:
     """A task's metrics: records and buffers in/out, backpressure, and its network objects' snapshots."""
@@ -175,22 +154,21 @@ class Task:
         self._triggers: list[tuple[CheckpointBarrier, str | None]] = []
         self._notifications: list[tuple[str, int]] = []
         self.checkpointing = SubtaskCheckpointCoordinator(deployment, self.chain)
+        self._drain_lock = _DrainLock()
+        self.input = StreamInputProcessor(
+            deployment, network, self.chain, self.checkpointing, self._drain_lock, self._poke_timers_if_due
+        )
         self._restored_channels: dict[str, Any] | None = None
         self._input_ended = False
-        self._alignment: tuple[Any, set[int], set[int], list[FrameReader]] | None = None
         self._stop: tuple[int, str] | None = None  # (savepoint id, mode) of a stop-with-savepoint
         self._stop_changed = trio.Event()
         self._stopped_without_drain = False
         self._stop_done = False
         self._poll_scope: trio.CancelScope | None = None
-        self.buffers_in = 0
-        self.records_in = 0
-        self._drain_lock = _DrainLock()
         self._timer_changed = trio.Event()
         # what the timer loop waits for: a deadline, inf (nothing), -inf (it is busy)
         self._armed_deadline = -math.inf
         self._started = trio.current_time()
-        self.gate: Any = None
 
     # -- building ------------------------------------------------------------------------------
     def _create_keyed_backend(self, operator_id: str, max_parallelism: int) -> Any:
@@ -236,7 +214,8 @@ class Task:
                 if isinstance(head, SourceOperator):
                     await self._run_source(head)
                 else:
-                    await self._run_input()
+                    restored, self._restored_channels = self._restored_channels, None
+                    await self.input.run(restored)
                 self._input_ended = True
                 await self._finish()
             finally:
@@ -308,192 +287,6 @@ class Task:
         head.reader.batch_size = debloater.batch_size  # the probe
         return debloater
 
-    async def _run_input(self) -> None:
-        d = self.d
-        specs = [spec for _, spec in d.input_channels]
-        gate = self.network.create_input_gate(0, specs)
-        self.gate = gate
-        readers = [
-            FrameReader(serializer_for(edge_type(d.stream_graph, edge.stream_edge)))
-            for edge, _ in d.input_channels
-        ]
-        head_guard = self.chain.guards[d.job_vertex.chained_node_ids[0]]
-        feed, valve_for, on_valve_action = self._input_routing(head_guard)
-        aligner = (
-            make_barrier_handler(len(specs), d.unaligned_checkpoints, d.aligned_timeout_ms)
-            if d.checkpoint_storage is not None
-            else None
-        )
-        blocked: set[int] = set()
-        persisting: set[int] = set()  # channels whose in-flight data goes into the channel state
-        held: deque[tuple[int, Any, Any]] = deque()  # (channel, bytes | None, event | None) behind a barrier
-
-        self._alignment = (aligner, blocked, persisting, readers)  # for aborts from the coordinator
-
-        async def process(channel: int, data: Any) -> None:
-            self.buffers_in += 1
-            into = feed[channel]
-            for batch in readers[channel].feed(data):
-                self.records_in += len(batch)
-                into(batch)
-                await self.chain.drain()
-
-        await self._replay_channel_state(process)
-
-        async def handle(channel: int, data: Any, event: Any) -> None:
-            if channel in blocked:
-                held.append((channel, data, event))
-                return
-            if data is not None:
-                if channel in persisting and self.checkpointing.channel_state is not None:
-                    self.checkpointing.channel_state.inputs.setdefault(channel, bytearray()).extend(data)
-                await process(channel, data)
-                if aligner is not None and blocked:
-                    now = d.processing_time_ms()
-                    await self._on_alignment(aligner.on_time(now), blocked, persisting, readers)
-                return
-            actions: list[Any] = []
-            if isinstance(event, Watermark):
-                valve, local = valve_for[channel]
-                actions = valve.input_watermark(local, event.timestamp)
-            elif isinstance(event, WatermarkStatus):
-                valve, local = valve_for[channel]
-                actions = valve.input_watermark_status(local, event.idle)
-            elif isinstance(event, CheckpointBarrier) and aligner is not None:
-                now = d.processing_time_ms()
-                self.checkpointing.on_barrier(event, now)
-                alignment = aligner.on_barrier(channel, event, now_ms=now)
-                await self._on_alignment(alignment, blocked, persisting, readers)
-            elif isinstance(event, EndOfPartition) and aligner is not None:
-                await self._on_alignment(aligner.on_end_of_partition(channel), blocked, persisting, readers)
-            for action in actions:
-                on_valve_action(channel, action)
-            if actions:
-                await self.chain.drain()
-
-        budget = 0
-        while True:
-            item = gate.poll_next() if budget > 0 else None
-            if item is None:
-                item = await gate.get_next()  # a scheduling point; parks when nothing is there
-                if item is None:
-                    return
-                budget = ITEMS_PER_SCHEDULING_POINT
-            budget -= 1
-            async with self._drain_lock:
-                channel = item.channel_index
-                if item.is_buffer:
-                    data = item.data if channel not in blocked else bytes(item.data)
-                    try:
-                        await handle(channel, data, None)
-                    finally:
-                        item.recycle()
-                else:
-                    event = item.event
-                    item.recycle()
-                    await handle(channel, None, event)
-                while held and not blocked:
-                    await handle(*held.popleft())
-            self._poke_timers_if_due()
-
-    def _input_routing(
-        self, head_guard: OperatorGuard
-    ) -> tuple[list[Any], list[tuple[WatermarkValve, int]], Any]:
-        """Per input channel: where its batches go, and its watermark valve with the channel's
-        index in it; and what to do with a valve's action. One valve over every channel for a
-        one-input head; a valve per input for a two-input head (Flink's per-input
-        StatusWatermarkValve), whose outputs the operator combines."""
-        channels = self.d.input_channels
-        head: Any = head_guard.operator
-        if not getattr(head, "two_inputs", False):
-            valve = WatermarkValve(len(channels))
-
-            def on_action(channel: int, action: Any) -> None:
-                if isinstance(action, EmitWatermark):
-                    head_guard.watermark(action.timestamp)
-                else:
-                    head_guard.status(action.idle)
-
-            return [head_guard.process] * len(channels), [(valve, i) for i in range(len(channels))], on_action
-        inputs = [edge.stream_edge.type_number for edge, _ in channels]
-        valves = {n: WatermarkValve(max(1, inputs.count(n))) for n in (1, 2)}
-
-        def into(process: Callable[[Batch], None]) -> Callable[[Batch], None]:
-            return lambda batch: head_guard.process_input(batch, process)
-
-        processes = {1: into(head.process_batch1), 2: into(head.process_batch2)}
-        valve_for = [(valves[n], inputs[:i].count(n)) for i, n in enumerate(inputs)]
-
-        def on_two_input_action(channel: int, action: Any) -> None:
-            n = inputs[channel]
-            if isinstance(action, EmitWatermark):
-                head_guard.call(f"process_watermark{n}", action.timestamp)
-            else:
-                head_guard.call(f"process_watermark_status{n}", action.idle)
-
-        return [processes[n] for n in inputs], valve_for, on_two_input_action
-
-    async def _cancel_alignment(self, checkpoint_id: int) -> None:
-        """The coordinator gave up ``checkpoint_id``: stop aligning (or persisting) for it, so
-        blocked channels flow again (Flink's CancelCheckpointMarker)."""
-        if self._alignment is None:
-            return
-        aligner, blocked, persisting, readers = self._alignment
-        if aligner is None:
-            return
-        state = aligner.state
-        barrier = getattr(state, "barrier", None)
-        if barrier is None or barrier.checkpoint_id != checkpoint_id:
-            return
-        live = [c for c in range(aligner.channels) if c not in aligner.ended]
-        if live:
-            actions = [
-                a for a in aligner.on_cancel(live[0], checkpoint_id) if not isinstance(a, AbortCheckpoint)
-            ]
-            await self._on_alignment(actions, blocked, persisting, readers)
-
-    async def _on_alignment(
-        self, actions: list[Any], blocked: set[int], persisting: set[int], readers: list[FrameReader]
-    ) -> None:
-        """Carry out the barrier handler's actions (aligned and unaligned checkpoints)."""
-        for action in actions:
-            if isinstance(action, BlockChannel):
-                blocked.add(action.channel)
-                self.gate.block(action.channel)  # its data waits in the network; credit stops
-            elif isinstance(action, UnblockAll):
-                blocked.clear()
-                self.gate.unblock_all()
-            elif isinstance(action, TakeSnapshot):
-                await self.checkpointing.take_snapshot(action.checkpoint_id, action.unaligned, readers)
-            elif isinstance(action, ForwardBarrier):
-                await self.checkpointing.forward_barrier_after_snapshot(action.barrier)
-            elif isinstance(action, PersistInFlight):
-                persisting.add(action.channel)
-            elif isinstance(action, StopPersisting):
-                persisting.discard(action.channel)
-            elif isinstance(action, AbortCheckpoint):
-                persisting.clear()
-                self.checkpointing.abort(action.checkpoint_id, action.reason)
-        current = self.checkpointing.channel_state
-        if (
-            current is not None
-            and not persisting
-            and any(isinstance(a, (TakeSnapshot, StopPersisting)) for a in actions)
-        ):
-            current.complete.set()  # every channel's barrier is in: the channel state is whole
-
-    async def _replay_channel_state(self, process: Any) -> None:
-        """After a restore from an unaligned checkpoint: the overtaken output goes out first,
-        then the persisted input is processed, before anything new is read."""
-        restored = self._restored_channels
-        if not restored:
-            return
-        self._restored_channels = None
-        await replay_output_state(self.chain.partitions, restored)
-        async with self._drain_lock:
-            for channel, data in sorted(restored.get("inputs", {}).items()):
-                await process(int(channel), data)
-
     async def _finish(self) -> None:
         await self._deliver_notifications()
         async with self._drain_lock:
@@ -536,7 +329,7 @@ class Task:
             method, checkpoint_id = self._notifications.pop(0)
             async with self._drain_lock:
                 if method == "notify_checkpoint_aborted":
-                    await self._cancel_alignment(checkpoint_id)
+                    await self.input.cancel_alignment(checkpoint_id)
                 for node_id in d.job_vertex.chained_node_ids:
                     self.chain.guards[node_id].call(method, checkpoint_id)
                 await self.chain.drain()
@@ -611,11 +404,11 @@ class Task:
         partitions = [p.statistics() for p in self.chain.partitions]
         return TaskStatistics(
             name=self.d.name_with_subtask,
-            records_in=self.records_in
+            records_in=self.input.records_in
             if self.chain.operators and not isinstance(self.chain.operators[0], SourceOperator)
             else 0,
             records_out=sum(w.records_out for w in self.chain.writers),
-            buffers_in=self.buffers_in,
+            buffers_in=self.input.buffers_in,
             buffers_out=sum(sp.buffers_finished for p in partitions for sp in p.subpartitions),
             backpressured_seconds=self.chain.backpressured_seconds,
             busy_seconds=trio.current_time() - self._started,
@@ -623,5 +416,5 @@ class Task:
                 op.name: (op.metrics.records_in, op.metrics.records_out) for op in self.chain.operators
             },
             partitions=partitions,
-            gate=None if self.gate is None else self.gate.statistics(),
+            gate=None if self.input.gate is None else self.input.gate.statistics(),
         )

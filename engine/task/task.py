@@ -19,6 +19,12 @@ At end of input the operators ``finish`` head first, the writers drain, the part
 send EndOfPartition, and the operators ``close``. ``close`` also runs on failure and
 cancellation. A user exception is re-raised as OperatorFailure naming the operator and
 subtask; the TaskExecutor reports it to the JobMaster.
+
+This module holds the task itself (Flink's StreamTask): the lifecycle, the source loop, the
+drain lock, and the timer loop, which also runs checkpoint triggers and notifications
+between batches (Flink's mailbox). The chain is ``weir.task.chain``, the input loop and
+barrier alignment ``weir.task.input_processor``, snapshots and restore
+``weir.task.checkpointing``.
 """
 
 from __future__ import annotations

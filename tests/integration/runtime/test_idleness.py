@@ -76,7 +76,7 @@ async def run_for(
             for te in cluster.task_executors
             for h in te.tasks.values()
             if h.task is not None
-            for op in h.task.operators
+            for op in h.task.chain.operators
             if op.name.startswith("Sink")
         )
         results = list(sink.function.__self__)  # the sink's own copy of out.append

@@ -72,7 +72,9 @@ async def test_unaligned_recovery_is_exactly_once_for_state(
             while True:
                 persisted.append(
                     sum(
-                        h.task.persisted_in_flight_bytes for h in handle.job_master.handles.values() if h.task
+                        h.task.checkpointing.persisted_in_flight_bytes
+                        for h in handle.job_master.handles.values()
+                        if h.task
                     )
                 )
                 await trio.sleep(0.05)

@@ -111,7 +111,7 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
 
 def state_backend_for(env: Any) -> Any:
     """The environment's StateBackend: set with ``set_state_backend`` or from ``state.backend.type``."""
-    from weir.datastream.state_backend import state_backend_from_config
+    from weir.core.state_backend import state_backend_from_config
 
     conf = env.get_configuration()
     backend = getattr(env, "_state_backend", None)

@@ -20,8 +20,8 @@ from weir.common import config_options as opts
 from weir.common.configuration import Configuration
 from weir.common.typeinfo import TypeInformation, check_type_info
 from weir.common.watermark_strategy import WatermarkStrategy
+from weir.core.connectors import Source
 from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
-from weir.datastream.connectors.base import Source
 from weir.datastream.connectors.builtin import CollectionSource, FunctionSource
 from weir.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from weir.errors import UsageError
@@ -179,9 +179,9 @@ class StreamExecutionEnvironment:
         return self
 
     def set_state_backend(self, state_backend: Any) -> StreamExecutionEnvironment:
-        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (weir.datastream.state_backend);
+        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (weir.core.state_backend);
         the same as setting ``state.backend.type``."""
-        from weir.datastream.state_backend import StateBackend
+        from weir.core.state_backend import StateBackend
 
         if not isinstance(state_backend, StateBackend):
             raise UsageError(
@@ -280,7 +280,7 @@ class StreamExecutionEnvironment:
         parallel: bool = False,
     ) -> DataStream:
         """A SourceFunction (``run(ctx)`` emitting with ``ctx.collect``); non-parallel unless ``parallel``."""
-        from weir.datastream.functions import SourceFunction
+        from weir.core.functions import SourceFunction
 
         if not isinstance(source_func, SourceFunction):
             raise UsageError(f"add_source needs a SourceFunction, got {source_func!r}")

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
-from weir.datastream.functions import RuntimeContext
+from weir.core.functions import RuntimeContext
 
 
 @dataclass

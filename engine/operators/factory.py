@@ -70,7 +70,7 @@ class SourceOperator(StreamOperator):
 
     def _splits_descriptor(self) -> Any:
         from weir.common.typeinfo import Types
-        from weir.datastream.state import ListStateDescriptor
+        from weir.core.state import ListStateDescriptor
 
         return ListStateDescriptor(self.SPLITS_STATE, Types.STRING())
 

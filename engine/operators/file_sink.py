@@ -220,7 +220,7 @@ class FileSinkOperator(SinkOperator):
     # -- state ---------------------------------------------------------------------------------
     def _descriptor(self) -> Any:
         from weir.common.typeinfo import Types
-        from weir.datastream.state import ListStateDescriptor
+        from weir.core.state import ListStateDescriptor
 
         return ListStateDescriptor(STATE_NAME, Types.STRING())
 

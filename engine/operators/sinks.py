@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from weir.codec.batch import Batch
-from weir.datastream.functions import SinkFunction
+from weir.core.functions import SinkFunction
 from weir.operators.base import StreamOperator
 
 

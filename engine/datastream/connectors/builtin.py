@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common.typeinfo import TypeInformation
-from weir.datastream.connectors.base import Sink, Source
+from weir.core.connectors import Sink, Source
 
 
 class CollectionSource(Source):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.common.typeinfo import TypeInformation, check_type_info
-from weir.datastream.connectors.base import Source
+from weir.core.connectors import Source
 from weir.errors import UsageError
 
 

@@ -14,8 +14,9 @@ import datetime as _dt
 import re
 from typing import Any
 
+from weir.common.serialization import Encoder
 from weir.common.typeinfo import TypeInformation, Types
-from weir.datastream.connectors.base import Sink, Source
+from weir.core.connectors import Sink, Source
 from weir.errors import UsageError
 
 
@@ -65,29 +66,6 @@ class FileSourceBuilder:
 
     def build(self) -> FileSource:
         return FileSource(self._paths, self._format)
-
-
-class Encoder:
-    """How a record becomes a line of a row-format file (``pyflink.common.Encoder``)."""
-
-    def __init__(self, kind: str, charset: str = "UTF-8") -> None:
-        self.kind = kind
-        self.charset = charset
-
-    @staticmethod
-    def simple_string_encoder(charset_name: str = "UTF-8") -> Encoder:
-        """``str(record)`` and a newline, in ``charset_name`` (Flink's SimpleStringEncoder)."""
-        try:
-            "".encode(charset_name)
-        except (LookupError, TypeError):
-            raise UsageError(
-                f"Encoder.simple_string_encoder: unknown charset {charset_name!r}; use e.g. 'UTF-8'"
-            ) from None
-        return Encoder("simple_string", charset_name)
-
-    def encode(self, values: list[Any]) -> bytes:
-        """The bytes of ``values``, one line each."""
-        return "".join(f"{v}\n" for v in values).encode(self.charset)
 
 
 class OutputFileConfig:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common.typeinfo import TypeInformation, Types
-from weir.datastream.connectors.base import Source
+from weir.core.connectors import Source
 from weir.errors import UsageError
 
 

@@ -24,6 +24,7 @@ __all__ = [
     "HashMapStateBackend",
     "LmdbStateBackend",
     "StateBackend",
+    "configured_state_backend",
     "state_backend_from_config",
 ]
 
@@ -123,6 +124,16 @@ class LmdbStateBackend(StateBackend):
             else (f", enable_incremental_checkpointing={self.enable_incremental_checkpointing}")
         )
         return f"LmdbStateBackend(path={self.path!r}{incremental})"
+
+
+def configured_state_backend(chosen: StateBackend | None, conf: Any) -> StateBackend:
+    """The backend a job runs with: ``chosen`` (``set_state_backend``) or the one
+    ``state.backend.type`` names, with the settings it left open taken from ``conf``."""
+    from weir.common import config_options as o
+
+    backend = chosen if chosen is not None else state_backend_from_config(conf.get_option(o.STATE_BACKEND))
+    configure = getattr(backend, "configure", None)
+    return configure(conf) if configure is not None else backend
 
 
 def state_backend_from_config(backend_type: str, path: str | Path | None = None) -> StateBackend:

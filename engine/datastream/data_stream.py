@@ -340,9 +340,7 @@ class DataStream(_Configurable):
             from weir.datastream.stream_execution_environment import ProgramCaptured
 
             raise ProgramCaptured(self._env.get_stream_graph(self._env._job_name(job_execution_name)))
-        from weir.cluster.client import execute_and_collect
-
-        return execute_and_collect(self._env, sink, job_execution_name, limit)
+        return self._env._execute_and_collect(sink, job_execution_name, limit)
 
 
 def _constant_key(value: Any) -> int:

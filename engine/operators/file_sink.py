@@ -503,6 +503,11 @@ class FileSinkOperator(SinkOperator):
         self._open.clear()  # files stay: the next attempt's recovery decides about them
 
 
+def file_sink_operator(sink: Any, name: str) -> FileSinkOperator:
+    """The runtime side of a ``FileSink`` (its ``operator_factory``): exactly-once, two-phase commit."""
+    return FileSinkOperator(name, sink)
+
+
 def commit_end_of_input(sink: Any) -> list[str]:
     """Commit every file listed in the end-of-input manifests of ``sink`` (a FileSink) and
     delete the manifests. Idempotent. Returns the final names committed now."""

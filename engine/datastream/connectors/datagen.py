@@ -16,6 +16,8 @@ from weir.errors import UsageError
 
 
 class DataGeneratorSource(Source):
+    reader_factory = "weir.operators.sources:data_generator_reader"
+
     def __init__(
         self,
         generator_function: Callable[[int], Any],

@@ -17,6 +17,7 @@ from typing import Any
 from weir.common.serialization import Encoder
 from weir.common.typeinfo import TypeInformation, Types
 from weir.core.connectors import Sink, Source
+from weir.core.references import load_reference
 from weir.errors import UsageError
 
 
@@ -34,6 +35,8 @@ class StreamFormat:
 
 class FileSource(Source):
     """Reads files (or every file under directories); bounded."""
+
+    reader_factory = "weir.operators.sources:file_lines_reader"
 
     def __init__(self, paths: list[str], stream_format: StreamFormat) -> None:
         self.paths = paths
@@ -341,6 +344,8 @@ class FileSink(Sink):
     exactly one finished part file. One job per base path.
     """
 
+    operator_factory = "weir.operators.file_sink:file_sink_operator"
+
     def __init__(
         self,
         base_path: str,
@@ -378,9 +383,7 @@ class FileSink(Sink):
     def commit_on_job_finished(self) -> list[str]:
         """The job FINISHED: commit what the sink's subtasks left pending at end of input.
         Called by the JobMaster; returns the committed files' paths."""
-        from weir.operators.file_sink import commit_end_of_input
-
-        return commit_end_of_input(self)
+        return load_reference("weir.operators.file_sink:commit_end_of_input")(self)
 
 
 class FileSinkBuilder:

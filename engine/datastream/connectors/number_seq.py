@@ -12,6 +12,8 @@ from weir.errors import UsageError
 class NumberSequenceSource(Source):
     """Emits every long in [start, end], split across subtasks; bounded and replayable."""
 
+    reader_factory = "weir.operators.sources:number_sequence_reader"
+
     def __init__(self, start: int, end: int) -> None:
         for name, v in (("start", start), ("end", end)):
             if isinstance(v, bool) or not isinstance(v, int):

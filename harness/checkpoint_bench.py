@@ -32,8 +32,8 @@ from typing import Any
 import trio
 
 from weir.common import Configuration, Types, WatermarkStrategy
+from weir.core.connectors import Sink
 from weir.datastream import StreamExecutionEnvironment
-from weir.datastream.connectors.base import Sink
 from weir.datastream.connectors.builtin import DiscardingSink
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.operators.sinks import SinkOperator

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.common import Types
+from weir.core.functions import AggregateFunction, ProcessWindowFunction, WindowFunction
+from weir.core.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from weir.datastream import DataStream
-from weir.datastream.functions import AggregateFunction, ProcessWindowFunction, WindowFunction
-from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from weir.errors import UsageError
 from weir.workloads.nexmark import DOLLAR_TO_EURO, Q2_AUCTION_MODULUS
 

@@ -50,7 +50,7 @@ import trio.testing
 
 from weir.codec.batch import Batch
 from weir.common.typeinfo import TypeInformation, Types
-from weir.datastream.connectors.base import Source
+from weir.core.connectors import Source
 from weir.errors import UsageError
 from weir.harness.steadiness import HostProbe
 from weir.loop.ticker import sleep_until

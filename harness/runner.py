@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from weir.common import Configuration, Duration, WatermarkStrategy
+from weir.core.state_backend import HashMapStateBackend, LmdbStateBackend
 from weir.datastream import StreamExecutionEnvironment
-from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
 from weir.errors import UsageError
 from weir.harness.latency import LatencyHistogram, warm_up
 from weir.harness.queries import Query, get_query

@@ -36,8 +36,8 @@ import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.common.typeinfo import Types
-from weir.datastream.connectors.base import Sink
-from weir.datastream.state import ListStateDescriptor
+from weir.core.connectors import Sink
+from weir.core.state import ListStateDescriptor
 from weir.harness.latency import LatencyHistogram
 from weir.harness.replay import ReplayRun, now_ns
 from weir.operators.sinks import SinkOperator

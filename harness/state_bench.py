@@ -41,10 +41,10 @@ import numpy as np
 from weir.codec.batch import Batch
 from weir.common import Configuration, Time, Types, WatermarkStrategy
 from weir.common.typeinfo import TypeInformation
+from weir.core.connectors import Source
+from weir.core.window import TumblingEventTimeWindows
 from weir.datastream import StreamExecutionEnvironment
-from weir.datastream.connectors.base import Source
 from weir.datastream.connectors.builtin import DiscardingSink
-from weir.datastream.window import TumblingEventTimeWindows
 from weir.operators.sources import DEFAULT_BATCH_SIZE, SourceReader, split_range
 
 KEYS = 10_000

@@ -60,7 +60,7 @@ valid JSON. ``signature`` is ``"hmac-sha256:<hex>"`` of the checksum under a key
 user who wrote the checkpoint holds (``weir.checkpoint.trust``), or null. The
 state files' SHA-256s are inside the body, so a valid signature vouches for every
 file of the checkpoint: only then may a restore unpickle the opaque values a state
-file can hold (``weir.checkpoint.state_file``). Anyone can recompute a checksum;
+file can hold (``weir.state.state_file``). Anyone can recompute a checksum;
 nobody without the key can make a signature.
 
 Compatibility: a reader accepts every ``format_version`` up to

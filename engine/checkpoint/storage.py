@@ -279,7 +279,7 @@ class CheckpointStorage:
     def is_complete(self, checkpoint_id: int) -> bool:
         """Whether ``checkpoint_id`` is committed and still retained: its ``_metadata`` exists (one stat).
 
-        Incremental snapshots build only on complete checkpoints (``weir.checkpoint.incremental``).
+        Incremental snapshots build only on complete checkpoints (``weir.state.incremental``).
         """
         return self.metadata_path(checkpoint_id).exists()
 

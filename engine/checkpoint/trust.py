@@ -15,7 +15,7 @@ opaque values (pickled Python objects of types weir has no data encoding for) th
 state files can hold. Without one -- a savepoint copied from another machine or user, or
 a file edited after it was written -- everything that is plain data restores as usual,
 and an opaque value is refused with an error naming the file, unless the user accepts
-the risk explicitly (``weir.checkpoint.state_file``).
+the risk explicitly (``weir.state.state_file``).
 
 What it does not do: encrypt, or protect against somebody who can read the user's key
 (that person can already run code as the user).

@@ -1,5 +1,11 @@
 """The client side of ``env.execute()``: compile, start an embedded cluster, run, report.
 
+``LocalExecutor`` is the executor ``execution.target: local`` names (registered under the
+entry point group ``weir.executors``, see ``weir.core.execution``): the API hands it a
+StreamGraph and frozen ``ExecutionSettings`` and never imports this module. The functions
+here take those settings, or anything with an ``execution_settings()`` method (an
+environment), for callers that hold one.
+
 ``execute`` is synchronous, like PyFlink's: it runs Trio (``trio.run``) until the job
 ends. Inside an already running Trio program, use ``await run_stream_graph(env, graph)``.
 ``execute_and_collect`` runs the job in a background thread and streams its records back
@@ -25,6 +31,8 @@ from weir.cluster.job_master import JobResult, JobSettings
 from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from weir.cluster.savepoints import SavepointRestoreSettings
 from weir.common import config_options as opts
+from weir.core.execution import ExecutionSettings
+from weir.core.state_backend import configured_state_backend
 from weir.errors import JobExecutionError, UsageError
 from weir.graph.execution_graph import build_execution_graph
 from weir.graph.job_graph import JobGraph, generate_job_graph
@@ -92,8 +100,13 @@ def processing_time_source() -> Callable[[], int]:
     return now_ms
 
 
+def settings_of(env: Any) -> ExecutionSettings:
+    """``env`` itself when it is ExecutionSettings, else its ``execution_settings()``."""
+    return env if isinstance(env, ExecutionSettings) else env.execution_settings()
+
+
 def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
-    conf = env.get_configuration()
+    conf = settings_of(env).configuration
     taskmanagers = int(conf.get_option(opts.NUMBER_OF_TASKMANAGERS))
     slots = conf.get_option(opts.SLOTS_PER_TASKMANAGER)
     if slots is None:
@@ -111,47 +124,42 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
 
 def state_backend_for(env: Any) -> Any:
     """The environment's StateBackend: set with ``set_state_backend`` or from ``state.backend.type``."""
-    from weir.datastream.state_backend import state_backend_from_config
-
-    conf = env.get_configuration()
-    backend = getattr(env, "_state_backend", None)
-    if backend is None:
-        backend = state_backend_from_config(conf.get_option(opts.STATE_BACKEND))
-    configure = getattr(backend, "configure", None)  # settings left open come from the configuration
-    return configure(conf) if configure is not None else backend
+    settings = settings_of(env)
+    return configured_state_backend(settings.state_backend, settings.configuration)
 
 
 def checkpoint_config_for(env: Any) -> Any:
     """The coordinator's configuration when ``enable_checkpointing`` (or its key) is set, else None."""
-    if env.get_checkpoint_interval() <= 0:
+    settings = settings_of(env)
+    if settings.checkpoint_interval_ms <= 0:
         return None
     from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
 
-    return CheckpointCoordinatorConfig.from_configuration(env.get_configuration())
+    return CheckpointCoordinatorConfig.from_configuration(settings.configuration)
 
 
 def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -> JobSettings:
     from weir.cluster.restart_strategy import restart_strategy_from_configuration
 
-    directory = env.get_checkpoint_config().get_checkpoint_storage_dir()
-    checkpoint_config = checkpoint_config_for(env)
+    settings = settings_of(env)
+    conf = settings.configuration
+    directory = settings.checkpoint_storage_dir
+    checkpoint_config = checkpoint_config_for(settings)
     return JobSettings(
-        state_backend=state_backend_for(env),
-        restart_strategy=restart_strategy_from_configuration(
-            env.get_configuration(), checkpoint_config is not None
-        ),
+        state_backend=state_backend_for(settings),
+        restart_strategy=restart_strategy_from_configuration(conf, checkpoint_config is not None),
         checkpoint_config=checkpoint_config,
-        failover_strategy=env.get_configuration().get_option(opts.FAILOVER_STRATEGY),
+        failover_strategy=conf.get_option(opts.FAILOVER_STRATEGY),
         checkpoint_dir=None if directory is None else Path(directory),
-        savepoint_restore=SavepointRestoreSettings.from_configuration(env.get_configuration()),
-        savepoint_dir=env.get_configuration().get_option(opts.SAVEPOINT_DIRECTORY),
-        checkpoint_retention=env.get_configuration().get_option(opts.CHECKPOINTING_RETENTION),
-        buffer_timeout_ms=env.get_buffer_timeout(),
-        auto_watermark_interval_ms=env.get_config().get_auto_watermark_interval(),
+        savepoint_restore=SavepointRestoreSettings.from_configuration(conf),
+        savepoint_dir=conf.get_option(opts.SAVEPOINT_DIRECTORY),
+        checkpoint_retention=conf.get_option(opts.CHECKPOINTING_RETENTION),
+        buffer_timeout_ms=settings.buffer_timeout_ms,
+        auto_watermark_interval_ms=settings.auto_watermark_interval_ms,
         processing_time_ms=processing_time_source(),
         collect_channels=collect_channels or {},
-        job_parameters=env.get_config().get_global_job_parameters(),
-        debloat=DebloatSettings.from_configuration(env.get_configuration()),
+        job_parameters=dict(settings.job_parameters),
+        debloat=DebloatSettings.from_configuration(conf),
     )
 
 
@@ -164,8 +172,9 @@ async def run_job_graph(
 ) -> JobExecutionResult:
     """Run a compiled job on ``cluster`` (or a new embedded one) and wait for its end.
     Cancellation: the job is cancelled with the surrounding scope."""
+    env = settings_of(env)
     if cluster is None:
-        cluster = getattr(env, "cluster", None)
+        cluster = env.cluster
     if cluster is not None:
         result = await _run_on(cluster, env, job_graph, collect_channels, on_submit)
     else:
@@ -219,7 +228,7 @@ def loop_clock(env: Any) -> trio.abc.Clock | None:
     (``weir.loop.busy_poll``), unless ``execution.busy-poll.enabled`` is false (None:
     Trio's own). Jobs run from a background thread (``execute_async``, collecting) keep
     Trio's clock: a polling loop would hold the GIL the caller's thread works with."""
-    conf = env.get_configuration()
+    conf = settings_of(env).configuration
     if not conf.get_option(opts.BUSY_POLL_ENABLED):
         return None
     return BusyPollClock(BusyPollPolicy(conf.get_option(opts.BUSY_POLL_MIN_LOAD)))
@@ -430,15 +439,13 @@ class CloseableIterator:
         self.close()
 
 
-def execute_and_collect(env: Any, sink: Any, job_name: str | None, limit: int | None) -> Any:
+def execute_and_collect(env: Any, graph: StreamGraph, sink_node_id: int, limit: int | None) -> Any:
+    """Run ``graph`` in a background thread; its collect sink ``sink_node_id`` streams the records
+    back: a closeable iterator, or with ``limit`` a list of at most that many."""
     if _in_trio():
         raise UsageError("execute_and_collect() was called inside a running Trio event loop")
-    graph = env.get_stream_graph(env._job_name(job_name), clear_transformations=True)
-    sink_node = next(
-        n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink
-    )
     warm_up()
-    iterator = CloseableIterator(env, generate_job_graph(graph), sink_node.id)
+    iterator = CloseableIterator(settings_of(env), generate_job_graph(graph), sink_node_id)
     if limit is None:
         return iterator
     with iterator:
@@ -448,3 +455,19 @@ def execute_and_collect(env: Any, sink: Any, job_name: str | None, limit: int | 
                 break
             out.append(record)
         return out
+
+
+class LocalExecutor:
+    """``execution.target: local`` (weir.core.execution's ``PipelineExecutor``): runs a job on an
+    embedded MiniCluster, or on the running cluster ``settings.cluster`` names."""
+
+    def execute(self, graph: StreamGraph, settings: ExecutionSettings) -> JobExecutionResult:
+        return execute_stream_graph(settings, graph)
+
+    def execute_async(self, graph: StreamGraph, settings: ExecutionSettings) -> JobClient:
+        return submit_stream_graph(settings, graph)
+
+    def execute_and_collect(
+        self, graph: StreamGraph, settings: ExecutionSettings, sink_node_id: int, limit: int | None
+    ) -> Any:
+        return execute_and_collect(settings, graph, sink_node_id, limit)

@@ -53,7 +53,7 @@ class JobSettings:
     collect_channels: dict[int, Any] = field(default_factory=dict)
     job_parameters: dict[str, str] = field(default_factory=dict)
     slot_request_timeout_ms: int = 300_000
-    state_backend: Any = None  # a StateBackend (weir.datastream.state_backend); None: hashmap
+    state_backend: Any = None  # a StateBackend (weir.core.state_backend); None: hashmap
     checkpoint_config: Any = None  # CheckpointCoordinatorConfig when checkpointing is enabled
     checkpoint_dir: Any = None  # Path of the checkpoint storage root
     restart_strategy: Any = None  # weir.cluster.restart_strategy.RestartStrategy; None: no restarts
@@ -729,7 +729,7 @@ def _load_restore_state(storage: Any, metadata: Any) -> dict[str, list[dict[str,
     """Every operator's checkpointed payloads (checksums verified), tagged with their subtask.
     Incremental keyed state comes with the bytes of its chain of shared files. Recovery takes
     only checkpoints whose signature verified (``CheckpointStorage.load``), so they are trusted."""
-    from weir.checkpoint.state_file import load_payloads
+    from weir.state.state_file import load_payloads
 
     where = f"checkpoint {storage.checkpoint_dir(metadata.checkpoint_id)}"
     return load_payloads(metadata, storage.read_state_file, where, trusted=True)

@@ -107,7 +107,7 @@ class MiniCluster:
         tmp = job_dir / "jobgraph.json.tmp"
         tmp.write_text(json.dumps(plan, indent=2))
         tmp.replace(job_dir / "jobgraph.json")
-        from weir.datastream.state_backend import LmdbStateBackend
+        from weir.core.state_backend import LmdbStateBackend
 
         if settings.checkpoint_dir is None:  # also without periodic checkpoints: savepoints use it
             settings.checkpoint_dir = self.working_dir / "checkpoints"

@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from weir.checkpoint.metadata import CheckpointMetadata, FileHandle
-from weir.checkpoint.state_file import load_payloads
 from weir.checkpoint.storage import (
     METADATA_FILE_NAME,
     CheckpointStorage,
@@ -45,6 +44,7 @@ from weir.checkpoint.storage import (
 from weir.checkpoint.trust import is_signed_by_this_user
 from weir.errors import UsageError
 from weir.graph.job_graph import JobGraph
+from weir.state.state_file import load_payloads
 
 _CHECKPOINT_DIR_NAME = re.compile(r"chk-(\d+)")
 

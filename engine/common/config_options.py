@@ -212,6 +212,10 @@ RUNTIME_MODE = _opt(
     "execution.runtime-mode", "enum", "STREAMING", "STREAMING, BATCH or AUTOMATIC.",
     choices=("STREAMING", "BATCH", "AUTOMATIC"),
 )  # fmt: skip
+EXECUTION_TARGET = _opt(
+    "execution.target", "str", "local",
+    "The executor env.execute() hands the job to (weir.core.execution; entry point group weir.executors).",
+)  # fmt: skip
 BUFFER_TIMEOUT = _opt(
     "execution.buffer-timeout.interval", "duration", 100,
     "Output flusher interval: 0 flushes after every record, -1 only when buffers are full.",

@@ -1,7 +1,36 @@
-"""``pyflink.common.serialization``'s names: the row-format ``Encoder`` of file sinks."""
+"""``pyflink.common.serialization``'s names: the row-format ``Encoder`` of file sinks.
+
+It lives here, below the API and the runtime, because both the file system connector
+(``weir.datastream.connectors.file_system`` re-exports it) and the file sink operator use it.
+"""
 
 from __future__ import annotations
 
-from weir.datastream.connectors.file_system import Encoder
+from typing import Any
+
+from weir.errors import UsageError
 
 __all__ = ["Encoder"]
+
+
+class Encoder:
+    """How a record becomes a line of a row-format file (``pyflink.common.Encoder``)."""
+
+    def __init__(self, kind: str, charset: str = "UTF-8") -> None:
+        self.kind = kind
+        self.charset = charset
+
+    @staticmethod
+    def simple_string_encoder(charset_name: str = "UTF-8") -> Encoder:
+        """``str(record)`` and a newline, in ``charset_name`` (Flink's SimpleStringEncoder)."""
+        try:
+            "".encode(charset_name)
+        except (LookupError, TypeError):
+            raise UsageError(
+                f"Encoder.simple_string_encoder: unknown charset {charset_name!r}; use e.g. 'UTF-8'"
+            ) from None
+        return Encoder("simple_string", charset_name)
+
+    def encode(self, values: list[Any]) -> bytes:
+        """The bytes of ``values``, one line each."""
+        return "".join(f"{v}\n" for v in values).encode(self.charset)

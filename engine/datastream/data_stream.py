@@ -12,19 +12,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from weir.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, check_type_info
-from weir.common.types import Row
 from weir.common.watermark_strategy import WatermarkStrategy
-from weir.datastream import functions as fn
-from weir.datastream.connectors.base import Sink
-from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
-from weir.datastream.output_tag import OutputTag
-from weir.datastream.window import (
+from weir.core import functions as fn
+from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
+from weir.core.connectors import Sink
+from weir.core.window import (
     CountTrigger,
     GlobalWindows,
     PurgingTrigger,
     Trigger,
     WindowAssigner,
 )
+from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
+from weir.datastream.output_tag import OutputTag
 from weir.errors import UsageError
 from weir.graph import partitioners as parts
 from weir.graph.transformations import (
@@ -340,9 +340,7 @@ class DataStream(_Configurable):
             from weir.datastream.stream_execution_environment import ProgramCaptured
 
             raise ProgramCaptured(self._env.get_stream_graph(self._env._job_name(job_execution_name)))
-        from weir.cluster.client import execute_and_collect
-
-        return execute_and_collect(self._env, sink, job_execution_name, limit)
+        return self._env._execute_and_collect(sink, job_execution_name, limit)
 
 
 def _constant_key(value: Any) -> int:
@@ -708,11 +706,11 @@ class WindowedStream:
 
     def count(self) -> DataStream:
         """weir: (key, number of records) per window."""
-        return self._builtin_aggregate("count", 0, _Count())
+        return self._builtin_aggregate("count", 0, Count())
 
     def mean(self, position: int | str = 0) -> DataStream:
         """weir: (key, mean of a numeric field) per window."""
-        return self._builtin_aggregate("mean", position, _Mean(position))
+        return self._builtin_aggregate("mean", position, Mean(position))
 
     def _builtin_aggregate(
         self, aggregation: str, position: int | str, agg: fn.AggregateFunction
@@ -720,7 +718,7 @@ class WindowedStream:
         """count/mean: an aggregate with a (key, value) window function, vectorized where eligible."""
         opts = {
             "function": agg,
-            "window_function": _WithKey(),
+            "window_function": WithKey(),
             "accumulator_type": None,
             "builtin": {"aggregation": aggregation, "field": position, "input_type": self.get_input_type()},
         }
@@ -736,101 +734,3 @@ class WindowedStream:
         wf = fn.wrap_window_function("WindowedStream.apply()", window_function)
         out = check_type_info("apply(output_type)", output_type)
         return self._build("apply", {"function": wf}, out, fn.function_name(wf, "WindowFunction"))
-
-
-class FieldAggregator(fn.ReduceFunction):
-    """sum/min/max/min_by/max_by of one field, with Flink's semantics: the other fields come
-    from the first record (sum/min/max) or from the selected record (min_by/max_by)."""
-
-    def __init__(self, aggregation: str, field: int | str) -> None:
-        self.aggregation = aggregation
-        self.field = field
-
-    def _get(self, value: Any) -> Any:
-        if isinstance(value, (tuple, list, Row)):
-            try:
-                return value[self.field]  # type: ignore[index]
-            except (IndexError, KeyError, TypeError):
-                raise UsageError(
-                    f"{self.aggregation}({self.field!r}) cannot read that field of {value!r}"
-                ) from None
-        if self.field not in (0, "f0"):
-            raise UsageError(f"{self.aggregation}({self.field!r}) needs tuple or Row records, got {value!r}")
-        return value
-
-    def _index(self, value: Any) -> int:
-        if isinstance(self.field, int):
-            return self.field
-        if isinstance(value, Row) and value.get_field_names() is not None:
-            return value.get_field_names().index(self.field)  # type: ignore[union-attr]
-        return int(str(self.field).lstrip("f"))
-
-    def _set(self, value: Any, new: Any) -> Any:
-        if isinstance(value, tuple):
-            i = self._index(value)
-            return (*value[:i], new, *value[i + 1 :])
-        if isinstance(value, list):
-            copy = list(value)
-            copy[self._index(value)] = new
-            return copy
-        if isinstance(value, Row):
-            values = list(value)
-            values[self._index(value)] = new
-            row = Row(*values)
-            names = value.get_field_names()
-            if names is not None:
-                row.set_field_names(names)
-            return row
-        return new
-
-    def reduce(self, value1: Any, value2: Any) -> Any:
-        a, b = self._get(value1), self._get(value2)
-        kind = self.aggregation
-        if kind == "sum":
-            return self._set(value1, a + b)
-        if kind == "min":
-            return self._set(value1, b) if b < a else value1
-        if kind == "max":
-            return self._set(value1, b) if b > a else value1
-        if kind == "min_by":
-            return value2 if b < a else value1
-        if kind == "max_by":
-            return value2 if b > a else value1
-        raise UsageError(f"unknown aggregation {kind!r}")
-
-
-class _Count(fn.AggregateFunction):
-    def create_accumulator(self) -> int:
-        return 0
-
-    def add(self, value: Any, accumulator: int) -> int:
-        return accumulator + 1
-
-    def get_result(self, accumulator: int) -> int:
-        return accumulator
-
-    def merge(self, acc_a: int, acc_b: int) -> int:
-        return acc_a + acc_b
-
-
-class _Mean(fn.AggregateFunction):
-    def __init__(self, field: int | str) -> None:
-        self.getter = FieldAggregator("mean", field)
-
-    def create_accumulator(self) -> tuple[float, int]:
-        return (0.0, 0)
-
-    def add(self, value: Any, accumulator: tuple[float, int]) -> tuple[float, int]:
-        return (accumulator[0] + self.getter._get(value), accumulator[1] + 1)
-
-    def get_result(self, accumulator: tuple[float, int]) -> float:
-        return accumulator[0] / accumulator[1]
-
-    def merge(self, acc_a: tuple[float, int], acc_b: tuple[float, int]) -> tuple[float, int]:
-        return (acc_a[0] + acc_b[0], acc_a[1] + acc_b[1])
-
-
-class _WithKey(fn.WindowFunction):
-    def apply(self, key: Any, window: Any, inputs: Any) -> Any:
-        for value in inputs:
-            yield (key, value)

@@ -20,8 +20,8 @@ from weir.common import config_options as opts
 from weir.common.configuration import Configuration
 from weir.common.typeinfo import TypeInformation, check_type_info
 from weir.common.watermark_strategy import WatermarkStrategy
+from weir.core.connectors import Source
 from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
-from weir.datastream.connectors.base import Source
 from weir.datastream.connectors.builtin import CollectionSource, FunctionSource
 from weir.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from weir.errors import UsageError
@@ -33,6 +33,7 @@ from weir.graph.transformations import (
 )
 
 if TYPE_CHECKING:
+    from weir.core.execution import ExecutionSettings
     from weir.datastream.data_stream import DataStream
     from weir.graph.stream_graph import StreamGraph
 
@@ -179,9 +180,9 @@ class StreamExecutionEnvironment:
         return self
 
     def set_state_backend(self, state_backend: Any) -> StreamExecutionEnvironment:
-        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (weir.datastream.state_backend);
+        """``HashMapStateBackend()`` or ``LmdbStateBackend(path)`` (weir.core.state_backend);
         the same as setting ``state.backend.type``."""
-        from weir.datastream.state_backend import StateBackend
+        from weir.core.state_backend import StateBackend
 
         if not isinstance(state_backend, StateBackend):
             raise UsageError(
@@ -192,9 +193,9 @@ class StreamExecutionEnvironment:
         return self
 
     def get_state_backend(self) -> Any:
-        from weir.cluster.client import state_backend_for
+        from weir.core.state_backend import configured_state_backend
 
-        return state_backend_for(self)
+        return configured_state_backend(self._state_backend, self._configuration)
 
     def get_runtime_mode(self) -> RuntimeExecutionMode:
         return RuntimeExecutionMode[self._configuration.get_option(opts.RUNTIME_MODE)]
@@ -280,7 +281,7 @@ class StreamExecutionEnvironment:
         parallel: bool = False,
     ) -> DataStream:
         """A SourceFunction (``run(ctx)`` emitting with ``ctx.collect``); non-parallel unless ``parallel``."""
-        from weir.datastream.functions import SourceFunction
+        from weir.core.functions import SourceFunction
 
         if not isinstance(source_func, SourceFunction):
             raise UsageError(f"add_source needs a SourceFunction, got {source_func!r}")
@@ -338,9 +339,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
-        from weir.cluster.client import execute_stream_graph
-
-        return execute_stream_graph(self, graph)
+        return self._executor().execute(graph, self.execution_settings())
 
     def execute_async(
         self,
@@ -353,9 +352,36 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
-        from weir.cluster.client import submit_stream_graph
+        return self._executor().execute_async(graph, self.execution_settings())
 
-        return submit_stream_graph(self, graph)
+    def _execute_and_collect(self, sink: Source | Any, job_name: str | None, limit: int | None) -> Any:
+        """``DataStream.execute_and_collect``: run the job, stream the records of ``sink`` back."""
+        graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
+        node = next(
+            n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink
+        )
+        return self._executor().execute_and_collect(graph, self.execution_settings(), node.id, limit)
+
+    def _executor(self) -> Any:
+        """The executor ``execution.target`` names (``weir.core.execution``'s registry)."""
+        from weir.core.execution import get_executor
+
+        return get_executor(str(self._configuration.get_option(opts.EXECUTION_TARGET)))
+
+    def execution_settings(self) -> ExecutionSettings:
+        """What the runtime reads of this environment, frozen: the executor gets it with the StreamGraph."""
+        from weir.core.execution import ExecutionSettings
+
+        return ExecutionSettings(
+            configuration=Configuration(self._configuration),
+            state_backend=self._state_backend,
+            checkpoint_interval_ms=self.get_checkpoint_interval(),
+            checkpoint_storage_dir=self._checkpoint_config.get_checkpoint_storage_dir(),
+            buffer_timeout_ms=self.get_buffer_timeout(),
+            auto_watermark_interval_ms=self._execution_config.get_auto_watermark_interval(),
+            job_parameters=self._execution_config.get_global_job_parameters(),
+            cluster=self.cluster,
+        )
 
     def close(self) -> None:
         self._transformations.clear()

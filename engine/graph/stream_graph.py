@@ -19,7 +19,7 @@ Rules applied here, as in Flink:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from weir.common import config_options as opts
 from weir.common.configuration import Configuration
@@ -42,8 +42,25 @@ from weir.graph.transformations import (
     UnionTransformation,
 )
 
-if TYPE_CHECKING:
-    from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
+
+class PipelineSource(Protocol):
+    """What the StreamGraph generator reads of the program that built the transformations
+    (the environment of ``weir.datastream``; the graph does not import the API)."""
+
+    def get_configuration(self) -> Configuration: ...
+
+    def get_parallelism(self) -> int: ...
+
+    def get_max_parallelism(self) -> int: ...
+
+    def get_runtime_mode(self) -> Any: ...
+
+    def is_chaining_enabled(self) -> bool: ...
+
+    def is_chaining_of_operators_with_different_max_parallelism_enabled(self) -> bool: ...
+
+    def get_transformations(self) -> list[Transformation]: ...
+
 
 DEFAULT_SLOT_SHARING_GROUP = "default"
 
@@ -166,7 +183,7 @@ class _Handle:
 
 
 class _Generator:
-    def __init__(self, env: StreamExecutionEnvironment, job_name: str) -> None:
+    def __init__(self, env: PipelineSource, job_name: str) -> None:
         conf = env.get_configuration()
         self.default_parallelism = env.get_parallelism()
         self.env_max_parallelism = env.get_max_parallelism()
@@ -310,7 +327,7 @@ class _Generator:
             )
 
 
-def generate_stream_graph(env: StreamExecutionEnvironment, job_name: str | None = None) -> StreamGraph:
+def generate_stream_graph(env: PipelineSource, job_name: str | None = None) -> StreamGraph:
     """Compile the environment's transformations into a StreamGraph (pure)."""
     transformations = env.get_transformations()
     if not transformations:

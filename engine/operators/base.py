@@ -14,6 +14,7 @@ operator.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
-from weir.datastream.functions import RuntimeContext
+from weir.core.functions import RuntimeContext
+from weir.errors import UsageError
 
 
 @dataclass
@@ -236,3 +238,17 @@ def results_of(value: Any) -> list[Any]:
     if isinstance(value, list):
         return value
     return list(value)
+
+
+def copy_function(name: str, function: Any) -> Any:
+    """Each subtask of operator ``name`` gets its own copy of a user function, as Flink
+    deserializes one per subtask."""
+    if function is None:
+        return None
+    try:
+        return copy.deepcopy(function)
+    except Exception as exc:
+        raise UsageError(
+            f"operator '{name}': its function {function!r} cannot be copied for each subtask "
+            f"({type(exc).__name__}: {exc}); functions must be copyable (picklable), as in Flink"
+        ) from exc

@@ -2,31 +2,18 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 from typing import Any
 
 from weir.codec.batch import Batch
-from weir.codec.serializers import serializer_for
-from weir.common.typeinfo import RowTypeInfo
 from weir.common.watermark_strategy import WatermarkStrategy
-from weir.datastream.connectors.builtin import (
-    CollectionSource,
-    CollectSink,
-    DiscardingSink,
-    FunctionSink,
-    FunctionSource,
-    PrintSink,
-)
-from weir.datastream.connectors.datagen import DataGeneratorSource
-from weir.datastream.connectors.file_system import FileSink, FileSource
-from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.core.connectors import has_runtime_side
 from weir.errors import UsageError
 from weir.graph.stream_graph import StreamNode
 from weir.graph.transformations import SinkTransformation, SourceTransformation
 from weir.operators import keyed, sinks, sources, stateless
-from weir.operators.base import StreamOperator
+from weir.operators.base import StreamOperator, copy_function
 from weir.time.watermarks import (
     EmitWatermark,
     TimestampAssignment,
@@ -70,7 +57,7 @@ class SourceOperator(StreamOperator):
 
     def _splits_descriptor(self) -> Any:
         from weir.common.typeinfo import Types
-        from weir.datastream.state import ListStateDescriptor
+        from weir.core.state import ListStateDescriptor
 
         return ListStateDescriptor(self.SPLITS_STATE, Types.STRING())
 
@@ -152,25 +139,12 @@ def create_source(
     src = t.source
     if hasattr(src, "create_source_operator"):  # brings its own head operator (weir.testing.TestStream)
         return src.create_source_operator(node.name, subtask, parallelism, interval_ms, t.watermark_strategy)
-    reader: sources.SourceReader
-    if isinstance(src, CollectionSource):
-        rows = isinstance(src.type_info, RowTypeInfo)  # PyFlink's source makes tuples Rows
-        as_records = serializer_for(src.type_info).as_rows if rows else None  # type: ignore[attr-defined]
-        reader = sources.CollectionReader(src.elements, subtask, parallelism, as_records=as_records)
-    elif isinstance(src, NumberSequenceSource):
-        reader = sources.NumberSequenceReader(src.start, src.end, subtask, parallelism)
-    elif isinstance(src, DataGeneratorSource):
-        reader = sources.DataGeneratorReader(
-            src.generator_function, src.count, src.rate_limit, subtask, parallelism
-        )
-    elif isinstance(src, FileSource):
-        reader = sources.FileLinesReader(src.paths, src.stream_format.charset, subtask, parallelism)
-    elif isinstance(src, FunctionSource):
-        reader = sources.FunctionSourceReader(src.function, nursery)
-    elif hasattr(src, "create_reader"):
-        reader = src.create_reader(subtask, parallelism)
-    else:
+    if not has_runtime_side(src):
         raise UsageError(f"source '{node.name}': weir cannot run sources of type {type(src).__name__}")
+    reader = src.create_reader(subtask, parallelism)  # the connector names its reader
+    start_in = getattr(reader, "start_in", None)
+    if start_in is not None:
+        start_in(nursery)
     strategy = t.watermark_strategy
     if strategy is not None and strategy.kind == WatermarkStrategy.NONE:
         strategy = None
@@ -179,15 +153,7 @@ def create_source(
 
 def own_copy(node: StreamNode, function: Any) -> Any:
     """Each subtask gets its own copy of a user function, as Flink deserializes one per subtask."""
-    if function is None:
-        return None
-    try:
-        return copy.deepcopy(function)
-    except Exception as exc:
-        raise UsageError(
-            f"operator '{node.name}': its function {function!r} cannot be copied for each subtask "
-            f"({type(exc).__name__}: {exc}); functions must be copyable (picklable), as in Flink"
-        ) from exc
+    return copy_function(node.name, function)
 
 
 def create_operator(
@@ -196,23 +162,14 @@ def create_operator(
     t = node.transformation
     if isinstance(t, SinkTransformation):
         sink = t.sink
-        if isinstance(sink, PrintSink):
-            return sinks.PrintSinkOperator(node.name, sink.sink_identifier, sink.to_stderr)
-        if isinstance(sink, FunctionSink):
-            return sinks.FunctionSinkOperator(node.name, own_copy(node, sink.function))
-        if isinstance(sink, DiscardingSink):
-            return sinks.DiscardingSinkOperator(node.name)
-        if isinstance(sink, CollectSink):
+        if not has_runtime_side(sink):
+            raise UsageError(f"sink '{node.name}': weir cannot run sinks of type {type(sink).__name__}")
+        operator: StreamOperator = sink.create_operator(node.name)  # the connector names its operator
+        if isinstance(operator, sinks.CollectSinkOperator):
             if node.id not in collect_channels:
                 raise UsageError(f"sink '{node.name}': collect sinks only run under execute_and_collect()")
-            return sinks.CollectSinkOperator(node.name, collect_channels[node.id])
-        if isinstance(sink, FileSink):
-            from weir.operators.file_sink import FileSinkOperator
-
-            return FileSinkOperator(node.name, sink)  # exactly-once, two-phase commit
-        if hasattr(sink, "create_operator"):
-            return sink.create_operator(node.name)
-        raise UsageError(f"sink '{node.name}': weir cannot run sinks of type {type(sink).__name__}")
+            operator.channel = collect_channels[node.id]
+        return operator
     spec = node.operator
     assert spec is not None
     kind = spec.kind

@@ -220,7 +220,7 @@ class FileSinkOperator(SinkOperator):
     # -- state ---------------------------------------------------------------------------------
     def _descriptor(self) -> Any:
         from weir.common.typeinfo import Types
-        from weir.datastream.state import ListStateDescriptor
+        from weir.core.state import ListStateDescriptor
 
         return ListStateDescriptor(STATE_NAME, Types.STRING())
 
@@ -501,6 +501,11 @@ class FileSinkOperator(SinkOperator):
             with contextlib.suppress(OSError):
                 part.file.close()
         self._open.clear()  # files stay: the next attempt's recovery decides about them
+
+
+def file_sink_operator(sink: Any, name: str) -> FileSinkOperator:
+    """The runtime side of a ``FileSink`` (its ``operator_factory``): exactly-once, two-phase commit."""
+    return FileSinkOperator(name, sink)
 
 
 def commit_end_of_input(sink: Any) -> list[str]:

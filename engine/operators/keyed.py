@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch
-from weir.datastream import functions as fn
-from weir.datastream.data_stream import FieldAggregator
-from weir.datastream.state import ValueStateDescriptor
+from weir.core import functions as fn
+from weir.core.aggregators import FieldAggregator
+from weir.core.state import ValueStateDescriptor
 from weir.errors import UsageError
 from weir.operators.base import SideOutputs, StreamOperator, results_of
 from weir.operators.stateless import process_batch_with

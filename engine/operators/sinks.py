@@ -1,4 +1,8 @@
-"""Sinks: print, user sink functions, discard and collect (back to the client); file sinks are in ``file_sink``."""
+"""Sinks: print, user sink functions, discard and collect (back to the client); file sinks are in ``file_sink``.
+
+The ``*_sink_operator`` functions are the runtime sides that the built-in sinks of
+``weir.datastream.connectors.builtin`` name as their ``operator_factory``.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,8 @@ import sys
 from typing import Any
 
 from weir.codec.batch import Batch
-from weir.datastream.functions import SinkFunction
-from weir.operators.base import StreamOperator
+from weir.core.functions import SinkFunction
+from weir.operators.base import StreamOperator, copy_function
 
 
 class SinkOperator(StreamOperator):
@@ -81,9 +85,9 @@ class DiscardingSinkOperator(SinkOperator):
 class CollectSinkOperator(SinkOperator):
     """Sends records to the client of ``execute_and_collect`` (through ``channel``, a trio send channel)."""
 
-    def __init__(self, name: str, channel: Any) -> None:
+    def __init__(self, name: str, channel: Any = None) -> None:
         super().__init__(name)
-        self.channel = channel
+        self.channel = channel  # None until the task hands it the job's collect channel
         self._pending: list[Batch] = []
 
     def process_batch(self, batch: Batch) -> None:
@@ -97,3 +101,20 @@ class CollectSinkOperator(SinkOperator):
             batch = self._pending[0]
             await self.channel.send(batch.as_list())
             self._pending.pop(0)
+
+
+def print_sink_operator(sink: Any, name: str) -> PrintSinkOperator:
+    return PrintSinkOperator(name, sink.sink_identifier, sink.to_stderr)
+
+
+def function_sink_operator(sink: Any, name: str) -> FunctionSinkOperator:
+    return FunctionSinkOperator(name, copy_function(name, sink.function))
+
+
+def discarding_sink_operator(sink: Any, name: str) -> DiscardingSinkOperator:
+    return DiscardingSinkOperator(name)
+
+
+def collect_sink_operator(sink: Any, name: str) -> CollectSinkOperator:
+    """Without a channel: the task attaches the one ``execute_and_collect`` opened for its node."""
+    return CollectSinkOperator(name)

@@ -1,7 +1,9 @@
 """Source readers: each subtask reads its split of the source, a batch at a time.
 
 Splits are deterministic: subtask ``i`` of ``p`` always reads the same part, so a run
-can be repeated (and, with checkpoints, replayed).
+can be repeated (and, with checkpoints, replayed). The ``*_reader`` functions at the end
+are the runtime sides that the built-in sources of ``weir.datastream.connectors`` name as
+their ``reader_factory``.
 """
 
 from __future__ import annotations
@@ -78,6 +80,10 @@ class SourceReader:
         """The next batch, or None at the end of a bounded split. Cancellation: nothing is lost
         that was returned; the reader simply stops."""
         raise NotImplementedError
+
+    def start_in(self, nursery: trio.Nursery) -> None:
+        """The task's nursery, before the first read, for a reader that runs work in the
+        background; the default reader runs none."""
 
     def close(self) -> None:
         pass
@@ -325,13 +331,16 @@ class FunctionSourceReader(SourceReader):
     """``add_source``: the SourceFunction runs in a worker thread; the task takes what it
     collected whenever it asks for a batch (see ``_SourceContext``)."""
 
-    def __init__(self, function: Any, nursery: trio.Nursery, max_buffered: int = 4096) -> None:
+    def __init__(self, function: Any, nursery: trio.Nursery | None = None, max_buffered: int = 4096) -> None:
         self.function = function
         self._nursery = nursery
         self._max_buffered = max_buffered
         self._ctx: _SourceContext | None = None
         self._arrived = trio.Event()
         self._finished = False
+
+    def start_in(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
 
     async def _run(self, ctx: _SourceContext) -> None:
         try:
@@ -343,6 +352,10 @@ class FunctionSourceReader(SourceReader):
     def _start(self) -> _SourceContext:
         token = trio.lowlevel.current_trio_token()
         ctx = self._ctx = _SourceContext(lambda: token.run_sync_soon(self._on_arrival), self._max_buffered)
+        if self._nursery is None:
+            raise UsageError(
+                "a FunctionSourceReader runs its function in the task's nursery; call start_in first"
+            )
         self._nursery.start_soon(self._run, ctx)
         return ctx
 
@@ -368,3 +381,32 @@ class FunctionSourceReader(SourceReader):
         self.function.cancel()
         if self._ctx is not None:
             self._ctx.close()
+
+
+def collection_reader(source: Any, subtask: int, parallelism: int) -> CollectionReader:
+    """``CollectionSource``: a tuple type makes Rows of the elements, as PyFlink's source does."""
+    from weir.codec.serializers import serializer_for
+    from weir.common.typeinfo import RowTypeInfo
+
+    rows = isinstance(source.type_info, RowTypeInfo)
+    as_records = serializer_for(source.type_info).as_rows if rows else None  # type: ignore[attr-defined]
+    return CollectionReader(source.elements, subtask, parallelism, as_records=as_records)
+
+
+def number_sequence_reader(source: Any, subtask: int, parallelism: int) -> NumberSequenceReader:
+    return NumberSequenceReader(source.start, source.end, subtask, parallelism)
+
+
+def data_generator_reader(source: Any, subtask: int, parallelism: int) -> DataGeneratorReader:
+    return DataGeneratorReader(
+        source.generator_function, source.count, source.rate_limit, subtask, parallelism
+    )
+
+
+def file_lines_reader(source: Any, subtask: int, parallelism: int) -> FileLinesReader:
+    return FileLinesReader(source.paths, source.stream_format.charset, subtask, parallelism)
+
+
+def function_source_reader(source: Any, subtask: int, parallelism: int) -> FunctionSourceReader:
+    """``add_source``: the task hands the reader its nursery (``start_in``) before the first read."""
+    return FunctionSourceReader(source.function)

@@ -9,7 +9,7 @@ import numpy as np
 
 from weir.codec.batch import Batch
 from weir.common.watermark_strategy import WatermarkStrategy
-from weir.datastream import functions as fn
+from weir.core import functions as fn
 from weir.errors import UsageError
 from weir.operators.base import SideOutputs, StreamOperator, results_of
 from weir.time.watermarks import EmitWatermark, TimestampAssignment, WatermarkAction, WatermarkOutput

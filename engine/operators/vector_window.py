@@ -42,8 +42,8 @@ Semantics kept from the per-record path:
 
 Checkpoints: in ``prepare_snapshot_pre_barrier`` every live pane is written into the
 keyed state backend in the per-record path's canonical form (state ``window-contents``,
-namespace = the ``TimeWindow``: the reduced record for sum/min/max, the ``_Count``/
-``_Mean`` accumulator for count/mean) and one timer per pane at ``max_timestamp`` goes
+namespace = the ``TimeWindow``: the reduced record for sum/min/max, the ``Count``/
+``Mean`` accumulator for count/mean) and one timer per pane at ``max_timestamp`` goes
 into ``self.timers``, so snapshots, rescaling and backend changes work unchanged, and a
 checkpoint of either operator restores into the other. ``initialize_state`` (which
 runs after the task restored the backend and timers) loads the panes back in firing
@@ -74,9 +74,9 @@ import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
-from weir.datastream.data_stream import FieldAggregator, _Count, _Mean
-from weir.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
-from weir.datastream.window import (
+from weir.core.aggregators import Count, FieldAggregator, Mean
+from weir.core.state import AggregatingStateDescriptor, ReducingStateDescriptor
+from weir.core.window import (
     EventTimeTrigger,
     ProcessingTimeTrigger,
     SlidingEventTimeWindows,
@@ -697,9 +697,9 @@ class VectorWindowOperator(StreamOperator):
         self.op = wk.OPS[plan.aggregation]
         self.aggregator: Any = None
         if plan.aggregation == "count":
-            self.contents_descriptor: Any = AggregatingStateDescriptor("window-contents", _Count())
+            self.contents_descriptor: Any = AggregatingStateDescriptor("window-contents", Count())
         elif plan.aggregation == "mean":
-            self.contents_descriptor = AggregatingStateDescriptor("window-contents", _Mean(plan.field))
+            self.contents_descriptor = AggregatingStateDescriptor("window-contents", Mean(plan.field))
         else:
             self.aggregator = FieldAggregator(plan.aggregation, plan.field)
             self.contents_descriptor = ReducingStateDescriptor("window-contents", self.aggregator)

@@ -46,14 +46,14 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
-from weir.datastream import functions as fn
-from weir.datastream.state import (
+from weir.core import functions as fn
+from weir.core.state import (
     AggregatingStateDescriptor,
     ListStateDescriptor,
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from weir.datastream.window import (
+from weir.core.window import (
     CountTrigger,
     EventTimeTrigger,
     GlobalWindow,

@@ -1,14 +1,16 @@
 """Keyed and operator state: the backend protocol, the heap and LMDB backends, snapshots.
 
 ``create_keyed_backend("hashmap" | "lmdb", ...)`` builds the backend that the
-``state.backend.type`` option names; operators talk to it only through
-``weir.state.backend.KeyedStateBackend``.
+``state.backend.type`` option names, and ``create_keyed_state_backend(choice, ...)`` the one
+a ``StateBackend`` description (``weir.core.state_backend``) names; operators talk to it
+only through ``weir.state.backend.KeyedStateBackend``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from weir.errors import UsageError
 from weir.keys.reference import KeyGroupRange
@@ -45,6 +47,7 @@ __all__ = [
     "SnapshotEntry",
     "StateMetaInfo",
     "create_keyed_backend",
+    "create_keyed_state_backend",
     "repartition_operator_state",
 ]
 
@@ -82,3 +85,36 @@ def create_keyed_backend(
         map_size_bytes=map_size_bytes,
         commit_every_ops=commit_every_ops,
     )
+
+
+def create_keyed_state_backend(
+    choice: Any,
+    operator_id: str,
+    subtask_index: int,
+    max_parallelism: int,
+    key_group_range: KeyGroupRange,
+    time_ms: Callable[[], int] | None = None,
+) -> KeyedStateBackend:
+    """The keyed backend of one operator subtask, as the ``StateBackend`` description ``choice`` says
+    (``HashMapStateBackend``, or ``LmdbStateBackend``: one LMDB directory per operator subtask)."""
+    kind = getattr(choice, "type_name", None)
+    if kind == "hashmap":
+        return create_keyed_backend("hashmap", operator_id, max_parallelism, key_group_range, time_ms)
+    if kind != "lmdb":
+        raise UsageError(
+            f"'{operator_id}': {choice!r} is not a state backend; use HashMapStateBackend or LmdbStateBackend"
+        )
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in operator_id)
+    backend = create_keyed_backend(
+        "lmdb",
+        operator_id,
+        max_parallelism,
+        key_group_range,
+        time_ms,
+        path=choice.get_db_storage_path() / f"{safe}-{subtask_index}",
+        map_size_bytes=choice.map_size_bytes,
+        commit_every_ops=choice.commit_every_ops,
+    )
+    if choice.enable_incremental_checkpointing:
+        backend.enable_incremental_checkpointing(choice.max_chain_length)  # type: ignore[attr-defined]
+    return backend

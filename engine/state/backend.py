@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from weir.datastream.state import (
+from weir.core.state import (
     AggregatingStateDescriptor,
     ReducingStateDescriptor,
     State,

@@ -25,7 +25,7 @@ import struct
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from weir.datastream.state import (
+from weir.core.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,

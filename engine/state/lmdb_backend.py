@@ -32,7 +32,7 @@ transaction: LMDB's MVCC gives a consistent view of the committed state. It is
 the full, canonical snapshot (savepoints, heap-compatible restores).
 
 Incremental checkpoints (``enable_incremental_checkpointing``; the design is in
-``weir.checkpoint.incremental`` and docs/incremental-checkpoints.md): every
+``weir.state.incremental`` and docs/incremental-checkpoints.md): every
 write and delete also records its raw LMDB key in a per-state set of changed
 keys. ``snapshot_incremental(checkpoint_id, is_complete)`` is the synchronous
 part: it commits the batch, swaps the changed-key sets out, asks the
@@ -64,7 +64,7 @@ from typing import Any
 
 import lmdb
 
-from weir.datastream.state import (
+from weir.core.state import (
     AggregatingState,
     AggregatingStateDescriptor,
     ListState,
@@ -74,6 +74,7 @@ from weir.datastream.state import (
     StateDescriptor,
     ValueState,
 )
+from weir.core.state_backend import DEFAULT_COMMIT_EVERY_OPS, DEFAULT_MAP_SIZE_BYTES
 from weir.errors import UsageError
 from weir.keys.reference import KeyGroupRange
 from weir.state.backend import (
@@ -91,8 +92,6 @@ from weir.state.serde import decode_key, decode_key_from, decode_value, encode_k
 
 __all__ = ["DEFAULT_COMMIT_EVERY_OPS", "DEFAULT_MAP_SIZE_BYTES", "LmdbKeyedStateBackend"]
 
-DEFAULT_MAP_SIZE_BYTES = 64 << 20
-DEFAULT_COMMIT_EVERY_OPS = 20_000
 _MAX_DBS = 1024
 _POS = struct.Struct(">Q")
 _KG = struct.Struct(">H")
@@ -443,7 +442,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         self._db_names: dict[Any, str] = {}
         #: db handle -> raw keys written or deleted since the last incremental snapshot; None: not tracking
         self._changes: dict[Any, set[bytes]] | None = None
-        self._history: Any = None  # weir.checkpoint.incremental.SnapshotHistory when incremental
+        self._history: Any = None  # weir.state.incremental.SnapshotHistory when incremental
         self._pin_cond = threading.Condition()
         self._pinned = 0  # read transactions pinned for snapshots and not yet released
         self._reads: list[tuple[Future[Any], Any]] = []
@@ -617,7 +616,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
 
     def enable_incremental_checkpointing(self, max_chain_length: int | None = None) -> None:
         """Track changed keys from now on, so checkpoints can be incremental (``snapshot_incremental``)."""
-        from weir.checkpoint.incremental import (
+        from weir.state.incremental import (
             DEFAULT_MAX_CHAIN_LENGTH,
             SnapshotHistory,
             check_max_chain_length,
@@ -650,7 +649,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         built on. The entries are read on a snapshot thread from a read
         transaction pinned here; processing may go on writing meanwhile.
         """
-        from weir.checkpoint.incremental import UNCHANGED, PendingIncrementalSnapshot
+        from weir.state.incremental import UNCHANGED, PendingIncrementalSnapshot
 
         self._check_open()
         history = self._history
@@ -741,7 +740,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         Restoring exactly one chain of this backend's own key group range lets
         the next incremental snapshot continue it; anything else starts a new base.
         """
-        from weir.checkpoint.incremental import ChainRestore
+        from weir.state.incremental import ChainRestore
 
         self._check_open()
         items = list(snapshots)

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from weir.datastream.state import ListState, ListStateDescriptor
+from weir.core.state import ListState, ListStateDescriptor
 from weir.errors import UsageError
 from weir.state.serde import decode_value, encode_value
 

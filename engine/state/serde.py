@@ -405,7 +405,7 @@ def find_opaque(data: bytes | memoryview) -> str | None:
 
 
 def _register_builtin_types() -> None:
-    from weir.datastream.window import GlobalWindow, TimeWindow
+    from weir.core.window import GlobalWindow, TimeWindow
     from weir.keys.reference import KeyGroupRange
 
     register_type(TimeWindow, "weir.TimeWindow")

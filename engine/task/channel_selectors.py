@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch
-from weir.datastream import functions as fn
+from weir.core import functions as fn
 from weir.graph.partitioners import Partitioner
 from weir.keys import channels_for_hashes, java_hash_array
 

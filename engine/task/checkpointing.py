@@ -65,7 +65,7 @@ class SubtaskCheckpointCoordinator:
                 continue
             backend = op.context.keyed_backend
             if backend is not None:
-                from weir.checkpoint.incremental import restorable_for  # chains: native or folded
+                from weir.state.incremental import restorable_for  # chains: native or folded
 
                 keyed = [p["keyed"] for p in payloads if p.get("keyed") is not None]
                 backend.restore(restorable_for(backend, keyed))

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from weir.checkpoint.metadata import SubtaskStateHandle
-from weir.checkpoint.state_file import encode_state_file
 from weir.checkpoint.storage import CheckpointStorage
+from weir.state.state_file import encode_state_file
 
 __all__ = ["OperatorAck", "OperatorSnapshot", "write_operator_snapshots"]
 
@@ -53,7 +53,7 @@ def write_operator_snapshots(
     run into ``shared/``; the private file then holds the chain's handle, and the
     chain's files become the state handle's ``shared_files``. ``total`` counts the
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
-    from weir.checkpoint.incremental import PendingIncrementalSnapshot
+    from weir.state.incremental import PendingIncrementalSnapshot
 
     acks = []
     total = 0

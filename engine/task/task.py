@@ -179,16 +179,21 @@ class Task:
     # -- building ------------------------------------------------------------------------------
     def _create_keyed_backend(self, operator_id: str, max_parallelism: int) -> Any:
         """This subtask's keyed state: the key groups the formula assigns to it, in the job's backend."""
-        from weir.datastream.state_backend import HashMapStateBackend
+        from weir.core.state_backend import HashMapStateBackend
         from weir.keys import compute_key_group_range_for_operator_index
+        from weir.state import create_keyed_state_backend
 
         d = self.d
-        backend_factory = d.state_backend or HashMapStateBackend()
         key_groups = compute_key_group_range_for_operator_index(
             max_parallelism, d.job_vertex.parallelism, d.subtask_index
         )
-        backend = backend_factory.create_keyed_state_backend(
-            operator_id, d.subtask_index, max_parallelism, key_groups, d.processing_time_ms
+        backend = create_keyed_state_backend(
+            d.state_backend or HashMapStateBackend(),
+            operator_id,
+            d.subtask_index,
+            max_parallelism,
+            key_groups,
+            d.processing_time_ms,
         )
         self.keyed_backends.append(backend)
         return backend

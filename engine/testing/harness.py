@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
-from weir.datastream import functions as fn
+from weir.core import functions as fn
 from weir.errors import UsageError
 from weir.keys import KeyGroupRange, assign_to_key_group, compute_key_group_range_for_operator_index
 from weir.operators.base import OperatorContext, Output, StreamOperator
@@ -668,7 +668,7 @@ class _KeyedHarness(AbstractStreamOperatorTestHarness):
         """The content of the keyed state ``descriptor`` for ``key`` (None / [] / {} when empty):
         a value for value state, a list for list state, a dict for map state, the
         accumulated value for reducing and aggregating state."""
-        from weir.datastream.state import StateDescriptor
+        from weir.core.state import StateDescriptor
 
         if not isinstance(descriptor, StateDescriptor):
             raise UsageError(f"get_keyed_state needs the state's descriptor, got {descriptor!r}")

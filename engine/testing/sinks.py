@@ -35,7 +35,7 @@ from collections import defaultdict
 from typing import Any
 
 from weir.codec.batch import Batch
-from weir.datastream.connectors.base import Sink
+from weir.core.connectors import Sink
 from weir.errors import UsageError
 from weir.operators.sinks import SinkOperator
 
@@ -183,7 +183,7 @@ class _ExactlyOnceCollectingOperator(_CollectingOperator):
     STATE = "collecting-sink-pre-committed"
 
     def _descriptor(self) -> Any:
-        from weir.datastream.state import ListStateDescriptor
+        from weir.core.state import ListStateDescriptor
 
         return ListStateDescriptor(self.STATE)
 

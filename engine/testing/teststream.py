@@ -64,7 +64,7 @@ import trio.testing
 from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.common.typeinfo import TypeInformation
 from weir.common.watermark_strategy import WatermarkStrategy
-from weir.datastream.connectors.base import Source
+from weir.core.connectors import Source
 from weir.errors import UsageError
 from weir.operators.factory import SourceOperator
 from weir.operators.sources import SourceReader

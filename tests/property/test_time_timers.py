@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+import weir.state.state_file  # noqa: F401  (registers the snapshot types)
 from weir.keys.reference import KeyGroupRange
 from weir.state.serde import decode_value, encode_value
 from weir.time.timers import InternalTimerService

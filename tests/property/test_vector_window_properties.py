@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from weir.codec.batch import Batch
 from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
+from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
+from weir.core.functions import wrap_key_selector
 from weir.datastream import StreamExecutionEnvironment
-from weir.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
-from weir.datastream.functions import wrap_key_selector
 from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from weir.keys import KeyGroupRange
 from weir.operators import vector_window as vw
@@ -229,8 +229,8 @@ def per_record(agg: str, assigner: Any, fast: bool = True) -> WindowOperator:
             "w", key, assigner, trigger, 0, None, "reduce", FieldAggregator(agg, 1), None, None
         )
     else:
-        function = _Count() if agg == "count" else _Mean(1)
-        op = WindowOperator("w", key, assigner, trigger, 0, None, "aggregate", function, _WithKey(), None)
+        function = Count() if agg == "count" else Mean(1)
+        op = WindowOperator("w", key, assigner, trigger, 0, None, "aggregate", function, WithKey(), None)
     op.fast = fast
     return op
 
@@ -375,8 +375,8 @@ def test_end_to_end_both_paths_equal_the_oracle(parallelism: int, floats: bool) 
         if agg in ("sum", "min", "max"):
             reference = keyed.window(assigner).reduce(FieldAggregator(agg, 1), output_type=pair)
         else:
-            function = _Count() if agg == "count" else _Mean(1)
-            reference = keyed.window(assigner).aggregate(function, _WithKey())
+            function = Count() if agg == "count" else Mean(1)
+            reference = keyed.window(assigner).aggregate(function, WithKey())
         for path, stream in (("vectorized", built_in), ("per-record", reference)):
             branches.append(stream.map(lambda r, a=agg, p=path: (a, p, r)))
     results = branches[0].union(*branches[1:]).execute_and_collect(limit=10**6)

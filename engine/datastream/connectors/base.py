@@ -1,40 +1,17 @@
-"""What every source and sink tells the graph: a name, boundedness, parallelism limits.
+"""The ``Source`` and ``Sink`` base classes, at weir's connector path.
 
-The runtime gives each connector a reader or writer (``weir.cluster``); these
-classes are the user-facing descriptions that go into transformations.
+They live in ``weir.core.connectors``, beside the protocol by which a connector names
+its runtime side; this module hands out the same classes.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from weir.core.connectors import (
+    Sink,
+    Source,
+)
 
-from weir.common.typeinfo import TypeInformation
-
-
-class Source:
-    """A FLIP-27-style source, used with ``env.from_source``."""
-
-    #: a non-parallel source always runs with parallelism 1
-    is_parallel = True
-
-    def is_bounded(self) -> bool:
-        return True
-
-    def default_name(self) -> str:
-        return type(self).__name__
-
-    def produced_type(self) -> TypeInformation | None:
-        return None
-
-    def describe(self) -> dict[str, Any]:
-        return {"class": type(self).__name__}
-
-
-class Sink:
-    """A sink, used with ``DataStream.sink_to``."""
-
-    def default_name(self) -> str:
-        return type(self).__name__
-
-    def describe(self) -> dict[str, Any]:
-        return {"class": type(self).__name__}
+__all__ = [
+    "Sink",
+    "Source",
+]

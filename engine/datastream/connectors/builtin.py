@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common.typeinfo import TypeInformation
-from weir.datastream.connectors.base import Sink, Source
+from weir.core.connectors import Sink, Source
 
 
 class CollectionSource(Source):
     """``env.from_collection``: a non-parallel, bounded source of the given elements."""
 
     is_parallel = False
+    reader_factory = "weir.operators.sources:collection_reader"
 
     def __init__(self, elements: list[Any], type_info: TypeInformation | None) -> None:
         self.elements = elements
@@ -31,6 +32,8 @@ class CollectionSource(Source):
 class FunctionSource(Source):
     """``env.add_source``: wraps a SourceFunction; parallel unless it says otherwise."""
 
+    reader_factory = "weir.operators.sources:function_source_reader"
+
     def __init__(self, function: Any, bounded: bool, parallel: bool) -> None:
         self.function = function
         self.bounded = bounded
@@ -46,6 +49,8 @@ class FunctionSource(Source):
 class PrintSink(Sink):
     """``DataStream.print``: one line per record on stdout (stderr if asked)."""
 
+    operator_factory = "weir.operators.sinks:print_sink_operator"
+
     def __init__(self, sink_identifier: str | None = None, to_stderr: bool = False) -> None:
         self.sink_identifier = sink_identifier
         self.to_stderr = to_stderr
@@ -57,6 +62,8 @@ class PrintSink(Sink):
 class FunctionSink(Sink):
     """``DataStream.add_sink``: wraps a SinkFunction or a callable."""
 
+    operator_factory = "weir.operators.sinks:function_sink_operator"
+
     def __init__(self, function: Any) -> None:
         self.function = function
 
@@ -67,12 +74,16 @@ class FunctionSink(Sink):
 class CollectSink(Sink):
     """``execute_and_collect``: streams records back to the client."""
 
+    operator_factory = "weir.operators.sinks:collect_sink_operator"
+
     def default_name(self) -> str:
         return "Collect Stream Sink"
 
 
 class DiscardingSink(Sink):
     """Drops every record (Flink's DiscardingSink); for benchmarks and tests."""
+
+    operator_factory = "weir.operators.sinks:discarding_sink_operator"
 
     def default_name(self) -> str:
         return "Discarding Sink"

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from weir.common.typeinfo import TypeInformation, check_type_info
-from weir.datastream.connectors.base import Source
+from weir.core.connectors import Source
 from weir.errors import UsageError
 
 
 class DataGeneratorSource(Source):
+    reader_factory = "weir.operators.sources:data_generator_reader"
+
     def __init__(
         self,
         generator_function: Callable[[int], Any],

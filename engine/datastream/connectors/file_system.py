@@ -14,8 +14,10 @@ import datetime as _dt
 import re
 from typing import Any
 
+from weir.common.serialization import Encoder
 from weir.common.typeinfo import TypeInformation, Types
-from weir.datastream.connectors.base import Sink, Source
+from weir.core.connectors import Sink, Source
+from weir.core.references import load_reference
 from weir.errors import UsageError
 
 
@@ -33,6 +35,8 @@ class StreamFormat:
 
 class FileSource(Source):
     """Reads files (or every file under directories); bounded."""
+
+    reader_factory = "weir.operators.sources:file_lines_reader"
 
     def __init__(self, paths: list[str], stream_format: StreamFormat) -> None:
         self.paths = paths
@@ -65,29 +69,6 @@ class FileSourceBuilder:
 
     def build(self) -> FileSource:
         return FileSource(self._paths, self._format)
-
-
-class Encoder:
-    """How a record becomes a line of a row-format file (``pyflink.common.Encoder``)."""
-
-    def __init__(self, kind: str, charset: str = "UTF-8") -> None:
-        self.kind = kind
-        self.charset = charset
-
-    @staticmethod
-    def simple_string_encoder(charset_name: str = "UTF-8") -> Encoder:
-        """``str(record)`` and a newline, in ``charset_name`` (Flink's SimpleStringEncoder)."""
-        try:
-            "".encode(charset_name)
-        except (LookupError, TypeError):
-            raise UsageError(
-                f"Encoder.simple_string_encoder: unknown charset {charset_name!r}; use e.g. 'UTF-8'"
-            ) from None
-        return Encoder("simple_string", charset_name)
-
-    def encode(self, values: list[Any]) -> bytes:
-        """The bytes of ``values``, one line each."""
-        return "".join(f"{v}\n" for v in values).encode(self.charset)
 
 
 class OutputFileConfig:
@@ -363,6 +344,8 @@ class FileSink(Sink):
     exactly one finished part file. One job per base path.
     """
 
+    operator_factory = "weir.operators.file_sink:file_sink_operator"
+
     def __init__(
         self,
         base_path: str,
@@ -400,9 +383,7 @@ class FileSink(Sink):
     def commit_on_job_finished(self) -> list[str]:
         """The job FINISHED: commit what the sink's subtasks left pending at end of input.
         Called by the JobMaster; returns the committed files' paths."""
-        from weir.operators.file_sink import commit_end_of_input
-
-        return commit_end_of_input(self)
+        return load_reference("weir.operators.file_sink:commit_end_of_input")(self)
 
 
 class FileSinkBuilder:

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from weir.common.typeinfo import TypeInformation, Types
-from weir.datastream.connectors.base import Source
+from weir.core.connectors import Source
 from weir.errors import UsageError
 
 
 class NumberSequenceSource(Source):
     """Emits every long in [start, end], split across subtasks; bounded and replayable."""
+
+    reader_factory = "weir.operators.sources:number_sequence_reader"
 
     def __init__(self, start: int, end: int) -> None:
         for name, v in (("start", start), ("end", end)):

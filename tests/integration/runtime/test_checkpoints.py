@@ -7,7 +7,6 @@ from collections import defaultdict
 import pytest
 import trio
 
-from weir.checkpoint.state_file import decode_state_file
 from weir.checkpoint.storage import CheckpointStorage
 from weir.cluster.client import job_settings_for
 from weir.cluster.minicluster import ClusterConfig, open_minicluster
@@ -18,6 +17,7 @@ from weir.datastream.state import ValueStateDescriptor
 from weir.graph.job_graph import generate_job_graph
 from weir.keys import KeyGroupRange
 from weir.state import create_keyed_backend
+from weir.state.state_file import decode_state_file
 
 KEYS = 5
 

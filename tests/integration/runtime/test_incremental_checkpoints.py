@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 import trio
 
-from weir.checkpoint.incremental import ChainRestore
-from weir.checkpoint.state_file import decode_state_file
 from weir.checkpoint.storage import CheckpointStorage
 from weir.cluster import checkpointing, job_master
 from weir.cluster.checkpoint_stats import HISTORY_FILE_NAME
@@ -23,6 +21,8 @@ from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.state_backend import LmdbStateBackend
 from weir.graph.job_graph import generate_job_graph
+from weir.state.incremental import ChainRestore
+from weir.state.state_file import decode_state_file
 
 EVENTS = 24_000
 HALF = EVENTS // 2  # at parallelism 2 the generator's subtasks read [0, HALF) and [HALF, EVENTS)
@@ -143,11 +143,11 @@ async def test_the_driver_keeps_exactly_the_files_retained_checkpoints_need(
     deleted, its changes reach the next checkpoint, retention drops an old base only once no retained
     checkpoint lists it, and when the driver stops nothing unreferenced is left."""
     from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
-    from weir.checkpoint.incremental import load_for_restore
     from weir.cluster.checkpointing import CheckpointDriver
     from weir.datastream.state import ValueStateDescriptor
     from weir.keys import KeyGroupRange
     from weir.state import LmdbKeyedStateBackend
+    from weir.state.incremental import load_for_restore
     from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
     triggered: list[int] = []

@@ -17,7 +17,6 @@ import pytest
 import trio
 
 from weir.checkpoint.metadata import body_checksum
-from weir.checkpoint.state_file import MAGIC, UntrustedStateError
 from weir.checkpoint.storage import load_savepoint
 from weir.checkpoint.trust import is_signed_by_this_user
 from weir.cluster.client import job_settings_for
@@ -29,6 +28,7 @@ from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.errors import UsageError
 from weir.graph.job_graph import generate_job_graph
 from weir.state.serde import encode_value
+from weir.state.state_file import MAGIC, UntrustedStateError
 
 EVENTS = 4_000
 

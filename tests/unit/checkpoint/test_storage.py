@@ -14,7 +14,6 @@ from weir.checkpoint.metadata import (
     SubtaskStateHandle,
     serialize,
 )
-from weir.checkpoint.state_file import decode_state_file, encode_state_file
 from weir.checkpoint.storage import (
     CheckpointStorage,
     CorruptCheckpointError,
@@ -27,6 +26,7 @@ from weir.datastream.state import ValueStateDescriptor
 from weir.errors import UsageError
 from weir.keys.reference import KeyGroupRange
 from weir.state import HeapKeyedStateBackend
+from weir.state.state_file import decode_state_file, encode_state_file
 
 JOB = "job-1"
 

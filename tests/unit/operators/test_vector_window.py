@@ -20,10 +20,10 @@ import pytest
 from weir.codec.batch import Batch, TupleColumns
 from weir.common import Time, Types
 from weir.common.types import Row
+from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
+from weir.core.functions import KeySelector, wrap_key_selector
 from weir.datastream import OutputTag, StreamExecutionEnvironment
 from weir.datastream.connectors.builtin import DiscardingSink
-from weir.datastream.data_stream import FieldAggregator, _Count, _Mean, _WithKey
-from weir.datastream.functions import KeySelector, wrap_key_selector
 from weir.datastream.window import (
     CountTrigger,
     EventTimeSessionWindows,
@@ -116,8 +116,8 @@ def per_record_op(
         return WindowOperator(
             "w", selector, assigner, trigger, 0, late, "reduce", FieldAggregator(agg, field), None, None
         )
-    function = _Count() if agg == "count" else _Mean(field)
-    return WindowOperator("w", selector, assigner, trigger, 0, late, "aggregate", function, _WithKey(), None)
+    function = Count() if agg == "count" else Mean(field)
+    return WindowOperator("w", selector, assigner, trigger, 0, late, "aggregate", function, WithKey(), None)
 
 
 def vector_op(

@@ -8,8 +8,8 @@ from collections import defaultdict
 import pytest
 
 from weir.common import Time
+from weir.core.functions import wrap_key_selector, wrap_reduce
 from weir.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
-from weir.datastream.functions import wrap_key_selector, wrap_reduce
 from weir.datastream.window import (
     CountTrigger,
     EventTimeSessionWindows,

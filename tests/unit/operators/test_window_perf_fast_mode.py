@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from weir.common import Time
+from weir.core.functions import wrap_key_selector, wrap_reduce
 from weir.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
-from weir.datastream.functions import wrap_key_selector, wrap_reduce
 from weir.datastream.state import ValueStateDescriptor
 from weir.datastream.window import (
     CountTrigger,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+import weir.state.state_file  # noqa: F401  (registers the snapshot types)
 from weir.common.time import Duration, Time
 from weir.common.typeinfo import Types
 from weir.datastream.functions import AggregateFunction, ReduceFunction

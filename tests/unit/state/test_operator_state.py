@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+import weir.state.state_file  # noqa: F401  (registers the snapshot types)
 from weir.datastream.state import ListStateDescriptor, ValueStateDescriptor
 from weir.errors import UsageError
 from weir.state import OperatorStateBackend, repartition_operator_state

@@ -11,7 +11,7 @@ from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend,
 from weir.datastream.window import GlobalWindow, TimeWindow
 from weir.errors import UsageError
 from weir.keys import KeyGroupRange
-from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
+from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend, create_keyed_state_backend
 from weir.state.serde import decode_key, decode_key_from, encode_key
 
 KEYS: list[Any] = [
@@ -48,10 +48,10 @@ def test_state_backend_choices(tmp_path: Path) -> None:
     assert isinstance(state_backend_from_config("rocksdb", tmp_path), LmdbStateBackend)
     with pytest.raises(UsageError, match="hashmap or lmdb"):
         state_backend_from_config("memory")
-    heap = HashMapStateBackend().create_keyed_state_backend("op", 0, 128, KeyGroupRange(0, 127))
+    heap = create_keyed_state_backend(HashMapStateBackend(), "op", 0, 128, KeyGroupRange(0, 127))
     assert isinstance(heap, HeapKeyedStateBackend)
-    lmdb_backend = LmdbStateBackend(tmp_path).create_keyed_state_backend(
-        "win/dow", 1, 128, KeyGroupRange(64, 127)
+    lmdb_backend = create_keyed_state_backend(
+        LmdbStateBackend(tmp_path), "win/dow", 1, 128, KeyGroupRange(64, 127)
     )
     assert isinstance(lmdb_backend, LmdbKeyedStateBackend)
     assert lmdb_backend.path == tmp_path / "win_dow-1"

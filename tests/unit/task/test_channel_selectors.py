@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from weir.codec.batch import Batch
-from weir.datastream.functions import wrap_key_selector
+from weir.core.functions import wrap_key_selector
 from weir.keys import assign_key_to_parallel_operator
 from weir.task.channel_selectors import KeyGroupSelector
 

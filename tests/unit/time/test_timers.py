@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-import weir.checkpoint.state_file  # noqa: F401  (registers the snapshot types)
+import weir.state.state_file  # noqa: F401  (registers the snapshot types)
 from weir.errors import UsageError
 from weir.keys.reference import KeyGroupRange
 from weir.state.serde import decode_value, encode_value

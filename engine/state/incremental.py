@@ -411,7 +411,7 @@ def restorable_for(backend: Any, items: Iterable[Any]) -> list[Any]:
         if isinstance(item, IncrementalKeyedStateHandle):
             raise UsageError(
                 f"keyed state of '{item.operator_id}' (checkpoint {item.checkpoint_id}) is an incremental "
-                "chain whose files were not loaded; load it with weir.checkpoint.incremental.load_for_restore"
+                "chain whose files were not loaded; load it with weir.state.incremental.load_for_restore"
             )
         if isinstance(item, ChainRestore) and not native:
             if len(item.handle.key_group_range.intersection(backend.key_group_range)):

@@ -33,10 +33,10 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from weir.checkpoint.incremental import ChainRestore, IncrementalKeyedStateHandle, load_for_restore
 from weir.checkpoint.metadata import CheckpointMetadata, FileHandle
 from weir.errors import UsageError
 from weir.state.backend import KeyedStateSnapshot, StateMetaInfo
+from weir.state.incremental import ChainRestore, IncrementalKeyedStateHandle, load_for_restore
 from weir.state.operator_state import OperatorStateSnapshot
 from weir.state.serde import (
     UntrustedStateError,

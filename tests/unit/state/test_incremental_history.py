@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from weir.checkpoint.incremental import DELTA, FULL, UNCHANGED, SnapshotHistory
 from weir.checkpoint.metadata import FileHandle
 from weir.errors import UsageError
 from weir.state import StateMetaInfo
+from weir.state.incremental import DELTA, FULL, UNCHANGED, SnapshotHistory
 
 STATES = (StateMetaInfo("s", "value", False),)
 

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from weir.checkpoint.incremental import (
+from weir.checkpoint.metadata import FileHandle
+from weir.checkpoint.storage import CorruptCheckpointError
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange
+from weir.state import HeapKeyedStateBackend, StateMetaInfo
+from weir.state.incremental import (
     DELTA,
     FULL,
     ChainRestore,
@@ -17,11 +22,6 @@ from weir.checkpoint.incremental import (
     load_for_restore,
     restorable_for,
 )
-from weir.checkpoint.metadata import FileHandle
-from weir.checkpoint.storage import CorruptCheckpointError
-from weir.errors import UsageError
-from weir.keys import KeyGroupRange
-from weir.state import HeapKeyedStateBackend, StateMetaInfo
 from weir.state.serde import encode_key, encode_value
 
 STATES = (StateMetaInfo("a", "value", False), StateMetaInfo("b", "map", False))

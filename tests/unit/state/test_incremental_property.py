@@ -10,11 +10,11 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from weir.checkpoint.incremental import ChainRestore, load_for_restore, restorable_for
 from weir.checkpoint.storage import CheckpointStorage
 from weir.datastream.state import ListStateDescriptor, MapStateDescriptor, ValueStateDescriptor
 from weir.keys import KeyGroupRange
 from weir.state import HeapKeyedStateBackend, KeyedStateSnapshot, LmdbKeyedStateBackend
+from weir.state.incremental import ChainRestore, load_for_restore, restorable_for
 
 MAX_PAR = 16
 ALL = KeyGroupRange(0, MAX_PAR - 1)

@@ -9,15 +9,6 @@ from typing import Any
 
 import pytest
 
-from weir.checkpoint.incremental import (
-    DELTA,
-    FULL,
-    ChainRestore,
-    IncrementalKeyedStateHandle,
-    decode_run,
-    load_for_restore,
-)
-from weir.checkpoint.state_file import decode_state_file
 from weir.checkpoint.storage import CheckpointStorage
 from weir.cluster.checkpointing import build_metadata
 from weir.cluster.client import state_backend_for
@@ -28,8 +19,17 @@ from weir.datastream.state import ListStateDescriptor, MapStateDescriptor, Value
 from weir.datastream.state_backend import HashMapStateBackend, LmdbStateBackend
 from weir.errors import UsageError
 from weir.keys import KeyGroupRange
-from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend
+from weir.state import HeapKeyedStateBackend, LmdbKeyedStateBackend, create_keyed_state_backend
 from weir.state import lmdb_backend as lmdb_module
+from weir.state.incremental import (
+    DELTA,
+    FULL,
+    ChainRestore,
+    IncrementalKeyedStateHandle,
+    decode_run,
+    load_for_restore,
+)
+from weir.state.state_file import decode_state_file
 from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
 MAX_PAR = 16
@@ -154,7 +154,7 @@ def test_a_chain_restores_into_backends_that_split_its_key_groups(harness: Harne
     left_range, right_range = KeyGroupRange(0, 6), KeyGroupRange(7, 15)
     left, right = harness.restore([chain], left_range), harness.restore([chain], right_range)
     heap = HeapKeyedStateBackend("op", MAX_PAR, right_range)
-    from weir.checkpoint.incremental import restorable_for
+    from weir.state.incremental import restorable_for
 
     heap.restore(restorable_for(heap, [chain]))
     try:
@@ -309,7 +309,7 @@ def test_the_option_comes_from_the_configuration_or_the_constructor(tmp_path: Pa
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     backend = state_backend_for(env)
     assert backend.is_incremental_checkpoints_enabled() and backend.max_chain_length == 4
-    keyed = backend.with_path(tmp_path).create_keyed_state_backend("op", 0, MAX_PAR, ALL)
+    keyed = create_keyed_state_backend(backend.with_path(tmp_path), "op", 0, MAX_PAR, ALL)
     try:
         assert keyed.incremental_checkpointing and keyed.snapshot_history.max_chain_length == 4
     finally:
@@ -319,7 +319,7 @@ def test_the_option_comes_from_the_configuration_or_the_constructor(tmp_path: Pa
     env2 = StreamExecutionEnvironment.get_execution_environment(Configuration())
     env2.configure(conf)
     env2.set_state_backend(HashMapStateBackend())
-    heap = state_backend_for(env2).create_keyed_state_backend("op", 0, MAX_PAR, ALL)
+    heap = create_keyed_state_backend(state_backend_for(env2), "op", 0, MAX_PAR, ALL)
     assert not getattr(heap, "incremental_checkpointing", False)  # heap: always full snapshots
     with pytest.raises(UsageError, match="enable_incremental_checkpointing"):
         LmdbStateBackend(enable_incremental_checkpointing="yes")  # type: ignore[arg-type]

@@ -1,0 +1,427 @@
+"""State descriptors, TTL configuration and state interfaces, as in ``pyflink.datastream.state``.
+
+A descriptor names a piece of keyed state and says what it holds; a function
+asks its ``RuntimeContext`` for the state object, and the state backend binds
+that object to the current key (and, inside the runtime, to a namespace such as
+a window). The interfaces below are what user code calls; the backends in
+``weir.state`` implement them.
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from weir.common.time import Duration, Time, to_millis
+from weir.common.typeinfo import TypeInformation
+from weir.errors import UsageError
+
+__all__ = [
+    "AggregatingState",
+    "AggregatingStateDescriptor",
+    "AppendingState",
+    "ListState",
+    "ListStateDescriptor",
+    "MapState",
+    "MapStateDescriptor",
+    "MergingState",
+    "ReducingState",
+    "ReducingStateDescriptor",
+    "State",
+    "StateDescriptor",
+    "StateTtlConfig",
+    "ValueState",
+    "ValueStateDescriptor",
+]
+
+
+# --------------------------------------------------------------------------- TTL
+
+
+class StateTtlConfig:
+    """Time-to-live of keyed state entries (Flink's ``StateTtlConfig``).
+
+    Time is processing time from the backend's injected clock. An entry's
+    timestamp is set when it is created or written (``OnCreateAndWrite``), and
+    also when read (``OnReadAndWrite``). With ``NeverReturnExpired`` an expired
+    entry is invisible (and removed when read); with
+    ``ReturnExpiredIfNotCleanedUp`` it is returned until cleanup removes it.
+    ``cleanup_full_snapshot()`` drops expired entries from snapshots. TTL
+    applies per value (value, reducing, aggregating state), per element (list
+    state) and per entry (map state).
+    """
+
+    class UpdateType(enum.Enum):
+        Disabled = 0
+        OnCreateAndWrite = 1
+        OnReadAndWrite = 2
+
+    class StateVisibility(enum.Enum):
+        ReturnExpiredIfNotCleanedUp = 0
+        NeverReturnExpired = 1
+
+    class TtlTimeCharacteristic(enum.Enum):
+        ProcessingTime = 0
+
+    def __init__(
+        self,
+        update_type: StateTtlConfig.UpdateType,
+        state_visibility: StateTtlConfig.StateVisibility,
+        ttl_time_characteristic: StateTtlConfig.TtlTimeCharacteristic,
+        ttl: Duration,
+        cleanup_full_snapshot: bool,
+    ) -> None:
+        self._update_type = update_type
+        self._state_visibility = state_visibility
+        self._ttl_time_characteristic = ttl_time_characteristic
+        self._ttl = ttl
+        self._cleanup_full_snapshot = cleanup_full_snapshot
+        self.ttl_ms = ttl.to_milliseconds()
+
+    @staticmethod
+    def new_builder(ttl: Duration | Time | int) -> StateTtlConfig.Builder:
+        return StateTtlConfig.Builder(ttl)
+
+    def get_update_type(self) -> StateTtlConfig.UpdateType:
+        return self._update_type
+
+    def get_state_visibility(self) -> StateTtlConfig.StateVisibility:
+        return self._state_visibility
+
+    def get_ttl(self) -> Duration:
+        return self._ttl
+
+    def get_ttl_time_characteristic(self) -> StateTtlConfig.TtlTimeCharacteristic:
+        return self._ttl_time_characteristic
+
+    def is_enabled(self) -> bool:
+        return self._update_type is not StateTtlConfig.UpdateType.Disabled
+
+    @property
+    def update_on_read(self) -> bool:
+        return self._update_type is StateTtlConfig.UpdateType.OnReadAndWrite
+
+    @property
+    def return_expired(self) -> bool:
+        return self._state_visibility is StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp
+
+    @property
+    def cleanup_in_full_snapshot(self) -> bool:
+        return self._cleanup_full_snapshot
+
+    def __repr__(self) -> str:
+        return (
+            f"StateTtlConfig(ttl={self._ttl!r}, update_type={self._update_type.name}, "
+            f"visibility={self._state_visibility.name}, cleanup_full_snapshot={self._cleanup_full_snapshot})"
+        )
+
+    class Builder:
+        def __init__(self, ttl: Duration | Time | int) -> None:
+            self._update_type = StateTtlConfig.UpdateType.OnCreateAndWrite
+            self._state_visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
+            self._characteristic = StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
+            self._cleanup_full_snapshot = False
+            self.set_ttl(ttl)
+
+        def set_ttl(self, ttl: Duration | Time | int) -> StateTtlConfig.Builder:
+            millis = to_millis("StateTtlConfig ttl", ttl)
+            if millis <= 0:
+                raise UsageError(f"StateTtlConfig ttl must be positive, got {millis} ms")
+            self._ttl = Duration(millis)
+            return self
+
+        def set_update_type(self, update_type: StateTtlConfig.UpdateType) -> StateTtlConfig.Builder:
+            if not isinstance(update_type, StateTtlConfig.UpdateType):
+                raise UsageError(f"update_type must be a StateTtlConfig.UpdateType, got {update_type!r}")
+            self._update_type = update_type
+            return self
+
+        def update_ttl_on_create_and_write(self) -> StateTtlConfig.Builder:
+            return self.set_update_type(StateTtlConfig.UpdateType.OnCreateAndWrite)
+
+        def update_ttl_on_read_and_write(self) -> StateTtlConfig.Builder:
+            return self.set_update_type(StateTtlConfig.UpdateType.OnReadAndWrite)
+
+        def set_state_visibility(self, visibility: StateTtlConfig.StateVisibility) -> StateTtlConfig.Builder:
+            if not isinstance(visibility, StateTtlConfig.StateVisibility):
+                raise UsageError(
+                    f"state visibility must be a StateTtlConfig.StateVisibility, got {visibility!r}"
+                )
+            self._state_visibility = visibility
+            return self
+
+        def return_expired_if_not_cleaned_up(self) -> StateTtlConfig.Builder:
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.ReturnExpiredIfNotCleanedUp)
+
+        def never_return_expired(self) -> StateTtlConfig.Builder:
+            return self.set_state_visibility(StateTtlConfig.StateVisibility.NeverReturnExpired)
+
+        def set_ttl_time_characteristic(
+            self, characteristic: StateTtlConfig.TtlTimeCharacteristic
+        ) -> StateTtlConfig.Builder:
+            if characteristic is not StateTtlConfig.TtlTimeCharacteristic.ProcessingTime:
+                raise UsageError(f"only ProcessingTime TTL is supported, got {characteristic!r}")
+            return self
+
+        def use_processing_time(self) -> StateTtlConfig.Builder:
+            return self
+
+        def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
+            self._cleanup_full_snapshot = True
+            return self
+
+        def cleanup_incrementally(
+            self, cleanup_size: int = 5, run_cleanup_for_every_record: bool = False
+        ) -> StateTtlConfig.Builder:
+            """Accepted for PyFlink compatibility; weir cleans up on read and in full snapshots."""
+            return self
+
+        def cleanup_in_rocksdb_compact_filter(
+            self, query_time_after_num_entries: int = 1000
+        ) -> StateTtlConfig.Builder:
+            """Accepted for PyFlink compatibility; weir cleans up on read and in full snapshots."""
+            return self
+
+        def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
+            return self
+
+        def build(self) -> StateTtlConfig:
+            return StateTtlConfig(
+                self._update_type,
+                self._state_visibility,
+                self._characteristic,
+                self._ttl,
+                self._cleanup_full_snapshot,
+            )
+
+
+# --------------------------------------------------------------------------- descriptors
+
+
+def _check_name(kind: str, name: object) -> str:
+    if not isinstance(name, str) or not name:
+        raise UsageError(f"{kind} needs a non-empty state name (str), got {name!r}")
+    return name
+
+
+def _check_type(kind: str, what: str, value: object) -> TypeInformation | None:
+    if value is None or isinstance(value, TypeInformation):
+        return value
+    raise UsageError(
+        f"{kind} {what} must be a TypeInformation such as Types.LONG(), got {value!r}"
+        + (" (did you forget the parentheses, e.g. Types.LONG()?)" if callable(value) else "")
+    )
+
+
+class StateDescriptor:
+    """Names one piece of keyed state and what it holds. ``kind`` is value/list/map/reducing/aggregating."""
+
+    kind: str = ""
+
+    def __init__(self, name: str, type_info: TypeInformation | None) -> None:
+        self.name = _check_name(type(self).__name__, name)
+        self.type_info = type_info
+        self.ttl_config: StateTtlConfig | None = None
+
+    def get_name(self) -> str:
+        return self.name
+
+    def enable_time_to_live(self, ttl_config: StateTtlConfig) -> None:
+        if not isinstance(ttl_config, StateTtlConfig):
+            raise UsageError(
+                f"state '{self.name}': enable_time_to_live needs a StateTtlConfig "
+                f"(StateTtlConfig.new_builder(...).build()), got {ttl_config!r}"
+            )
+        self.ttl_config = ttl_config if ttl_config.is_enabled() else None
+
+    def signature(self) -> tuple[Any, ...]:
+        """What must match when the same state name is registered again."""
+        return (self.kind, self.type_info, self.ttl_config is not None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r}, {self.type_info!r})"
+
+
+class ValueStateDescriptor(StateDescriptor):
+    kind = "value"
+
+    def __init__(self, name: str, value_type_info: TypeInformation | None = None) -> None:
+        super().__init__(name, _check_type("ValueStateDescriptor", "value_type_info", value_type_info))
+
+
+class ListStateDescriptor(StateDescriptor):
+    kind = "list"
+
+    def __init__(self, name: str, elem_type_info: TypeInformation | None = None) -> None:
+        super().__init__(name, _check_type("ListStateDescriptor", "elem_type_info", elem_type_info))
+        self.elem_type_info = self.type_info
+
+
+class MapStateDescriptor(StateDescriptor):
+    kind = "map"
+
+    def __init__(
+        self,
+        name: str,
+        key_type_info: TypeInformation | None = None,
+        value_type_info: TypeInformation | None = None,
+    ) -> None:
+        self.key_type_info = _check_type("MapStateDescriptor", "key_type_info", key_type_info)
+        self.value_type_info = _check_type("MapStateDescriptor", "value_type_info", value_type_info)
+        super().__init__(name, self.value_type_info)
+
+    def signature(self) -> tuple[Any, ...]:
+        return (*super().signature(), self.key_type_info)
+
+
+class ReducingStateDescriptor(StateDescriptor):
+    """``reduce_function`` is a ``ReduceFunction`` or a plain callable ``(a, b) -> c``."""
+
+    kind = "reducing"
+
+    def __init__(self, name: str, reduce_function: Any, type_info: TypeInformation | None = None) -> None:
+        super().__init__(name, _check_type("ReducingStateDescriptor", "type_info", type_info))
+        reduce = getattr(reduce_function, "reduce", None)
+        if callable(reduce):
+            self.reduce: Callable[[Any, Any], Any] = reduce
+        elif callable(reduce_function):
+            self.reduce = reduce_function
+        else:
+            raise UsageError(
+                f"ReducingStateDescriptor '{name}': reduce_function must be a ReduceFunction or a "
+                f"callable (a, b) -> c, got {reduce_function!r}"
+            )
+        self.reduce_function = reduce_function
+
+
+class AggregatingStateDescriptor(StateDescriptor):
+    """``agg_function`` is an ``AggregateFunction`` (create_accumulator, add, get_result, merge)."""
+
+    kind = "aggregating"
+
+    def __init__(self, name: str, agg_function: Any, state_type_info: TypeInformation | None = None) -> None:
+        super().__init__(name, _check_type("AggregatingStateDescriptor", "state_type_info", state_type_info))
+        missing = [
+            m
+            for m in ("create_accumulator", "add", "get_result")
+            if not callable(getattr(agg_function, m, None))
+        ]
+        if missing:
+            raise UsageError(
+                f"AggregatingStateDescriptor '{name}': agg_function must be an AggregateFunction, "
+                f"got {agg_function!r} without {', '.join(missing)}"
+            )
+        self.agg_function = agg_function
+
+
+# --------------------------------------------------------------------------- state interfaces
+
+
+class State(ABC):
+    """Keyed state bound to the backend's current key and to this object's current namespace."""
+
+    @abstractmethod
+    def clear(self) -> None:
+        """Remove the value under the current key and namespace."""
+
+
+class ValueState(State):
+    @abstractmethod
+    def value(self) -> Any:
+        """The value, or None when there is none."""
+
+    @abstractmethod
+    def update(self, value: Any) -> None:
+        """Set the value; ``update(None)`` clears it, as in Flink."""
+
+
+class AppendingState(State):
+    @abstractmethod
+    def get(self) -> Any: ...
+
+    @abstractmethod
+    def add(self, value: Any) -> None: ...
+
+
+class MergingState(AppendingState):
+    pass
+
+
+class ListState(MergingState):
+    @abstractmethod
+    def get(self) -> Iterable[Any]:
+        """The elements (an empty iterable when there are none)."""
+
+    @abstractmethod
+    def add(self, value: Any) -> None: ...
+
+    @abstractmethod
+    def add_all(self, values: Iterable[Any]) -> None: ...
+
+    @abstractmethod
+    def update(self, values: Iterable[Any] | None) -> None:
+        """Replace all elements."""
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.get())
+
+
+class ReducingState(MergingState):
+    @abstractmethod
+    def get(self) -> Any:
+        """The reduced value, or None when nothing was added."""
+
+
+class AggregatingState(MergingState):
+    @abstractmethod
+    def get(self) -> Any:
+        """``get_result`` of the accumulator, or None when nothing was added."""
+
+
+class MapState(State):
+    @abstractmethod
+    def get(self, key: Any) -> Any:
+        """The value under ``key``, or None."""
+
+    @abstractmethod
+    def put(self, key: Any, value: Any) -> None: ...
+
+    @abstractmethod
+    def put_all(self, dict_value: dict[Any, Any]) -> None: ...
+
+    @abstractmethod
+    def remove(self, key: Any) -> None: ...
+
+    @abstractmethod
+    def contains(self, key: Any) -> bool: ...
+
+    @abstractmethod
+    def items(self) -> Iterable[tuple[Any, Any]]: ...
+
+    @abstractmethod
+    def keys(self) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def values(self) -> Iterable[Any]: ...
+
+    @abstractmethod
+    def is_empty(self) -> bool: ...
+
+    def __getitem__(self, key: Any) -> Any:
+        return self.get(key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)
+
+    def __contains__(self, key: Any) -> bool:
+        return self.contains(key)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.keys())

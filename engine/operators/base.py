@@ -24,6 +24,7 @@ import numpy as np
 from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.core.functions import RuntimeContext
 from weir.errors import UsageError
+from weir.time.watermarks import EmitWatermark, WatermarkAction
 
 
 @dataclass
@@ -252,3 +253,16 @@ def copy_function(name: str, function: Any) -> Any:
             f"operator '{name}': its function {function!r} cannot be copied for each subtask "
             f"({type(exc).__name__}: {exc}); functions must be copyable (picklable), as in Flink"
         ) from exc
+
+
+def emit_watermark_actions(operator: Any, actions: list[WatermarkAction]) -> None:
+    """Carry out a watermark generator's actions on ``operator``'s output (a source, or the
+    operator of ``assign_timestamps_and_watermarks``): a watermark only when it moves the
+    operator's ``current_watermark`` on, and idle/active status as it comes."""
+    for action in actions:
+        if isinstance(action, EmitWatermark):
+            if action.timestamp > operator.current_watermark:
+                operator.current_watermark = action.timestamp
+                operator.chain_output.emit_watermark(action.timestamp)
+        else:
+            operator.chain_output.emit_watermark_status(action.idle)

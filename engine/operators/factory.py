@@ -13,11 +13,9 @@ from weir.errors import UsageError
 from weir.graph.stream_graph import StreamNode
 from weir.graph.transformations import SinkTransformation, SourceTransformation
 from weir.operators import keyed, sinks, sources, stateless
-from weir.operators.base import StreamOperator, copy_function
+from weir.operators.base import StreamOperator, copy_function, emit_watermark_actions
 from weir.time.watermarks import (
-    EmitWatermark,
     TimestampAssignment,
-    WatermarkAction,
     WatermarkOutput,
 )
 
@@ -76,15 +74,6 @@ class SourceOperator(StreamOperator):
     def process_batch(self, batch: Batch) -> None:  # pragma: no cover - sources have no input
         raise AssertionError("a source has no input")
 
-    def _apply(self, actions: list[WatermarkAction]) -> None:
-        for action in actions:
-            if isinstance(action, EmitWatermark):
-                if action.timestamp > self.current_watermark:
-                    self.current_watermark = action.timestamp
-                    self.chain_output.emit_watermark(action.timestamp)
-            else:
-                self.chain_output.emit_watermark_status(action.idle)
-
     async def poll(self) -> Batch | None:
         """The reader's next batch (None at the end). Cancellation: stops reading."""
         batch = await self.reader.next_batch()
@@ -108,7 +97,7 @@ class SourceOperator(StreamOperator):
             actions = self.watermarks.on_events(batch.timestamps, self.context.processing_time_ms())
             if self.interval_ms == 0:
                 actions += self.watermarks.on_periodic_emit(self.context.processing_time_ms())
-            self._apply(actions)
+            emit_watermark_actions(self, actions)
 
     def next_processing_time_deadline(self) -> int | None:
         return self._next_emit_ms
@@ -116,13 +105,13 @@ class SourceOperator(StreamOperator):
     def on_processing_time(self, now_ms: int) -> None:
         if self._next_emit_ms is not None and now_ms >= self._next_emit_ms:
             assert self.watermarks is not None
-            self._apply(self.watermarks.on_periodic_emit(now_ms))
+            emit_watermark_actions(self, self.watermarks.on_periodic_emit(now_ms))
             self._next_emit_ms = now_ms + self.interval_ms
 
     def finish(self) -> None:
         # End of a bounded input: event time is over (Flink emits Long.MAX here).
         if self.watermarks is not None:
-            self._apply(self.watermarks.on_end_of_input())
+            emit_watermark_actions(self, self.watermarks.on_end_of_input())
         if self.current_watermark < MAX_WATERMARK:
             self.current_watermark = MAX_WATERMARK
             self.chain_output.emit_watermark(MAX_WATERMARK)

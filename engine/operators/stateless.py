@@ -11,8 +11,8 @@ from weir.codec.batch import Batch
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import functions as fn
 from weir.errors import UsageError
-from weir.operators.base import SideOutputs, StreamOperator, results_of
-from weir.time.watermarks import EmitWatermark, TimestampAssignment, WatermarkAction, WatermarkOutput
+from weir.operators.base import SideOutputs, StreamOperator, emit_watermark_actions, results_of
+from weir.time.watermarks import TimestampAssignment, WatermarkOutput
 
 MAX_WATERMARK = (1 << 63) - 1
 
@@ -275,26 +275,17 @@ class TimestampsAndWatermarksOperator(StreamOperator):
         actions = self.watermarks.on_events(batch.timestamps, now_ms)
         if self.interval_ms == 0:
             actions += self.watermarks.on_periodic_emit(now_ms)
-        self._apply(actions)
+        emit_watermark_actions(self, actions)
 
     def process_watermark(self, timestamp: int) -> None:
         # Upstream watermarks are swallowed, as in Flink, except the final one at end of input.
         if timestamp == MAX_WATERMARK:
-            self._apply(self.watermarks.on_end_of_input())
+            emit_watermark_actions(self, self.watermarks.on_end_of_input())
 
     def next_processing_time_deadline(self) -> int | None:
         return self._next_emit_ms
 
     def on_processing_time(self, now_ms: int) -> None:
         if self._next_emit_ms is not None and now_ms >= self._next_emit_ms:
-            self._apply(self.watermarks.on_periodic_emit(now_ms))
+            emit_watermark_actions(self, self.watermarks.on_periodic_emit(now_ms))
             self._next_emit_ms = now_ms + self.interval_ms
-
-    def _apply(self, actions: list[WatermarkAction]) -> None:
-        for action in actions:
-            if isinstance(action, EmitWatermark):
-                if action.timestamp > self.current_watermark:
-                    self.current_watermark = action.timestamp
-                    self.chain_output.emit_watermark(action.timestamp)
-            else:
-                self.chain_output.emit_watermark_status(action.idle)

@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
+from weir.codec.batch import Batch, TupleColumns
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.datastream.data_stream import FieldAggregator, _Count, _Mean
 from weir.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
@@ -89,9 +89,9 @@ from weir.datastream.window import (
 )
 from weir.errors import ProtocolViolation, UsageError
 from weir.keys import java_hash_array, key_groups_for_hashes
-from weir.operators.base import StreamOperator
 from weir.operators.keyed import _check_key, _key_function
-from weir.time import window_kernels as wk
+from weir.operators.window import kernels as wk
+from weir.operators.window.shared import IDENTITY, WindowOperatorBase, identity, probe_agrees, probe_key_field
 from weir.time.timers import InternalTimerService
 
 __all__ = ["VectorPlan", "VectorWindowOperator", "vector_plan"]
@@ -191,59 +191,6 @@ def vector_plan(
 
 
 # ----------------------------------------------------------------------------- keys
-
-
-class _Field:
-    __slots__ = ("name",)
-
-    def __init__(self, name: Any) -> None:
-        self.name = name
-
-
-class _Probe:
-    """A stand-in record: notes which fields a key selector reads."""
-
-    def __init__(self) -> None:
-        self.reads: list[Any] = []
-
-    def __getitem__(self, item: Any) -> _Field:
-        self.reads.append(item)
-        return _Field(item)
-
-    def __getattr__(self, name: str) -> _Field:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        self.reads.append(name)
-        return _Field(name)
-
-
-IDENTITY = -1  # the key is the record itself
-
-
-def probe_key_field(key_of: Any, input_type: TypeInformation | None) -> int | None:
-    """The field the key selector returns (``IDENTITY`` for the record itself), or None.
-
-    Without type information only ``r[i]`` with ``i >= 0`` counts as a field. Callers check
-    the answer against the real selector on real records (the probe can be fooled)."""
-    probe = _Probe()
-    try:
-        result = key_of(probe)
-    except Exception:
-        return None
-    if result is probe and not probe.reads:
-        return IDENTITY
-    if not isinstance(result, _Field) or probe.reads != [result.name]:
-        return None
-    name = result.name
-    if isinstance(input_type, TupleTypeInfo | RowTypeInfo):
-        arity = input_type.get_arity()
-        if isinstance(name, int) and not isinstance(name, bool) and -arity <= name < arity:
-            return name % arity
-        if isinstance(input_type, RowTypeInfo) and isinstance(name, str) and name in input_type.field_names:
-            return input_type.field_names.index(name)
-    elif input_type is None and isinstance(name, int) and not isinstance(name, bool) and name >= 0:
-        return name
-    return None
 
 
 def check_key_groups(operator_name: str, keys: Any, max_parallelism: int, key_group_range: Any) -> None:
@@ -671,7 +618,7 @@ class _DensePanes:
 # ----------------------------------------------------------------------------- the operator
 
 
-class VectorWindowOperator(StreamOperator):
+class VectorWindowOperator(WindowOperatorBase):
     """A keyed tumbling/sliding window running a built-in aggregation on whole batches."""
 
     def __init__(
@@ -683,13 +630,9 @@ class VectorWindowOperator(StreamOperator):
         input_type: TypeInformation | None,
         late_data_tag: Any,
     ) -> None:
-        super().__init__(name)
-        self.key_selector = key_selector
-        self.assigner = assigner
+        super().__init__(name, key_selector, assigner, late_data_tag)
         self.plan = plan
         self.input_type = input_type
-        self.late_data_tag = late_data_tag
-        self.event_time = assigner.is_event_time
         size: int = assigner.size  # type: ignore[attr-defined]
         self.size = size
         self.slide: int = getattr(assigner, "slide", size)
@@ -762,9 +705,7 @@ class VectorWindowOperator(StreamOperator):
     def initialize_state(self) -> None:
         """Load the panes a restore put into the backend and timers, in firing order."""
         self._setup()
-        snapshot = self.timers.snapshot()
-        restored = snapshot.event_time if self.event_time else snapshot.processing_time
-        self.timers = InternalTimerService()
+        restored = self._restored_panes()
         if not restored:
             return
         backend, contents = self.backend, self.contents
@@ -773,8 +714,7 @@ class VectorWindowOperator(StreamOperator):
         counts: list[int] = []
         accs: list[Any] = []
         firsts: list[Any] = []
-        for timer in restored:
-            window, key = timer.namespace, timer.key
+        for key, window in restored:
             if not isinstance(window, TimeWindow) or window.end - window.start != self.size:
                 raise UsageError(
                     f"operator '{self.name}': the restored state holds window {window!r}, which this "
@@ -904,34 +844,14 @@ class VectorWindowOperator(StreamOperator):
         return results
 
     # -- records -------------------------------------------------------------------------------
-    def _times(self, batch: Batch) -> np.ndarray:
-        n = len(batch)
-        if not self.event_time:
-            return np.full(n, self.context.processing_time_ms(), np.int64)
-        ts = batch.timestamps
-        if ts is not None:
-            ts = np.asarray(ts, dtype=np.int64)
-            if ts.min() != NO_TIMESTAMP:  # NO_TIMESTAMP is the smallest int64
-                return ts
-        missing = 0 if ts is None else int(np.flatnonzero(ts == NO_TIMESTAMP)[0])
-        raise UsageError(
-            f"operator '{self.name}': an event-time window got a record without a timestamp "
-            f"({batch.as_list()[missing]!r}); assign timestamps with a WatermarkStrategy "
-            f"(with_timestamp_assigner) on the source or assign_timestamps_and_watermarks(...)"
-        )
-
     def _keys(self, values: Any, n: int) -> np.ndarray:
         """The pane key of every record: the int64 key, or the key's slot."""
         field = self._key_field
-        if field is not None:
-            for i in (0, -1):  # check the probe against the selector on two real records
-                record = values[i].item() if isinstance(values, np.ndarray) else values[i]
-                expected = self._key_of(record)
-                got = record if field == IDENTITY else record[field]
-                if type(got) is not type(expected) or got != expected:  # the probe misread the selector
-                    self._key_field = field = None
-                    self._to_object_keys()
-                    break
+        if field is not None:  # check the probe against the selector on two real records
+            getter = identity if field == IDENTITY else self._key_getter
+            if not probe_agrees(getter, self._key_of, values):  # the probe misread the selector
+                self._key_field = field = None
+                self._to_object_keys()
         if self._objects is None:
             try:
                 if isinstance(values, np.ndarray):
@@ -1003,11 +923,7 @@ class VectorWindowOperator(StreamOperator):
         if self._objects is None and len(new_keys):  # object keys are checked when they get a slot
             self.check_new_keys(new_keys)
         if self.event_time and np.count_nonzero(landed) != n:
-            late = np.flatnonzero(~landed)
-            if self.late_data_tag is not None:
-                self.chain_output.emit_side(self.late_data_tag, batch.take(late))
-            else:
-                self.metrics.late_records_dropped += len(late)
+            self._emit_late(batch, np.flatnonzero(~landed))
 
     # -- time ----------------------------------------------------------------------------------
     def _fire(self, until: int) -> None:
@@ -1028,18 +944,8 @@ class VectorWindowOperator(StreamOperator):
         mapping = objects.compact(used)
         self._replace_store(isinstance(self.panes, _DensePanes), lambda keys: mapping[keys])
 
-    def process_watermark(self, timestamp: int) -> None:
-        self.current_watermark = timestamp
-        if self.event_time:
-            self._fire(timestamp)
-        self.chain_output.emit_watermark(timestamp)
-
-    def next_processing_time_deadline(self) -> int | None:
-        return None if self.event_time else self.panes.next_end()
-
-    def on_processing_time(self, now_ms: int) -> None:
-        if not self.event_time:
-            self._fire(now_ms)
+    def _next_fire_time(self) -> int | None:
+        return self.panes.next_end()
 
     # -- checkpoints ---------------------------------------------------------------------------
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
@@ -1048,25 +954,15 @@ class VectorWindowOperator(StreamOperator):
         panes = self.panes.export()
         canonical = self._canonical(panes, self._results(panes))
         keys = self._keys_of(panes.keys)
+        size = self.size
+        windows = [TimeWindow(start, start + size) for start in panes.starts.tolist()]
+        written = set(self._write_panes(zip(keys, windows, canonical)))
         backend, contents = self.backend, self.contents
-        timers = InternalTimerService()
-        register = (
-            timers.register_event_time_timer if self.event_time else timers.register_processing_time_timer
-        )
-        written: set[tuple[Any, TimeWindow]] = set()
-        for key, start, stored in zip(keys, panes.starts.tolist(), canonical):
-            window = TimeWindow(start, start + self.size)
-            backend.set_current_key(key)
-            contents.set_current_namespace(window)
-            contents.update_internal(stored)
-            register(key, backend.current_key_group, window, window.max_timestamp())
-            written.add((key, window))
         for key, window in self._written - written:  # fired since the last checkpoint
             backend.set_current_key(key)
             contents.set_current_namespace(window)
             contents.clear()
         self._written = written
-        self.timers = timers
 
     def statistics(self) -> dict[str, Any]:
         return {

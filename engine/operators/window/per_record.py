@@ -276,21 +276,21 @@ class WindowOperator(FastPaneMode):
         if marker in self._registered:  # most records land in a window whose timers exist
             return
         self._registered.add(marker)
-        self.backend.set_current_key(key)
-        kg = self.backend.current_key_group
-        if event_time:
-            self.timers.register_event_time_timer(key, kg, window, time)
-        else:
-            self.timers.register_processing_time_timer(key, kg, window, time)
+        timers = self.timers
+        register = timers.register_event_time_timer if event_time else timers.register_processing_time_timer
+        register(key, self._key_group(key), window, time)
 
     def _delete(self, event_time: bool, key: Any, window: Any, time: int) -> None:
         self._registered.discard((event_time, key, window, time))
+        timers = self.timers
+        delete = timers.delete_event_time_timer if event_time else timers.delete_processing_time_timer
+        delete(key, self._key_group(key), window, time)
+
+    def _key_group(self, key: Any) -> int:
+        """The key group of ``key``, which becomes the backend's current key."""
         self.backend.set_current_key(key)
-        kg = self.backend.current_key_group
-        if event_time:
-            self.timers.delete_event_time_timer(key, kg, window, time)
-        else:
-            self.timers.delete_processing_time_timer(key, kg, window, time)
+        kg: int = self.backend.current_key_group
+        return kg
 
     def _cleanup_time(self, window: Any) -> int:
         if isinstance(window, GlobalWindow):

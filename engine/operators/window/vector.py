@@ -270,19 +270,61 @@ class PaneColumns:
         return len(self.starts)
 
 
-class _HashPanes:
-    """Panes in one hash table of rows (``weir.time.window_kernels``): memory grows with the
-    live panes only, whatever the number of keys and windows. The fallback when dense arrays
-    would grow past ``DENSE_CELLS``."""
+@dataclass
+class FoldInput:
+    """One batch as a pane store folds it: per record its time, pane key and aggregated value,
+    the records themselves (kept as first records; else None), the watermark and whether
+    windows at or behind it are skipped (event time)."""
+
+    times: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    records: Any
+    watermark: int
+    check_late: bool
+
+    def part(self, rest: slice) -> FoldInput:
+        records = None if self.records is None else self.records[rest]
+        return FoldInput(
+            self.times[rest], self.keys[rest], self.values[rest], records, self.watermark, self.check_late
+        )
+
+
+class _PaneStore:
+    """What both pane stores know: the aggregation, its accumulator dtype and the windows."""
 
     def __init__(self, op: int, dtype: Any, size: int, slide: int, offset: int, keeps_first: bool) -> None:
         self.op = op
         self.dtype = dtype
-        self.row_dtype = wk.PANE_FLOAT if dtype is np.float64 else wk.PANE_INT
         self.size = size
         self.slide = slide
         self.offset = offset
         self.per_record = -(-size // slide)  # windows per record
+        self.keeps_first = keeps_first
+
+    def next_end(self) -> int | None:
+        """The smallest ``max_timestamp`` of the live panes."""
+        raise NotImplementedError
+
+    def fire(self, until: int) -> PaneColumns | None:
+        """Remove and return the panes whose window's max_timestamp is <= ``until``, in firing order."""
+        end = self.next_end()
+        if end is None or end > until:
+            return None
+        return self._take_due(until)
+
+    def _take_due(self, until: int) -> PaneColumns:
+        raise NotImplementedError
+
+
+class _HashPanes(_PaneStore):
+    """Panes in one hash table of rows (``kernels``): memory grows with the
+    live panes only, whatever the number of keys and windows. The fallback when dense arrays
+    would grow past ``DENSE_CELLS``."""
+
+    def __init__(self, op: int, dtype: Any, size: int, slide: int, offset: int, keeps_first: bool) -> None:
+        super().__init__(op, dtype, size, slide, offset, keeps_first)
+        self.row_dtype = wk.PANE_FLOAT if dtype is np.float64 else wk.PANE_INT
         self.state = np.array([0, wk.NO_START, 0, 0], np.int64)
         self.table = wk.empty_table(_MIN_TABLE, self.row_dtype)
         self.firsts: dict[int, Any] | None = {} if keeps_first else None  # pane seq -> first record
@@ -310,25 +352,18 @@ class _HashPanes:
     def _live_rows(self) -> np.ndarray:
         return np.flatnonzero(self.table["seq"] >= 0)
 
-    def accumulate(
-        self,
-        times: np.ndarray,
-        keys: np.ndarray,
-        values: np.ndarray,
-        watermark: int,
-        check_late: bool,
-        records: Any,
-    ) -> tuple[np.ndarray, np.ndarray, int]:
+    def accumulate(self, batch: FoldInput) -> tuple[np.ndarray, np.ndarray, int]:
         """Fold a batch in: which records landed in a window, the keys of the new panes, and
         how many records were folded (all)."""
+        times, keys, values, records = batch.times, batch.keys, batch.values, batch.records
         n = len(times)
         self._reserve(n * self.per_record)
         new_positions = np.empty(n * self.per_record, np.int64)
         landed = np.empty(n, np.bool_)
         seq = int(self.state[wk.SEQ])
         wk.accumulate(
-            times, keys, values, self.op, self.size, self.slide, self.offset, watermark, check_late,
-            self.table, self.state, new_positions, landed,
+            times, keys, values, self.op, self.size, self.slide, self.offset, batch.watermark,
+            batch.check_late, self.table, self.state, new_positions, landed,
         )  # fmt: skip
         positions = new_positions[: int(self.state[wk.NEW])]
         if self.firsts is not None and len(positions):
@@ -354,11 +389,7 @@ class _HashPanes:
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
 
-    def fire(self, until: int) -> PaneColumns | None:
-        """Remove and return the panes whose window's max_timestamp is <= ``until``, in firing order."""
-        end = self.next_end()
-        if end is None or end > until:
-            return None
+    def _take_due(self, until: int) -> PaneColumns:
         table = self.table
         live = table["seq"] >= 0
         due = live & (table["start"] <= until - (self.size - 1))
@@ -388,7 +419,7 @@ class _HashPanes:
         return True
 
 
-class _DensePanes:
+class _DensePanes(_PaneStore):
     """Panes in dense arrays ``[window slot, key slot]``: a record touches its key slot's cells
     in small per-window rows that stay in the CPU caches, where a hash table of panes does
     not. Keys are int64s mapped to slots by a numba hash table, or already slots."""
@@ -404,13 +435,7 @@ class _DensePanes:
     def __init__(
         self, op: int, dtype: Any, size: int, slide: int, offset: int, keeps_first: bool, int_keys: bool
     ) -> None:
-        self.op = op
-        self.dtype = dtype
-        self.size = size
-        self.slide = slide
-        self.offset = offset
-        self.per_record = -(-size // slide)
-        self.keeps_first = keeps_first
+        super().__init__(op, dtype, size, slide, offset, keeps_first)
         self.int_keys = int_keys
         self.state = np.array([0, wk.NO_START, 0, 0, 0], np.int64)
         self.windows = 0  # window slots
@@ -497,18 +522,11 @@ class _DensePanes:
         if top > self.key_capacity:
             self._alloc(self.windows, max(top, 2 * self.key_capacity))
 
-    def accumulate(
-        self,
-        times: np.ndarray,
-        keys: np.ndarray,
-        values: np.ndarray,
-        watermark: int,
-        check_late: bool,
-        records: Any,
-    ) -> tuple[np.ndarray, np.ndarray, int]:
+    def accumulate(self, batch: FoldInput) -> tuple[np.ndarray, np.ndarray, int]:
         """Fold a batch in: which records landed in a window, the keys new to this store, and how
         many records were folded -- fewer than all when the arrays would have to grow past
         ``DENSE_CELLS`` (the caller then moves the panes to a hash table and goes on there)."""
+        times, keys, values, records = batch.times, batch.keys, batch.values, batch.records
         n = len(times)
         before = self.n_keys
         slots = self._slots(keys)
@@ -528,8 +546,8 @@ class _DensePanes:
         begin = 0
         while True:
             wk.dense_accumulate(
-                times, slots, values, self.op, self.size, self.slide, self.offset, watermark, check_late,
-                self.win_start, self.win_live, self.win_count, self.acc, self.count, self.order,
+                times, slots, values, self.op, self.size, self.slide, self.offset, batch.watermark,
+                batch.check_late, self.win_start, self.win_live, self.win_count, self.acc, self.count, self.order,
                 state, new_positions, new_windows, landed, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
@@ -577,10 +595,7 @@ class _DensePanes:
             live = live[self.win_start[live] <= until - (self.size - 1)]
         return live[np.argsort(self.win_start[live], kind="stable")]
 
-    def fire(self, until: int) -> PaneColumns | None:
-        end = self.next_end()
-        if end is None or end > until:
-            return None
+    def _take_due(self, until: int) -> PaneColumns:
         return self._columns(self._windows(until), clear=True)
 
     def export(self) -> PaneColumns:
@@ -901,21 +916,12 @@ class VectorWindowOperator(WindowOperatorBase):
         keys = self._keys(values, n)
         column = self._column(values, n)
         records = values if self._keeps_first else None
-        watermark = self.current_watermark
-        landed, new_keys, done = self.panes.accumulate(
-            times, keys, column, watermark, self.event_time, records
-        )
+        folding = FoldInput(times, keys, column, records, self.current_watermark, self.event_time)
+        landed, new_keys, done = self.panes.accumulate(folding)
         if done < n:  # the dense arrays would grow too big: go on in a hash table of panes
             self._replace_store(dense=False)
             rest = slice(done, n)
-            rest_landed, rest_keys, _ = self.panes.accumulate(
-                times[rest],
-                keys[rest],
-                column[rest],
-                watermark,
-                self.event_time,
-                None if records is None else records[rest],
-            )
+            rest_landed, rest_keys, _ = self.panes.accumulate(folding.part(rest))
             landed[rest] = rest_landed
             new_keys = np.concatenate([new_keys, rest_keys])
         elif self.panes.cells() > DENSE_CELLS:

@@ -5,7 +5,7 @@ Theory of operation
 ``VectorWindowOperator`` gives the same records as the per-record ``WindowOperator``
 running the same built-in, but it touches no Python object per record on its fast path:
 a batch becomes columns (event time, key, value), and one numba call
-(``weir.time.window_kernels.dense_accumulate``, or ``accumulate`` on the hash store)
+(``kernels.dense_accumulate``, or ``accumulate`` on the hash store)
 assigns windows, creates panes and folds values into accumulator arrays. Python work is
 per batch, per new key, per new pane of tuple/Row ``sum``/``min``/``max`` (its first
 record is kept) and per fired pane, never per record.

@@ -63,9 +63,7 @@ are built with the cyclic garbage collector paused.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -73,6 +71,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch, TupleColumns
+from weir.codec.serializers import _gc_paused  # output records are built with the collector paused
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.datastream.data_stream import FieldAggregator, _Count, _Mean
 from weir.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
@@ -112,20 +111,6 @@ _KEY_COMPACTION_FLOOR = 1 << 16
 DENSE_CELLS = 1 << 22
 #: Int keys below this (or below 8x the keys seen) are mapped to slots by direct lookup.
 _DIRECT_KEYS = 1 << 16
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a firing builds its output records: tens of
-    thousands of fresh tuples would otherwise set off collections that walk the whole heap."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 # ----------------------------------------------------------------------------- eligibility

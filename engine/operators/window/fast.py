@@ -27,6 +27,8 @@ from __future__ import annotations
 from operator import itemgetter
 from typing import Any
 
+import numpy as np
+
 from weir.codec.batch import Batch
 from weir.datastream import functions as fn
 from weir.datastream.window import TimeWindow
@@ -121,7 +123,7 @@ class FastPaneMode(WindowOperatorBase):
         slide = getattr(assigner, "slide", size)
         offset = assigner.offset  # type: ignore[attr-defined]
         wm = self.current_watermark if self.event_time else -(1 << 63)  # processing time: nothing is late
-        late: list[int] = []
+        late: Any = ()
         keys = self._batch_keys(values)
         try:
             first = int(times.min())
@@ -129,7 +131,7 @@ class FastPaneMode(WindowOperatorBase):
                 # no record of this batch is late: one window per record
                 self._fold(values, keys, (times - (times - offset) % size).tolist(), size)
             else:
-                late = self._fold_general(values, keys, times.tolist(), size, slide, offset, wm)
+                late = self._fold_general(values, keys, times, size, slide, offset, wm)
         except TypeError:
             for key in keys:
                 _check_key(self, key)
@@ -149,18 +151,23 @@ class FastPaneMode(WindowOperatorBase):
 
     def _fold(self, values: list[Any], keys: list[Any], starts: list[int], size: int) -> None:
         """The hot loop: fold ``values[i]`` into the pane of ``keys[i]`` in the window starting at
-        ``starts[i]``, in this order (runs of one window look it up once)."""
+        ``starts[i]``, in this order (a run of one window looks it up once; sliding windows
+        alternate between the windows this call has seen)."""
         first = self._first
         missing = MISSING
         reduce, add = self._reduce, self._agg_add  # one of them is None
         lo = None  # the current window's start
+        seen: dict[int, tuple[TimeWindow, dict[Any, Any]]] = {}  # start -> (window, panes) of this call
         window: Any = None
         panes: dict[Any, Any] = {}
         get = panes.get
         for value, key, start in zip(values, keys, starts):
             if start != lo:
                 lo = start
-                window, panes = self._panes_of(start, size)
+                found = seen.get(start)
+                if found is None:
+                    found = seen[start] = self._panes_of(start, size)
+                window, panes = found
                 get = panes.get
             acc = get(key, missing)
             if acc is missing:
@@ -174,31 +181,28 @@ class FastPaneMode(WindowOperatorBase):
         self,
         values: list[Any],
         keys: list[Any],
-        stamps: list[int],
+        times: np.ndarray,
         size: int,
         slide: int,
         offset: int,
         wm: int,
-    ) -> list[int]:
+    ) -> np.ndarray:
         """Sliding windows or a batch with late records: every record once per window it lands
-        in (latest first); returns the positions of late records."""
-        late = []
-        folded_values, folded_keys, starts = [], [], []
-        for i, (value, key, t) in enumerate(zip(values, keys, stamps)):
-            start = t - (t - offset) % slide
-            landed = False
-            while start > t - size:
-                if start + size - 1 <= wm:
-                    break  # this window and every earlier one of the record are late
-                landed = True
-                folded_values.append(value)
-                folded_keys.append(key)
-                starts.append(start)
-                start -= slide
-            if not landed:
-                late.append(i)
-        self._fold(folded_values, folded_keys, starts, size)
-        return late
+        in, latest window first, skipping windows at or behind ``wm``; returns the positions of
+        the records that landed in none (late)."""
+        per_record = -(-size // slide)
+        last = times - (times - offset) % slide
+        starts = last[:, None] - slide * np.arange(per_record, dtype=np.int64)  # [record, window]
+        lands = (starts > (times - size)[:, None]) & (starts + (size - 1) > wm)
+        folded = np.flatnonzero(lands.ravel())
+        rows = (folded // per_record).tolist()
+        self._fold(
+            list(map(values.__getitem__, rows)),
+            list(map(keys.__getitem__, rows)),
+            starts.ravel()[folded].tolist(),
+            size,
+        )
+        return np.flatnonzero(~lands.any(axis=1))
 
     def _first(self, key: Any, window: TimeWindow, value: Any) -> Any:
         """The accumulator after ``value`` for a pane not in memory: new, or read back from the backend."""

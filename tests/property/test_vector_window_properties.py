@@ -29,12 +29,12 @@ from weir.core.functions import wrap_key_selector
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from weir.keys import KeyGroupRange
-from weir.operators import vector_window as vw
 from weir.operators.base import OperatorContext, Output
-from weir.operators.vector_window import VectorWindowOperator, vector_plan
 from weir.operators.window import WindowOperator
+from weir.operators.window import kernels as wk
+from weir.operators.window import vector as vw
+from weir.operators.window.vector import VectorWindowOperator, vector_plan
 from weir.state import create_keyed_backend
-from weir.time import window_kernels as wk
 
 AGGS = ["sum", "min", "max", "count", "mean"]
 MAX_WM = (1 << 63) - 1

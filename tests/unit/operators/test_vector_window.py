@@ -38,15 +38,15 @@ from weir.datastream.window import (
 )
 from weir.errors import ProtocolViolation, UsageError
 from weir.keys import KeyGroupRange
-from weir.operators import vector_window as vw
 from weir.operators.base import OperatorContext
-from weir.operators.vector_window import (
+from weir.operators.window import WindowOperator, create_window_operator
+from weir.operators.window import vector as vw
+from weir.operators.window.vector import (
     IDENTITY,
     VectorWindowOperator,
     probe_key_field,
     vector_plan,
 )
-from weir.operators.window import WindowOperator, create_window_operator
 from weir.state import create_keyed_backend
 
 from .operator_harness import CollectingOutput

@@ -28,8 +28,8 @@ from weir.datastream.window import (
 )
 from weir.errors import UsageError
 from weir.keys import KeyGroupRange
-from weir.operators import window as window_module
 from weir.operators.window import WindowOperator
+from weir.operators.window import fast as window_module
 from weir.state import create_keyed_backend
 
 from .test_vector_window import MAX_WM, Run, disordered, play, steps_of

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A vectorized window operator (``weir.operators.vector_window``) keeps one
+A vectorized window operator (``weir.operators.window.vector``) keeps one
 *pane* per (key, window): the accumulator of a ``sum``/``min``/``max``/``count``/``mean``
 over the records of that key in that window. A key is an int64: the key itself for
 integer keys, or a *key slot* (a dense int the operator gives any other key). Panes live

@@ -5,7 +5,7 @@ Theory of operation
 ``VectorWindowOperator`` gives the same records as the per-record ``WindowOperator``
 running the same built-in, but it touches no Python object per record on its fast path:
 a batch becomes columns (event time, key, value), and one numba call
-(``weir.time.window_kernels.dense_accumulate``, or ``accumulate`` on the hash store)
+(``kernels.dense_accumulate``, or ``accumulate`` on the hash store)
 assigns windows, creates panes and folds values into accumulator arrays. Python work is
 per batch, per new key, per new pane of tuple/Row ``sum``/``min``/``max`` (its first
 record is kept) and per fired pane, never per record.
@@ -63,16 +63,15 @@ are built with the cyclic garbage collector paused.
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
+from weir.codec.batch import Batch, TupleColumns
+from weir.codec.serializers import _gc_paused  # output records are built with the collector paused
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.core.aggregators import Count, FieldAggregator, Mean
 from weir.core.state import AggregatingStateDescriptor, ReducingStateDescriptor
@@ -89,9 +88,9 @@ from weir.core.window import (
 )
 from weir.errors import ProtocolViolation, UsageError
 from weir.keys import java_hash_array, key_groups_for_hashes
-from weir.operators.base import StreamOperator
 from weir.operators.keyed import _check_key, _key_function
-from weir.time import window_kernels as wk
+from weir.operators.window import kernels as wk
+from weir.operators.window.shared import IDENTITY, WindowOperatorBase, identity, probe_agrees, probe_key_field
 from weir.time.timers import InternalTimerService
 
 __all__ = ["VectorPlan", "VectorWindowOperator", "vector_plan"]
@@ -112,20 +111,6 @@ _KEY_COMPACTION_FLOOR = 1 << 16
 DENSE_CELLS = 1 << 22
 #: Int keys below this (or below 8x the keys seen) are mapped to slots by direct lookup.
 _DIRECT_KEYS = 1 << 16
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a firing builds its output records: tens of
-    thousands of fresh tuples would otherwise set off collections that walk the whole heap."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 # ----------------------------------------------------------------------------- eligibility
@@ -191,59 +176,6 @@ def vector_plan(
 
 
 # ----------------------------------------------------------------------------- keys
-
-
-class _Field:
-    __slots__ = ("name",)
-
-    def __init__(self, name: Any) -> None:
-        self.name = name
-
-
-class _Probe:
-    """A stand-in record: notes which fields a key selector reads."""
-
-    def __init__(self) -> None:
-        self.reads: list[Any] = []
-
-    def __getitem__(self, item: Any) -> _Field:
-        self.reads.append(item)
-        return _Field(item)
-
-    def __getattr__(self, name: str) -> _Field:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        self.reads.append(name)
-        return _Field(name)
-
-
-IDENTITY = -1  # the key is the record itself
-
-
-def probe_key_field(key_of: Any, input_type: TypeInformation | None) -> int | None:
-    """The field the key selector returns (``IDENTITY`` for the record itself), or None.
-
-    Without type information only ``r[i]`` with ``i >= 0`` counts as a field. Callers check
-    the answer against the real selector on real records (the probe can be fooled)."""
-    probe = _Probe()
-    try:
-        result = key_of(probe)
-    except Exception:
-        return None
-    if result is probe and not probe.reads:
-        return IDENTITY
-    if not isinstance(result, _Field) or probe.reads != [result.name]:
-        return None
-    name = result.name
-    if isinstance(input_type, TupleTypeInfo | RowTypeInfo):
-        arity = input_type.get_arity()
-        if isinstance(name, int) and not isinstance(name, bool) and -arity <= name < arity:
-            return name % arity
-        if isinstance(input_type, RowTypeInfo) and isinstance(name, str) and name in input_type.field_names:
-            return input_type.field_names.index(name)
-    elif input_type is None and isinstance(name, int) and not isinstance(name, bool) and name >= 0:
-        return name
-    return None
 
 
 def check_key_groups(operator_name: str, keys: Any, max_parallelism: int, key_group_range: Any) -> None:
@@ -323,19 +255,61 @@ class PaneColumns:
         return len(self.starts)
 
 
-class _HashPanes:
-    """Panes in one hash table of rows (``weir.time.window_kernels``): memory grows with the
-    live panes only, whatever the number of keys and windows. The fallback when dense arrays
-    would grow past ``DENSE_CELLS``."""
+@dataclass
+class FoldInput:
+    """One batch as a pane store folds it: per record its time, pane key and aggregated value,
+    the records themselves (kept as first records; else None), the watermark and whether
+    windows at or behind it are skipped (event time)."""
+
+    times: np.ndarray
+    keys: np.ndarray
+    values: np.ndarray
+    records: Any
+    watermark: int
+    check_late: bool
+
+    def part(self, rest: slice) -> FoldInput:
+        records = None if self.records is None else self.records[rest]
+        return FoldInput(
+            self.times[rest], self.keys[rest], self.values[rest], records, self.watermark, self.check_late
+        )
+
+
+class _PaneStore:
+    """What both pane stores know: the aggregation, its accumulator dtype and the windows."""
 
     def __init__(self, op: int, dtype: Any, size: int, slide: int, offset: int, keeps_first: bool) -> None:
         self.op = op
         self.dtype = dtype
-        self.row_dtype = wk.PANE_FLOAT if dtype is np.float64 else wk.PANE_INT
         self.size = size
         self.slide = slide
         self.offset = offset
         self.per_record = -(-size // slide)  # windows per record
+        self.keeps_first = keeps_first
+
+    def next_end(self) -> int | None:
+        """The smallest ``max_timestamp`` of the live panes."""
+        raise NotImplementedError
+
+    def fire(self, until: int) -> PaneColumns | None:
+        """Remove and return the panes whose window's max_timestamp is <= ``until``, in firing order."""
+        end = self.next_end()
+        if end is None or end > until:
+            return None
+        return self._take_due(until)
+
+    def _take_due(self, until: int) -> PaneColumns:
+        raise NotImplementedError
+
+
+class _HashPanes(_PaneStore):
+    """Panes in one hash table of rows (``kernels``): memory grows with the
+    live panes only, whatever the number of keys and windows. The fallback when dense arrays
+    would grow past ``DENSE_CELLS``."""
+
+    def __init__(self, op: int, dtype: Any, size: int, slide: int, offset: int, keeps_first: bool) -> None:
+        super().__init__(op, dtype, size, slide, offset, keeps_first)
+        self.row_dtype = wk.PANE_FLOAT if dtype is np.float64 else wk.PANE_INT
         self.state = np.array([0, wk.NO_START, 0, 0], np.int64)
         self.table = wk.empty_table(_MIN_TABLE, self.row_dtype)
         self.firsts: dict[int, Any] | None = {} if keeps_first else None  # pane seq -> first record
@@ -363,25 +337,18 @@ class _HashPanes:
     def _live_rows(self) -> np.ndarray:
         return np.flatnonzero(self.table["seq"] >= 0)
 
-    def accumulate(
-        self,
-        times: np.ndarray,
-        keys: np.ndarray,
-        values: np.ndarray,
-        watermark: int,
-        check_late: bool,
-        records: Any,
-    ) -> tuple[np.ndarray, np.ndarray, int]:
+    def accumulate(self, batch: FoldInput) -> tuple[np.ndarray, np.ndarray, int]:
         """Fold a batch in: which records landed in a window, the keys of the new panes, and
         how many records were folded (all)."""
+        times, keys, values, records = batch.times, batch.keys, batch.values, batch.records
         n = len(times)
         self._reserve(n * self.per_record)
         new_positions = np.empty(n * self.per_record, np.int64)
         landed = np.empty(n, np.bool_)
         seq = int(self.state[wk.SEQ])
         wk.accumulate(
-            times, keys, values, self.op, self.size, self.slide, self.offset, watermark, check_late,
-            self.table, self.state, new_positions, landed,
+            times, keys, values, self.op, self.size, self.slide, self.offset, batch.watermark,
+            batch.check_late, self.table, self.state, new_positions, landed,
         )  # fmt: skip
         positions = new_positions[: int(self.state[wk.NEW])]
         if self.firsts is not None and len(positions):
@@ -407,11 +374,7 @@ class _HashPanes:
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
 
-    def fire(self, until: int) -> PaneColumns | None:
-        """Remove and return the panes whose window's max_timestamp is <= ``until``, in firing order."""
-        end = self.next_end()
-        if end is None or end > until:
-            return None
+    def _take_due(self, until: int) -> PaneColumns:
         table = self.table
         live = table["seq"] >= 0
         due = live & (table["start"] <= until - (self.size - 1))
@@ -441,7 +404,7 @@ class _HashPanes:
         return True
 
 
-class _DensePanes:
+class _DensePanes(_PaneStore):
     """Panes in dense arrays ``[window slot, key slot]``: a record touches its key slot's cells
     in small per-window rows that stay in the CPU caches, where a hash table of panes does
     not. Keys are int64s mapped to slots by a numba hash table, or already slots."""
@@ -457,13 +420,7 @@ class _DensePanes:
     def __init__(
         self, op: int, dtype: Any, size: int, slide: int, offset: int, keeps_first: bool, int_keys: bool
     ) -> None:
-        self.op = op
-        self.dtype = dtype
-        self.size = size
-        self.slide = slide
-        self.offset = offset
-        self.per_record = -(-size // slide)
-        self.keeps_first = keeps_first
+        super().__init__(op, dtype, size, slide, offset, keeps_first)
         self.int_keys = int_keys
         self.state = np.array([0, wk.NO_START, 0, 0, 0], np.int64)
         self.windows = 0  # window slots
@@ -550,18 +507,11 @@ class _DensePanes:
         if top > self.key_capacity:
             self._alloc(self.windows, max(top, 2 * self.key_capacity))
 
-    def accumulate(
-        self,
-        times: np.ndarray,
-        keys: np.ndarray,
-        values: np.ndarray,
-        watermark: int,
-        check_late: bool,
-        records: Any,
-    ) -> tuple[np.ndarray, np.ndarray, int]:
+    def accumulate(self, batch: FoldInput) -> tuple[np.ndarray, np.ndarray, int]:
         """Fold a batch in: which records landed in a window, the keys new to this store, and how
         many records were folded -- fewer than all when the arrays would have to grow past
         ``DENSE_CELLS`` (the caller then moves the panes to a hash table and goes on there)."""
+        times, keys, values, records = batch.times, batch.keys, batch.values, batch.records
         n = len(times)
         before = self.n_keys
         slots = self._slots(keys)
@@ -581,8 +531,8 @@ class _DensePanes:
         begin = 0
         while True:
             wk.dense_accumulate(
-                times, slots, values, self.op, self.size, self.slide, self.offset, watermark, check_late,
-                self.win_start, self.win_live, self.win_count, self.acc, self.count, self.order,
+                times, slots, values, self.op, self.size, self.slide, self.offset, batch.watermark,
+                batch.check_late, self.win_start, self.win_live, self.win_count, self.acc, self.count, self.order,
                 state, new_positions, new_windows, landed, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
@@ -630,10 +580,7 @@ class _DensePanes:
             live = live[self.win_start[live] <= until - (self.size - 1)]
         return live[np.argsort(self.win_start[live], kind="stable")]
 
-    def fire(self, until: int) -> PaneColumns | None:
-        end = self.next_end()
-        if end is None or end > until:
-            return None
+    def _take_due(self, until: int) -> PaneColumns:
         return self._columns(self._windows(until), clear=True)
 
     def export(self) -> PaneColumns:
@@ -671,7 +618,7 @@ class _DensePanes:
 # ----------------------------------------------------------------------------- the operator
 
 
-class VectorWindowOperator(StreamOperator):
+class VectorWindowOperator(WindowOperatorBase):
     """A keyed tumbling/sliding window running a built-in aggregation on whole batches."""
 
     def __init__(
@@ -683,13 +630,9 @@ class VectorWindowOperator(StreamOperator):
         input_type: TypeInformation | None,
         late_data_tag: Any,
     ) -> None:
-        super().__init__(name)
-        self.key_selector = key_selector
-        self.assigner = assigner
+        super().__init__(name, key_selector, assigner, late_data_tag)
         self.plan = plan
         self.input_type = input_type
-        self.late_data_tag = late_data_tag
-        self.event_time = assigner.is_event_time
         size: int = assigner.size  # type: ignore[attr-defined]
         self.size = size
         self.slide: int = getattr(assigner, "slide", size)
@@ -762,9 +705,7 @@ class VectorWindowOperator(StreamOperator):
     def initialize_state(self) -> None:
         """Load the panes a restore put into the backend and timers, in firing order."""
         self._setup()
-        snapshot = self.timers.snapshot()
-        restored = snapshot.event_time if self.event_time else snapshot.processing_time
-        self.timers = InternalTimerService()
+        restored = self._restored_panes()
         if not restored:
             return
         backend, contents = self.backend, self.contents
@@ -773,8 +714,7 @@ class VectorWindowOperator(StreamOperator):
         counts: list[int] = []
         accs: list[Any] = []
         firsts: list[Any] = []
-        for timer in restored:
-            window, key = timer.namespace, timer.key
+        for key, window in restored:
             if not isinstance(window, TimeWindow) or window.end - window.start != self.size:
                 raise UsageError(
                     f"operator '{self.name}': the restored state holds window {window!r}, which this "
@@ -904,34 +844,14 @@ class VectorWindowOperator(StreamOperator):
         return results
 
     # -- records -------------------------------------------------------------------------------
-    def _times(self, batch: Batch) -> np.ndarray:
-        n = len(batch)
-        if not self.event_time:
-            return np.full(n, self.context.processing_time_ms(), np.int64)
-        ts = batch.timestamps
-        if ts is not None:
-            ts = np.asarray(ts, dtype=np.int64)
-            if ts.min() != NO_TIMESTAMP:  # NO_TIMESTAMP is the smallest int64
-                return ts
-        missing = 0 if ts is None else int(np.flatnonzero(ts == NO_TIMESTAMP)[0])
-        raise UsageError(
-            f"operator '{self.name}': an event-time window got a record without a timestamp "
-            f"({batch.as_list()[missing]!r}); assign timestamps with a WatermarkStrategy "
-            f"(with_timestamp_assigner) on the source or assign_timestamps_and_watermarks(...)"
-        )
-
     def _keys(self, values: Any, n: int) -> np.ndarray:
         """The pane key of every record: the int64 key, or the key's slot."""
         field = self._key_field
-        if field is not None:
-            for i in (0, -1):  # check the probe against the selector on two real records
-                record = values[i].item() if isinstance(values, np.ndarray) else values[i]
-                expected = self._key_of(record)
-                got = record if field == IDENTITY else record[field]
-                if type(got) is not type(expected) or got != expected:  # the probe misread the selector
-                    self._key_field = field = None
-                    self._to_object_keys()
-                    break
+        if field is not None:  # check the probe against the selector on two real records
+            getter = identity if field == IDENTITY else self._key_getter
+            if not probe_agrees(getter, self._key_of, values):  # the probe misread the selector
+                self._key_field = field = None
+                self._to_object_keys()
         if self._objects is None:
             try:
                 if isinstance(values, np.ndarray):
@@ -981,21 +901,12 @@ class VectorWindowOperator(StreamOperator):
         keys = self._keys(values, n)
         column = self._column(values, n)
         records = values if self._keeps_first else None
-        watermark = self.current_watermark
-        landed, new_keys, done = self.panes.accumulate(
-            times, keys, column, watermark, self.event_time, records
-        )
+        folding = FoldInput(times, keys, column, records, self.current_watermark, self.event_time)
+        landed, new_keys, done = self.panes.accumulate(folding)
         if done < n:  # the dense arrays would grow too big: go on in a hash table of panes
             self._replace_store(dense=False)
             rest = slice(done, n)
-            rest_landed, rest_keys, _ = self.panes.accumulate(
-                times[rest],
-                keys[rest],
-                column[rest],
-                watermark,
-                self.event_time,
-                None if records is None else records[rest],
-            )
+            rest_landed, rest_keys, _ = self.panes.accumulate(folding.part(rest))
             landed[rest] = rest_landed
             new_keys = np.concatenate([new_keys, rest_keys])
         elif self.panes.cells() > DENSE_CELLS:
@@ -1003,11 +914,7 @@ class VectorWindowOperator(StreamOperator):
         if self._objects is None and len(new_keys):  # object keys are checked when they get a slot
             self.check_new_keys(new_keys)
         if self.event_time and np.count_nonzero(landed) != n:
-            late = np.flatnonzero(~landed)
-            if self.late_data_tag is not None:
-                self.chain_output.emit_side(self.late_data_tag, batch.take(late))
-            else:
-                self.metrics.late_records_dropped += len(late)
+            self._emit_late(batch, np.flatnonzero(~landed))
 
     # -- time ----------------------------------------------------------------------------------
     def _fire(self, until: int) -> None:
@@ -1028,18 +935,8 @@ class VectorWindowOperator(StreamOperator):
         mapping = objects.compact(used)
         self._replace_store(isinstance(self.panes, _DensePanes), lambda keys: mapping[keys])
 
-    def process_watermark(self, timestamp: int) -> None:
-        self.current_watermark = timestamp
-        if self.event_time:
-            self._fire(timestamp)
-        self.chain_output.emit_watermark(timestamp)
-
-    def next_processing_time_deadline(self) -> int | None:
-        return None if self.event_time else self.panes.next_end()
-
-    def on_processing_time(self, now_ms: int) -> None:
-        if not self.event_time:
-            self._fire(now_ms)
+    def _next_fire_time(self) -> int | None:
+        return self.panes.next_end()
 
     # -- checkpoints ---------------------------------------------------------------------------
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
@@ -1048,25 +945,15 @@ class VectorWindowOperator(StreamOperator):
         panes = self.panes.export()
         canonical = self._canonical(panes, self._results(panes))
         keys = self._keys_of(panes.keys)
+        size = self.size
+        windows = [TimeWindow(start, start + size) for start in panes.starts.tolist()]
+        written = set(self._write_panes(zip(keys, windows, canonical)))
         backend, contents = self.backend, self.contents
-        timers = InternalTimerService()
-        register = (
-            timers.register_event_time_timer if self.event_time else timers.register_processing_time_timer
-        )
-        written: set[tuple[Any, TimeWindow]] = set()
-        for key, start, stored in zip(keys, panes.starts.tolist(), canonical):
-            window = TimeWindow(start, start + self.size)
-            backend.set_current_key(key)
-            contents.set_current_namespace(window)
-            contents.update_internal(stored)
-            register(key, backend.current_key_group, window, window.max_timestamp())
-            written.add((key, window))
         for key, window in self._written - written:  # fired since the last checkpoint
             backend.set_current_key(key)
             contents.set_current_namespace(window)
             contents.clear()
         self._written = written
-        self.timers = timers
 
     def statistics(self) -> dict[str, Any]:
         return {

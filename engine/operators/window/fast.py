@@ -1,0 +1,301 @@
+"""Fast mode of the per-record window operator: live accumulators in Python dicts.
+
+A ``reduce``/``aggregate`` without evictor over a tumbling or sliding window with its
+default trigger and no allowed lateness -- the common incremental case -- keeps its live
+accumulators in Python dicts, one insertion-ordered dict ``key -> accumulator`` per open
+window: per record that is one key selector call, one dict lookup, the user's reduce/add
+and one dict store; no state object, no key-group computation, no timer (the key group is
+checked when a key first shows up).
+
+A window fires when the watermark (or clock) passes its ``max_timestamp``: its panes in
+insertion order, which is the order the general mode's per-record timers fire in (by time,
+then by registration). Checkpoints see exactly what the general mode would have:
+``prepare_snapshot_pre_barrier`` writes every live accumulator into the backend and one
+timer per pane into ``self.timers`` (``WindowOperatorBase._write_panes``);
+``initialize_state`` turns restored timers back into open panes whose accumulators stay in
+the backend until a record or the firing needs them. On a non-heap backend (LMDB) the
+accumulators are written out (spilled) whenever more than ``SPILL_PANES`` are held in
+memory, so memory stays bounded by the keys of the open panes, which the timer service of
+the general mode holds too.
+
+``FastPaneMode`` is the strategy's half of ``WindowOperator`` (its base class); the
+operator chooses it in its constructor (``op.fast``).
+"""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from weir.codec.batch import Batch
+from weir.datastream import functions as fn
+from weir.datastream.window import TimeWindow
+from weir.operators.base import results_of
+from weir.operators.keyed import _check_key
+from weir.operators.window.shared import (
+    IDENTITY,
+    MISSING,
+    WindowOperatorBase,
+    identity,
+    probe_agrees,
+    probe_key_field,
+)
+
+#: Fast mode on a non-heap backend writes its accumulators to the backend above this many.
+SPILL_PANES = 1 << 18
+#: Fast mode remembers this many keys whose key group it checked (then starts over).
+CHECKED_KEYS = 1 << 20
+
+
+class FastPaneMode(WindowOperatorBase):
+    """The fast mode's state and steps; ``WindowOperator`` provides the function and output."""
+
+    function: Any
+    function_kind: str
+    window_function: Any
+    fast: bool
+    _key_of: Any
+    _spills: bool
+    _reduce: Any
+    _agg_add: Any
+    _ctx: Any
+    _window_state_names: set[str]
+    _out: list[Any]
+    _out_ts: list[int]
+
+    def _flush(self) -> None:
+        raise NotImplementedError
+
+    def _clear_window_state(self, key: Any, window: Any) -> None:
+        raise NotImplementedError
+
+    def _init_fast(self) -> None:
+        #: window -> {key: accumulator} of the panes held in memory, in first-record order
+        self._open: dict[TimeWindow, dict[Any, Any]] = {}
+        #: window -> keys (an ordered set) of panes written out to the backend, which come
+        #: first in firing order (they were seen first)
+        self._spilled: dict[TimeWindow, dict[Any, None]] = {}
+        self._backed: set[tuple[Any, TimeWindow]] = set()  # panes with an entry in the backend
+        self._in_memory = 0  # accumulators held in the dicts
+        self._next_end: int | None = None  # the smallest max_timestamp of the open windows
+        self._checked_keys: set[Any] = set()  # keys whose key group was checked
+
+    def _open_fast(self) -> None:
+        """A selector that reads one field is applied as a C-level getter."""
+        field = probe_key_field(self._key_of, None)
+        self._key_getter: Any = (
+            None if field is None else (identity if field == IDENTITY else itemgetter(field))
+        )
+
+    def _restore_fast(self) -> None:
+        """Restored timers become open panes (their accumulators stay in the backend)."""
+        for key, window in self._restored_panes():
+            if isinstance(window, TimeWindow):
+                self._spilled.setdefault(window, {})[key] = None
+                self._backed.add((key, window))
+        self._update_next_end()
+
+    def _batch_keys(self, values: list[Any]) -> list[Any]:
+        """The key of every record: through the probed getter when it agrees with the key
+        selector on the batch's first and last records, else by calling the selector."""
+        getter = self._key_getter
+        if getter is not None:
+            if probe_agrees(getter, self._key_of, values):
+                try:
+                    return list(map(getter, values))
+                except Exception:
+                    pass
+            self._key_getter = None  # the probe misread the selector: call it from now on
+        key_of = self._key_of
+        return [key_of(v) for v in values]
+
+    def _process_fast(self, batch: Batch) -> None:
+        n = len(batch)
+        self.metrics.records_in += n
+        if not n:
+            return
+        values = batch.as_list()
+        times = self._times(batch)
+        assigner = self.assigner
+        size = assigner.size  # type: ignore[attr-defined]
+        slide = getattr(assigner, "slide", size)
+        offset = assigner.offset  # type: ignore[attr-defined]
+        wm = self.current_watermark if self.event_time else -(1 << 63)  # processing time: nothing is late
+        late: Any = ()
+        keys = self._batch_keys(values)
+        try:
+            first = int(times.min())
+            if slide == size and first - (first - offset) % size + size - 1 > wm:
+                # no record of this batch is late: one window per record
+                self._fold(values, keys, (times - (times - offset) % size).tolist(), size)
+            else:
+                late = self._fold_general(values, keys, times, size, slide, offset, wm)
+        except TypeError:
+            for key in keys:
+                _check_key(self, key)
+            raise
+        if self._spills and self._in_memory > SPILL_PANES:
+            self._spill()
+        self._emit_late(batch, late)
+
+    def _panes_of(self, start: int, size: int) -> tuple[TimeWindow, dict[Any, Any]]:
+        window = TimeWindow(start, start + size)
+        panes = self._open.get(window)
+        if panes is None:
+            panes = self._open[window] = {}
+            if self._next_end is None or window.end - 1 < self._next_end:
+                self._next_end = window.end - 1
+        return window, panes
+
+    def _fold(self, values: list[Any], keys: list[Any], starts: list[int], size: int) -> None:
+        """The hot loop: fold ``values[i]`` into the pane of ``keys[i]`` in the window starting at
+        ``starts[i]``, in this order (a run of one window looks it up once; sliding windows
+        alternate between the windows this call has seen)."""
+        first = self._first
+        missing = MISSING
+        reduce, add = self._reduce, self._agg_add  # one of them is None
+        lo = None  # the current window's start
+        seen: dict[int, tuple[TimeWindow, dict[Any, Any]]] = {}  # start -> (window, panes) of this call
+        window: Any = None
+        panes: dict[Any, Any] = {}
+        get = panes.get
+        for value, key, start in zip(values, keys, starts):
+            if start != lo:
+                lo = start
+                found = seen.get(start)
+                if found is None:
+                    found = seen[start] = self._panes_of(start, size)
+                window, panes = found
+                get = panes.get
+            acc = get(key, missing)
+            if acc is missing:
+                panes[key] = first(key, window, value)
+            elif reduce is not None:
+                panes[key] = reduce(acc, value)
+            else:
+                panes[key] = add(value, acc)
+
+    def _fold_general(
+        self,
+        values: list[Any],
+        keys: list[Any],
+        times: np.ndarray,
+        size: int,
+        slide: int,
+        offset: int,
+        wm: int,
+    ) -> np.ndarray:
+        """Sliding windows or a batch with late records: every record once per window it lands
+        in, latest window first, skipping windows at or behind ``wm``; returns the positions of
+        the records that landed in none (late)."""
+        per_record = -(-size // slide)
+        last = times - (times - offset) % slide
+        starts = last[:, None] - slide * np.arange(per_record, dtype=np.int64)  # [record, window]
+        lands = (starts > (times - size)[:, None]) & (starts + (size - 1) > wm)
+        folded = np.flatnonzero(lands.ravel())
+        rows = (folded // per_record).tolist()
+        self._fold(
+            list(map(values.__getitem__, rows)),
+            list(map(keys.__getitem__, rows)),
+            starts.ravel()[folded].tolist(),
+            size,
+        )
+        return np.flatnonzero(~lands.any(axis=1))
+
+    def _first(self, key: Any, window: TimeWindow, value: Any) -> Any:
+        """The accumulator after ``value`` for a pane not in memory: new, or read back from the backend."""
+        checked = self._checked_keys
+        if key not in checked:  # a key's group is checked once, not once per pane
+            self.backend.set_current_key(key)
+            if len(checked) >= CHECKED_KEYS:
+                checked.clear()
+            checked.add(key)
+        stored = None
+        if self._backed and (key, window) in self._backed:
+            self.backend.set_current_key(key)
+            self.contents.set_current_namespace(window)
+            stored = self.contents.get_internal()
+        self._in_memory += 1
+        if self.function_kind == "reduce":
+            return value if stored is None else self._reduce(stored, value)
+        f = self.function
+        return f.add(value, f.create_accumulator() if stored is None else stored)
+
+    def _spill(self) -> None:
+        """Write every in-memory accumulator to the backend (bounded memory on LMDB)."""
+        backend, contents = self.backend, self.contents
+        for window, panes in self._open.items():
+            contents.set_current_namespace(window)
+            for key, acc in panes.items():
+                backend.set_current_key(key)
+                contents.update_internal(acc)
+                self._backed.add((key, window))
+            self._spilled.setdefault(window, {}).update(dict.fromkeys(panes))
+            panes.clear()
+        self._in_memory = 0
+
+    def _update_next_end(self) -> None:
+        self._next_end = min((w.end - 1 for w in (*self._open, *self._spilled)), default=None)
+
+    def _fast_panes(self, window: TimeWindow) -> list[tuple[Any, Any]]:
+        """(key, accumulator or MISSING if only in the backend) of a window, in firing order."""
+        panes = self._open.get(window, {})
+        spilled = self._spilled.get(window)
+        if not spilled:
+            return list(panes.items())
+        pop = panes.copy().pop
+        ordered = [(key, pop(key, MISSING)) for key in spilled]
+        return ordered + [(key, acc) for key, acc in panes.items() if key not in spilled]
+
+    def _fire_fast(self, until: int) -> None:
+        if self._next_end is None or self._next_end > until:
+            return
+        windows = {w for w in (*self._open, *self._spilled) if w.end - 1 <= until}
+        wf = self.window_function
+        get_result = None if self.function_kind == "reduce" else self.function.get_result
+        backed = self._backed
+        backend, contents = self.backend, self.contents
+        out, out_ts = self._out, self._out_ts
+        for window in sorted(windows, key=lambda w: w.end):
+            panes = self._fast_panes(window)
+            self._open.pop(window, None)
+            self._spilled.pop(window, None)
+            ts = window.end - 1
+            for key, acc in panes:
+                if acc is not MISSING:
+                    self._in_memory -= 1
+                if backed and (key, window) in backed:
+                    backed.discard((key, window))
+                    backend.set_current_key(key)
+                    contents.set_current_namespace(window)
+                    if acc is MISSING:
+                        acc = contents.get_internal()
+                    contents.clear()
+                    if acc is None:
+                        continue
+                result = acc if get_result is None else get_result(acc)
+                if wf is None:
+                    out.append(result)
+                    out_ts.append(ts)
+                else:
+                    backend.set_current_key(key)
+                    if isinstance(wf, fn.ProcessWindowFunction):
+                        self._ctx._window = window
+                        produced = results_of(wf.process(key, self._ctx, [result]))
+                    else:
+                        produced = results_of(wf.apply(key, window, [result]))
+                    out.extend(produced)
+                    out_ts.extend([ts] * len(produced))
+                if self._window_state_names:
+                    self._clear_window_state(key, window)
+        self._update_next_end()
+        self._flush()
+
+    def _snapshot_fast(self) -> None:
+        """Write the live accumulators into the backend and one timer per pane into
+        ``self.timers``, as the general mode holds them."""
+        windows = sorted({*self._open, *self._spilled}, key=lambda w: w.end)
+        panes = [(key, window, acc) for window in windows for key, acc in self._fast_panes(window)]
+        self._backed.update(self._write_panes(panes))

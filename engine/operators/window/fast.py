@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch
-from weir.datastream import functions as fn
-from weir.datastream.window import TimeWindow
+from weir.core import functions as fn
+from weir.core.window import TimeWindow
 from weir.operators.base import results_of
 from weir.operators.keyed import _check_key
 from weir.operators.window.shared import (

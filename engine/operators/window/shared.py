@@ -29,7 +29,7 @@ import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation
-from weir.datastream.window import TimeWindow, WindowAssigner
+from weir.core.window import TimeWindow, WindowAssigner
 from weir.errors import UsageError
 from weir.operators.base import StreamOperator
 from weir.time.timers import InternalTimerService

@@ -418,7 +418,7 @@ BUFFER_DEBLOAT_THRESHOLD = _opt(
     "taskmanager.network.memory.buffer-debloat.threshold-percentages", "int", 25,
     "A new batch size closer than this to the current one is not applied.", check=_positive,
 )  # fmt: skip
-# failure injection (weir's own, for recovery tests; grammar in engine/runtime/failure_injector.py)
+# failure injection (weir's own, for recovery tests; grammar in engine/cluster/failure_injector.py)
 FAILURE_INJECTION_SPEC = _opt(
     "weir.failure-injection.spec", "str", None,
     "Faults to inject, e.g. 'raise:operator=Map,after=500;lose-taskmanager:operator=Window,after=200..900'.",

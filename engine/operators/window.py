@@ -193,6 +193,9 @@ class WindowOperator(StreamOperator):
             and type(trigger) is default
             and self.allowed_lateness_ms == 0
         )
+        #: fast mode keeps mutating accumulators it wrote into the backend at the last barrier,
+        #: so a heap snapshot must encode them in the synchronous phase (checkpointing reads this)
+        self.shares_state_objects = self.fast
         #: fast mode: window -> {key: accumulator} of the panes held in memory, in first-record order
         self._open: dict[TimeWindow, dict[Any, Any]] = {}
         #: fast mode: window -> keys (an ordered set) of panes written out to the backend, which come

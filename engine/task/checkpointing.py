@@ -105,7 +105,10 @@ class SubtaskCheckpointCoordinator:
         Operators first flush what they hold outside the backends (head first, so what a head
         emits reaches its successors before they snapshot), then snapshot themselves.
         Keyed state is incremental where the backend has it on (LMDB), unless ``full`` (savepoints:
-        always the full, canonical ``backend.snapshot()``)."""
+        always the full, canonical snapshot). Keyed snapshots are taken with ``snapshot_async``:
+        here only what does not grow with the state; the entries are encoded in the
+        asynchronous part (``write_operator_snapshots``), except for an operator that declares
+        ``shares_state_objects`` (it mutates objects it also handed to the backend)."""
         d = self.d
         started = time.perf_counter()
         first = self._first_barrier_ms.pop(checkpoint_id, None)
@@ -132,8 +135,10 @@ class SubtaskCheckpointCoordinator:
                 storage = d.checkpoint_storage
                 if not full and storage is not None and getattr(backend, "incremental_checkpointing", False):
                     keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete)
+                elif getattr(op, "shares_state_objects", False):
+                    keyed = backend.snapshot()  # it mutates objects it also put in the backend
                 else:
-                    keyed = backend.snapshot()
+                    keyed = backend.snapshot_async()  # the rest happens in write_and_acknowledge
             out.append(
                 OperatorSnapshot(
                     operator_id=ctx.operator_id,

@@ -25,7 +25,7 @@ class OperatorSnapshot:
     parallelism: int
     max_parallelism: int
     subtask_index: int
-    keyed: Any = None  # KeyedStateSnapshot
+    keyed: Any = None  # KeyedStateSnapshot, PendingKeyedStateSnapshot or PendingIncrementalSnapshot
     key_group_range: Any = None
     timers: Any = None  # TimerSnapshot
     source_position: Any = None
@@ -53,6 +53,7 @@ def write_operator_snapshots(
     run into ``shared/``; the private file then holds the chain's handle, and the
     chain's files become the state handle's ``shared_files``. ``total`` counts the
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
+    from weir.state.backend import PendingKeyedStateSnapshot
     from weir.state.incremental import PendingIncrementalSnapshot
 
     acks = []
@@ -60,6 +61,8 @@ def write_operator_snapshots(
     for snap in snapshots:
         keyed = snap.keyed
         shared: tuple[Any, ...] = ()
+        if isinstance(keyed, PendingKeyedStateSnapshot):
+            keyed = keyed.result()  # encoded here, off the job's thread (copy-on-write, pinned view)
         if isinstance(keyed, PendingIncrementalSnapshot):
             written = keyed.write(storage)
             keyed, shared = written.handle, written.handle.chain

@@ -27,7 +27,7 @@ class OperatorSnapshot:
     subtask_index: int
     keyed: Any = None  # KeyedStateSnapshot, PendingKeyedStateSnapshot or PendingIncrementalSnapshot
     key_group_range: Any = None
-    timers: Any = None  # TimerSnapshot
+    timers: Any = None  # TimerSnapshot or PendingTimerSnapshot
     source_position: Any = None
     operator_state: Any = None  # OperatorStateSnapshot, or None when the operator has none
     channel_state: Any = None  # the task's in-flight data of an unaligned checkpoint (head operator only)
@@ -55,6 +55,7 @@ def write_operator_snapshots(
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
     from weir.state.backend import PendingKeyedStateSnapshot
     from weir.state.incremental import PendingIncrementalSnapshot
+    from weir.time.timers import PendingTimerSnapshot
 
     acks = []
     total = 0
@@ -67,10 +68,13 @@ def write_operator_snapshots(
             written = keyed.write(storage)
             keyed, shared = written.handle, written.handle.chain
             total += written.uploaded_bytes
+        timers = snap.timers
+        if isinstance(timers, PendingTimerSnapshot):
+            timers = timers.result()
         data = encode_state_file(
             {
                 "keyed": keyed,
-                "timers": snap.timers,
+                "timers": timers,
                 "source_position": snap.source_position,
                 "operator_state": snap.operator_state,
                 "channel_state": snap.channel_state,

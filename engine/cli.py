@@ -387,6 +387,8 @@ def bench_network(
               help="Backends of the sweep (repeatable; default all three).")  # fmt: skip
 @click.option("--records-per-key", type=click.IntRange(min=1), default=3, show_default=True,
               help="Records of each sweep run per key.")  # fmt: skip
+@click.option("--sweep-records", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+              help="Records of each sweep run at least, whatever the state size.")  # fmt: skip
 @click.option("--sweep-job", type=click.Choice(["reduce", "window"]), default="reduce", show_default=True,
               help="The sweep's job: keyed rolling reduce, or a 1 s tumbling event-time window reduce.")  # fmt: skip
 @click.option("--sweep/--no-sweep", default=True, show_default=True, help="Run the state-size sweep.")
@@ -401,6 +403,7 @@ def bench_checkpoint(
     state_sizes: str,
     backends: tuple[str, ...],
     records_per_key: int,
+    sweep_records: int,
     sweep_job: str,
     sweep: bool,
     sweep_only: bool,
@@ -445,11 +448,12 @@ def bench_checkpoint(
                 interval_ms,
                 sweep_job,
                 click.echo,
+                sweep_records,
             )
         except WeirError as e:
             raise click.ClickException(str(e)) from None
         report["state_size_sweep"] = {
-            "parameters": {"state_sizes": list(sizes), "records_per_key": records_per_key,
+            "parameters": {"state_sizes": list(sizes), "records_per_key": records_per_key, "min_records": sweep_records,
                            "parallelism": parallelism, "interval_ms": interval_ms, "job": sweep_job},
             "points": points,
             "text": format_sweep(points, interval_ms),

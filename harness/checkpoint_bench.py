@@ -19,7 +19,8 @@ so the printed ratios compare like with like:
 
 3. What does a checkpoint cost as the keyed state grows (``run_state_size_sweep``)? For
    each state size (10 k, 100 k, 1 M keys by default) and backend (heap, LMDB full, LMDB
-   incremental): a source at parallelism 1 emits ``records_per_key`` records per key,
+   incremental): a source at parallelism 1 emits ``records_per_key`` records per key
+   (at least ``min_records``),
    ``(i mod keys, i mod 100, event time)``, into ``key_by`` field 0 and a rolling
    ``reduce`` at ``parallelism`` (the state lives in the backend, one entry per key,
    every key changing between two checkpoints) and a discarding sink; once with
@@ -248,6 +249,8 @@ def format_report(report: dict[str, Any]) -> str:
 
 STATE_SIZES = (10_000, 100_000, 1_000_000)
 SWEEP_BACKENDS = ("hashmap", "lmdb", "lmdb-incremental")
+#: records of a sweep run at least (a few seconds of work), whatever the state size
+SWEEP_MIN_RECORDS = 1_000_000
 
 
 def build_state_job(
@@ -290,10 +293,17 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 
 def run_state_point(
-    keys: int, backend: str, records_per_key: int, parallelism: int, interval_ms: int, job: str
+    keys: int,
+    backend: str,
+    records_per_key: int,
+    parallelism: int,
+    interval_ms: int,
+    job: str,
+    min_records: int = 0,
 ) -> dict[str, Any]:
-    """One point of the sweep: the job without and with checkpoints, on ``backend``."""
-    records = keys * records_per_key
+    """One point of the sweep: the job without and with checkpoints, on ``backend``; at least
+    ``min_records`` records, so that a small state still sees several checkpoints."""
+    records = max(keys * records_per_key, min_records)
     seconds: dict[str, float] = {}
     history: list[dict[str, Any]] = []
     for mode in ("none", "checkpoints"):
@@ -348,6 +358,7 @@ def run_state_size_sweep(
     interval_ms: int = 1000,
     job: str = "reduce",
     echo: Any = None,
+    min_records: int = SWEEP_MIN_RECORDS,
 ) -> list[dict[str, Any]]:
     """Every (state size, backend) point, smallest first; ``echo`` prints each point as it ends."""
     for backend in backends:
@@ -363,7 +374,9 @@ def run_state_size_sweep(
     points = []
     for keys in sorted(state_sizes):
         for backend in backends:
-            point = run_state_point(keys, backend, records_per_key, parallelism, interval_ms, job)
+            point = run_state_point(
+                keys, backend, records_per_key, parallelism, interval_ms, job, min_records
+            )
             points.append(point)
             if echo is not None:
                 echo(format_state_point(point))

@@ -145,7 +145,7 @@ def test_bench_checkpoint_sweeps_state_sizes_and_prints_the_phases(tmp_path: Pat
     result = CliRunner().invoke(
         main,
         ["bench", "checkpoint", "--sweep-only", "--state-sizes", "2000", "--backend", "hashmap",
-         "--backend", "lmdb-incremental", "--interval", "100", "--records-per-key", "60", "--output", str(out)],
+         "--backend", "lmdb-incremental", "--interval", "100", "--records-per-key", "60", "--sweep-records", "0", "--output", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "checkpoint cost by state size" in result.stdout and "records/s without" in result.stdout
@@ -160,7 +160,7 @@ def test_bench_checkpoint_sweep_that_measured_nothing_is_an_error() -> None:
     result = CliRunner().invoke(
         main,
         ["bench", "checkpoint", "--sweep-only", "--state-sizes", "1000", "--backend", "hashmap",
-         "--interval", "60000", "--records-per-key", "1"],
+         "--interval", "60000", "--records-per-key", "1", "--sweep-records", "0"],
     )  # fmt: skip
     assert result.exit_code != 0
     assert "measured nothing" in result.output and "1,000 keys on hashmap" in result.output

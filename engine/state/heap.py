@@ -41,6 +41,7 @@ import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import Any
 
 from weir.core.state import (
@@ -67,11 +68,12 @@ from weir.state.backend import (
     SnapshotEntry,
     StateMetaInfo,
 )
-from weir.state.serde import decode_key, decode_value, encode_key, encode_value
+from weir.state.serde import decode_key, decode_value, encode_key, encode_many, encode_value
 
 __all__ = ["HeapKeyedStateBackend", "PendingHeapSnapshot"]
 
 _POS = struct.Struct(">Q")
+_VOID_BYTES = encode_key(VOID_NAMESPACE)
 _MISSING = object()
 
 Table = list[dict[tuple[Any, Any], Any]]
@@ -492,6 +494,16 @@ def _encode_key_group(
     for name, m in parts:
         kind = kinds[name]
         limit = limits.get(name)
+        if limit is None and kind != "list" and kind != "map":
+            # one value per (key, namespace): keys and values encoded a batch at a time
+            kns = list(m)
+            key_bytes = encode_many([kn[0] for kn in kns])
+            if all(kn[1] is None for kn in kns):
+                ns_bytes: Iterable[bytes] = repeat(_VOID_BYTES)
+            else:
+                ns_bytes = [encode_key(kn[1]) for kn in kns]
+            entries.extend(zip(repeat(name), key_bytes, ns_bytes, repeat(b""), encode_many(list(m.values()))))
+            continue
         for (key, ns), stored in m.items():
             kb = encode_key(key)
             nb = encode_key(ns)

@@ -53,6 +53,7 @@ incremental snapshot continues that chain instead of starting a new base.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import os
 import shutil
@@ -545,14 +546,37 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
                 raise UsageError(
                     f"LMDB state backend of '{self.operator_id}': more than {_MAX_DBS - 1} states"
                 )
-            self.commit()  # a new database handle must come from a committed transaction
-            db = self._env.open_db(b"state:" + name.encode("utf-8"), txn=self._txn, create=True)
-            self.commit()
+            db = self._open_db(b"state:" + name.encode("utf-8"))
             self._dbs[name] = db
             self._db_names[db] = name
             if self._changes is not None:
                 self._changes[db] = set()
         return db
+
+    def _open_db(self, key: bytes) -> Any:
+        """Create (or open) a named database in a transaction of its own.
+
+        A new handle must come from a committed transaction, and ``_grow_and_replay``
+        cannot replay a database's creation: so when that commit finds the map full (more
+        likely while a snapshot pins an old view, whose pages LMDB cannot reuse), the map
+        grows and the database is opened again in a fresh transaction."""
+        self.commit()  # the batch is empty from here: nothing to replay
+        while True:
+            try:
+                db = self._env.open_db(key, txn=self._txn, create=True)
+                self._txn.commit()
+            except lmdb.MapFullError:
+                self._wait_for_pinned_reads()
+                with contextlib.suppress(lmdb.Error):  # a failed commit already ended it
+                    self._txn.abort()
+                self._map_size *= 2
+                self._resizes += 1
+                self._env.set_mapsize(self._map_size)
+                self._txn = self._env.begin(write=True)
+                continue
+            self._commits += 1
+            self._txn = self._env.begin(write=True)
+            return db
 
     def _create_state(self, descriptor: StateDescriptor) -> InternalKvState:
         state: InternalKvState = _STATE_CLASSES[descriptor.kind](self, self._db(descriptor.name), descriptor)

@@ -381,6 +381,18 @@ def bench_network(
               help="Records/s each slow-sink subtask accepts (the backpressure runs).")  # fmt: skip
 @click.option("--backpressure-seconds", type=click.FloatRange(min=0.1), default=3.0, show_default=True,
               help="How long each backpressure run lasts at the sink's pace.")  # fmt: skip
+@click.option("--state-sizes", default="10000,100000,1000000", show_default=True,
+              help="Keys of each point of the state-size sweep, comma-separated.")  # fmt: skip
+@click.option("--backend", "backends", multiple=True, type=click.Choice(["hashmap", "lmdb", "lmdb-incremental"]),
+              help="Backends of the sweep (repeatable; default all three).")  # fmt: skip
+@click.option("--records-per-key", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Records of each sweep run per key.")  # fmt: skip
+@click.option("--sweep-records", type=click.IntRange(min=0), default=1_000_000, show_default=True,
+              help="Records of each sweep run at least, whatever the state size.")  # fmt: skip
+@click.option("--sweep-job", type=click.Choice(["reduce", "window"]), default="reduce", show_default=True,
+              help="The sweep's job: keyed rolling reduce, or a 1 s tumbling event-time window reduce.")  # fmt: skip
+@click.option("--sweep/--no-sweep", default=True, show_default=True, help="Run the state-size sweep.")
+@click.option("--sweep-only", is_flag=True, help="Run only the state-size sweep.")
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_checkpoint(
     records: int,
@@ -388,16 +400,64 @@ def bench_checkpoint(
     interval_ms: int,
     sink_rate: float,
     backpressure_seconds: float,
+    state_sizes: str,
+    backends: tuple[str, ...],
+    records_per_key: int,
+    sweep_records: int,
+    sweep_job: str,
+    sweep: bool,
+    sweep_only: bool,
     output: str | None,
 ) -> None:
-    """Checkpoint duration under backpressure, aligned vs unaligned, and the throughput cost of
-    checkpointing vs none: ratios from one run."""
-    from weir.harness.checkpoint_bench import format_report, run_checkpoint_bench, write_report
-
-    report = run_checkpoint_bench(
-        records, parallelism, interval_ms, sink_rate, backpressure_seconds=backpressure_seconds
+    """Checkpoint duration under backpressure, aligned vs unaligned, the throughput cost of
+    checkpointing vs none, and a state-size sweep (sync/async phase, duration and size per
+    checkpoint beside the throughput with and without checkpoints): ratios from one run."""
+    from weir.harness.checkpoint_bench import (
+        SWEEP_BACKENDS,
+        format_report,
+        format_sweep,
+        run_checkpoint_bench,
+        run_state_size_sweep,
+        write_report,
     )
-    click.echo(format_report(report))
+
+    try:
+        sizes = tuple(int(size) for size in state_sizes.split(",") if size.strip())
+    except ValueError:
+        raise click.BadParameter(
+            f"expected keys like 10000,100000, got {state_sizes!r}", param_hint="--state-sizes"
+        ) from None
+    if (sweep or sweep_only) and (not sizes or min(sizes) < 1):
+        raise click.BadParameter(
+            f"every state size must be at least 1 key, got {state_sizes!r}", param_hint="--state-sizes"
+        )
+    report: dict[str, Any] = {}
+    if not sweep_only:
+        report = run_checkpoint_bench(
+            records, parallelism, interval_ms, sink_rate, backpressure_seconds=backpressure_seconds
+        )
+        click.echo(format_report(report))
+    if sweep or sweep_only:
+        click.echo(f"checkpoint cost by state size ({sweep_job} job, checkpoint every {interval_ms} ms):")
+        try:
+            points = run_state_size_sweep(
+                sizes,
+                backends or SWEEP_BACKENDS,
+                records_per_key,
+                parallelism,
+                interval_ms,
+                sweep_job,
+                click.echo,
+                sweep_records,
+            )
+        except WeirError as e:
+            raise click.ClickException(str(e)) from None
+        report["state_size_sweep"] = {
+            "parameters": {"state_sizes": list(sizes), "records_per_key": records_per_key, "min_records": sweep_records,
+                           "parallelism": parallelism, "interval_ms": interval_ms, "job": sweep_job},
+            "points": points,
+            "text": format_sweep(points, interval_ms),
+        }  # fmt: skip
     if output:
         write_report(report, output)
 

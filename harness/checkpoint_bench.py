@@ -17,6 +17,20 @@ so the printed ratios compare like with like:
    discarding sink, with checkpoints every ``interval_ms`` and without: records/s of each
    and their ratio.
 
+3. What does a checkpoint cost as the keyed state grows (``run_state_size_sweep``)? For
+   each state size (10 k, 100 k, 1 M keys by default) and backend (heap, LMDB full, LMDB
+   incremental): a source at parallelism 1 emits ``records_per_key`` records per key
+   (at least ``min_records``),
+   ``(i mod keys, i mod 100, event time)``, into ``key_by`` field 0 and a rolling
+   ``reduce`` at ``parallelism`` (the state lives in the backend, one entry per key,
+   every key changing between two checkpoints) and a discarding sink; once with
+   checkpoints every ``interval_ms`` and once without, on the same backend. Reported per
+   point: the synchronous and asynchronous phase and the duration of each checkpoint
+   (median and maximum, from the job's ``_history.jsonl``), its size, and the throughput
+   with checkpoints over the throughput without. ``job="window"`` runs the issue-29 job
+   instead: a 1 s tumbling event-time window ``reduce`` (every key live in each window).
+   A point whose checkpointed run completed no checkpoint is an error: it measured nothing.
+
 Durations come from the job's checkpoint statistics (``weir.cluster.checkpoint_stats``),
 wall-clock time, since the benchmark runs on the real clock.
 """
@@ -26,16 +40,22 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import trio
 
-from weir.common import Configuration, Types, WatermarkStrategy
+from weir.cluster.checkpoint_stats import HISTORY_FILE_NAME, read_history
+from weir.common import Configuration, Duration, Time, Types, WatermarkStrategy
 from weir.core.connectors import Sink
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.builtin import DiscardingSink
 from weir.datastream.connectors.datagen import DataGeneratorSource
+from weir.datastream.window import TumblingEventTimeWindows
+from weir.errors import UsageError
 from weir.operators.sinks import SinkOperator
 
 KEYS = 1000
@@ -222,6 +242,164 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(
         f"  checkpointing keeps {report['ratios']['throughput_with_checkpoints_over_without']:.2f}x of the throughput"
     )
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ state-size sweep
+
+STATE_SIZES = (10_000, 100_000, 1_000_000)
+SWEEP_BACKENDS = ("hashmap", "lmdb", "lmdb-incremental")
+#: records of a sweep run at least (a few seconds of work), whatever the state size
+SWEEP_MIN_RECORDS = 1_000_000
+
+
+def build_state_job(
+    keys: int, records: int, parallelism: int, backend: str, interval_ms: int | None, job: str, directory: str
+) -> StreamExecutionEnvironment:
+    """The sweep's job on ``backend`` (``hashmap``, ``lmdb``, ``lmdb-incremental``); no
+    checkpoints when ``interval_ms`` is None."""
+    conf = Configuration()
+    conf.set_integer("local.number-taskmanager", 1)
+    conf.set_string("state.backend.type", "lmdb" if backend.startswith("lmdb") else "hashmap")
+    conf.set_string(
+        "execution.checkpointing.incremental", "true" if backend == "lmdb-incremental" else "false"
+    )
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    if interval_ms is not None:
+        env.enable_checkpointing(interval_ms)
+        env.get_checkpoint_config().set_checkpoint_storage_dir(directory)
+    row = Types.TUPLE([Types.LONG(), Types.LONG(), Types.LONG()])
+    # event time runs 1 s per `keys` records: every key once in each 1 s window
+    source = env.from_source(
+        DataGeneratorSource(lambda i: (i % keys, i % 100, i * 1000 // keys), records, type_info=row),
+        WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(50)).with_timestamp_assigner(
+            lambda v, _: v[2]
+        ),
+        "records",
+    ).set_parallelism(1)
+    keyed = source.key_by(lambda r: r[0], key_type=Types.LONG())
+    if job == "window":
+        reduced = keyed.window(TumblingEventTimeWindows.of(Time.seconds(1))).reduce(
+            lambda a, b: (a[0], a[1] + b[1], b[2]), output_type=row
+        )
+    else:
+        reduced = keyed.reduce(lambda a, b: (a[0], a[1] + b[1], b[2]))
+    reduced.set_parallelism(parallelism).sink_to(DiscardingSink()).set_parallelism(parallelism)
+    return env
+
+
+def _spread(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "max": max(values)} if values else {}
+
+
+def run_state_point(
+    keys: int,
+    backend: str,
+    records_per_key: int,
+    parallelism: int,
+    interval_ms: int,
+    job: str,
+    min_records: int = 0,
+) -> dict[str, Any]:
+    """One point of the sweep: the job without and with checkpoints, on ``backend``; at least
+    ``min_records`` records, so that a small state still sees several checkpoints."""
+    records = max(keys * records_per_key, min_records)
+    seconds: dict[str, float] = {}
+    history: list[dict[str, Any]] = []
+    for mode in ("none", "checkpoints"):
+        with tempfile.TemporaryDirectory(prefix="weir-bench-chk-") as directory:
+            env = build_state_job(
+                keys,
+                records,
+                parallelism,
+                backend,
+                interval_ms if mode == "checkpoints" else None,
+                job,
+                directory,
+            )
+            started = time.perf_counter()
+            env.execute(f"state-size sweep {keys} keys {backend} {mode}")
+            seconds[mode] = time.perf_counter() - started
+            if mode == "checkpoints":
+                for path in Path(directory).rglob(HISTORY_FILE_NAME):
+                    history.extend(read_history(path))
+    completed = [h for h in history if h.get("status") == "COMPLETED" and h.get("kind") == "checkpoint"]
+    if not completed:
+        raise UsageError(
+            f"state-size sweep point {keys:,} keys on {backend}: no checkpoint completed in "
+            f"{seconds['checkpoints']:.1f} s with one every {interval_ms} ms, so it measured nothing; "
+            "give it more records per key (--records-per-key) or a shorter --interval"
+        )
+    return {
+        "keys": keys,
+        "backend": backend,
+        "job": job,
+        "records": records,
+        "seconds_without": seconds["none"],
+        "seconds_with": seconds["checkpoints"],
+        "records_per_s_without": records / seconds["none"],
+        "records_per_s_with": records / seconds["checkpoints"],
+        "throughput_ratio": seconds["none"] / seconds["checkpoints"],
+        "checkpoints_completed": len(completed),
+        "checkpoints_failed": len([h for h in history if h.get("status") == "FAILED"]),
+        "sync_ms": _spread([float(h["sync_ms"]) for h in completed]),
+        "async_ms": _spread([float(h["async_ms"]) for h in completed]),
+        "duration_ms": _spread([float(h["duration_ms"]) for h in completed]),
+        "full_size_bytes": _spread([float(h["full_size_bytes"]) for h in completed]),
+        "checkpointed_size_bytes": _spread([float(h["checkpointed_size_bytes"]) for h in completed]),
+    }
+
+
+def run_state_size_sweep(
+    state_sizes: tuple[int, ...] = STATE_SIZES,
+    backends: tuple[str, ...] = SWEEP_BACKENDS,
+    records_per_key: int = 3,
+    parallelism: int = 2,
+    interval_ms: int = 1000,
+    job: str = "reduce",
+    echo: Any = None,
+    min_records: int = SWEEP_MIN_RECORDS,
+) -> list[dict[str, Any]]:
+    """Every (state size, backend) point, smallest first; ``echo`` prints each point as it ends."""
+    for backend in backends:
+        if backend not in SWEEP_BACKENDS:
+            raise UsageError(
+                f"state-size sweep backend {backend!r} is not one of {', '.join(SWEEP_BACKENDS)}"
+            )
+    if job not in ("reduce", "window"):
+        raise UsageError(f"state-size sweep job {job!r} is not 'reduce' or 'window'")
+    for backend in backends:  # warm-up (JIT, imports), not measured
+        with tempfile.TemporaryDirectory(prefix="weir-bench-chk-") as directory:
+            build_state_job(1000, 20_000, parallelism, backend, None, job, directory).execute("sweep warm-up")
+    points = []
+    for keys in sorted(state_sizes):
+        for backend in backends:
+            point = run_state_point(
+                keys, backend, records_per_key, parallelism, interval_ms, job, min_records
+            )
+            points.append(point)
+            if echo is not None:
+                echo(format_state_point(point))
+    return points
+
+
+def format_state_point(p: dict[str, Any]) -> str:
+    mb = 1_000_000
+    return (
+        f"  {p['keys']:>9,} keys {p['backend']:>16}: sync {p['sync_ms']['median']:.0f}/{p['sync_ms']['max']:.0f} ms, "
+        f"async {p['async_ms']['median']:.0f}/{p['async_ms']['max']:.0f} ms, "
+        f"duration {p['duration_ms']['median']:.0f}/{p['duration_ms']['max']:.0f} ms (median/max), "
+        f"size {p['checkpointed_size_bytes']['median'] / mb:.1f} MB (full {p['full_size_bytes']['median'] / mb:.1f}), "
+        f"{p['checkpoints_completed']} checkpoints; "
+        f"{p['records_per_s_with']:,.0f} vs {p['records_per_s_without']:,.0f} records/s without: "
+        f"{p['throughput_ratio']:.2f}x"
+    )
+
+
+def format_sweep(points: list[dict[str, Any]], interval_ms: int) -> str:
+    job = points[0]["job"] if points else "reduce"
+    lines = [f"checkpoint cost by state size ({job} job, checkpoint every {interval_ms} ms):"]
+    lines += [format_state_point(p) for p in points]
     return "\n".join(lines)
 
 

@@ -33,8 +33,15 @@ of ``(state_name, key_bytes, namespace_bytes, user_key_bytes, value_bytes)``:
 ``states`` lists every state in the snapshot (name, kind, whether it has TTL).
 The same backend contents always give the same snapshot.
 
+Checkpoints split a snapshot in two (``snapshot_async``): the synchronous phase at the
+barrier returns a ``PendingKeyedStateSnapshot`` at a cost that does not grow with the
+state (heap: copy-on-write key groups; LMDB: a pinned read transaction), and its
+``result()`` -- called in the asynchronous phase, on the worker thread that writes
+the files -- is the ``KeyedStateSnapshot`` of the state as it was at the barrier,
+whatever was written since. ``snapshot()`` is the same thing in one call.
+
 What it does not do: incremental snapshots, writing snapshots to storage
-(``weir.checkpoint`` does that), asynchronous snapshot parts.
+(``weir.checkpoint`` does that).
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ __all__ = [
     "KeyedStateBackend",
     "KeyedStateBackendStatistics",
     "KeyedStateSnapshot",
+    "PendingKeyedStateSnapshot",
     "RuntimeStateProvider",
     "SnapshotEntry",
     "StateMetaInfo",
@@ -130,6 +138,22 @@ class KeyedStateSnapshot:
             KeyedStateSnapshot,
             (self.operator_id, self.max_parallelism, self.key_group_range, self.states, self.key_groups),
         )
+
+
+class PendingKeyedStateSnapshot(ABC):
+    """The synchronous phase's part of a snapshot; ``result()`` (asynchronous phase, any
+    thread, once or more) is the ``KeyedStateSnapshot`` of the state at the barrier."""
+
+    @abstractmethod
+    def result(self) -> KeyedStateSnapshot: ...
+
+
+class _DoneSnapshot(PendingKeyedStateSnapshot):
+    def __init__(self, snapshot: KeyedStateSnapshot) -> None:
+        self._snapshot = snapshot
+
+    def result(self) -> KeyedStateSnapshot:
+        return self._snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,6 +426,11 @@ class KeyedStateBackend(ABC):
     @abstractmethod
     def snapshot(self, key_group_range: KeyGroupRange | None = None) -> KeyedStateSnapshot:
         """A snapshot of the key groups in ``key_group_range`` (default: all of this backend's)."""
+
+    def snapshot_async(self, key_group_range: KeyGroupRange | None = None) -> PendingKeyedStateSnapshot:
+        """The synchronous phase of ``snapshot``; the snapshot itself is ``result()`` of what it returns.
+        Backends that can defer the work override this; the default snapshots at once."""
+        return _DoneSnapshot(self.snapshot(key_group_range))
 
     def restore(self, snapshots: Iterable[KeyedStateSnapshot]) -> None:
         """Load the key groups of ``snapshots`` that fall inside this backend's range; ignore the rest."""

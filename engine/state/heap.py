@@ -11,6 +11,22 @@ Values are live objects, not copies (as in Flink's heap backend): a value
 object that is mutated after ``update`` changes the state. Snapshots serialize,
 so a snapshot never changes afterwards.
 
+Copy-on-write snapshots (``snapshot_async``, Flink's ``CopyOnWriteStateMap`` idea at the
+granularity of a key group): the synchronous phase only records, per key group of the
+range, which dicts hold entries -- O(key groups x states), nothing per entry -- and
+marks those key groups pending. A pending key group is encoded into the canonical
+entries exactly once, by whichever comes first: the asynchronous phase (the worker
+thread that writes the checkpoint's files, ``PendingHeapSnapshot.result``, one key
+group at a time so the job's thread gets the GIL between them) or the job's thread
+when a state access is about to touch that key group (every access path checks the
+pending set before it reads or writes a dict, so a write after the barrier never
+reaches a dict before its snapshot bytes exist). Writes after the barrier therefore
+cost nothing extra unless they hit a pending key group, and then they pay for that
+key group only. The one thing the snapshot cannot see through is an object handed
+out before the barrier and mutated afterwards without going through a state
+object; an operator that keeps such references (the window operator's fast mode)
+declares it with ``shares_state_objects`` and gets the synchronous ``snapshot()``.
+
 Keys are compared as Python compares them: ``1``, ``True`` and ``1.0`` are
 one dict key, so if two such keys ever share a key group they share state here
 (LMDB keeps them apart). Use one key type per stream, as Flink requires.
@@ -22,7 +38,10 @@ key group computation when the current key changes.
 from __future__ import annotations
 
 import struct
+import threading
+import time
 from collections.abc import Iterable, Iterator
+from itertools import repeat
 from typing import Any
 
 from weir.core.state import (
@@ -44,15 +63,17 @@ from weir.state.backend import (
     KeyedStateBackend,
     KeyedStateBackendStatistics,
     KeyedStateSnapshot,
+    PendingKeyedStateSnapshot,
     ReducingStateLogic,
     SnapshotEntry,
     StateMetaInfo,
 )
-from weir.state.serde import decode_key, decode_value, encode_key, encode_value
+from weir.state.serde import decode_key, decode_value, encode_key, encode_many, encode_value
 
-__all__ = ["HeapKeyedStateBackend"]
+__all__ = ["HeapKeyedStateBackend", "PendingHeapSnapshot"]
 
 _POS = struct.Struct(">Q")
+_VOID_BYTES = encode_key(VOID_NAMESPACE)
 _MISSING = object()
 
 Table = list[dict[tuple[Any, Any], Any]]
@@ -87,9 +108,12 @@ class _HeapState(InternalKvState):
         self._ns = namespace
 
     def _map(self) -> dict[tuple[Any, Any], Any]:
-        i = self._b._kg_index
+        b = self._b
+        i = b._kg_index
         if i is None:
-            raise self._b._no_current_key(self._name)
+            raise b._no_current_key(self._name)
+        if b._cow_todo and i in b._cow_todo:
+            b._touch(i)
         return self._table[i]
 
     def _k(self) -> tuple[Any, Any]:
@@ -103,9 +127,12 @@ class _HeapSingle(_HeapState):
     """One stored object per key and namespace: value, reducing and aggregating state."""
 
     def get_internal(self) -> Any:
-        i = self._b._kg_index
+        b = self._b
+        i = b._kg_index
         if i is None:
-            raise self._b._no_current_key(self._name)
+            raise b._no_current_key(self._name)
+        if b._cow_todo and i in b._cow_todo:
+            b._touch(i)
         m = self._table[i]
         k = (self._b._current_key, self._ns)
         if self._ttl is None:
@@ -122,10 +149,13 @@ class _HeapSingle(_HeapState):
         return entry[1]
 
     def update_internal(self, value: Any) -> None:
-        i = self._b._kg_index
+        b = self._b
+        i = b._kg_index
         if i is None:
-            raise self._b._no_current_key(self._name)
-        k = (self._b._current_key, self._ns)
+            raise b._no_current_key(self._name)
+        if b._cow_todo and i in b._cow_todo:
+            b._touch(i)
+        k = (b._current_key, self._ns)
         if value is None:
             self._table[i].pop(k, None)
         elif self._ttl is None:
@@ -343,6 +373,10 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._tables: dict[str, Table] = {}
+        #: copy-on-write snapshots not yet fully encoded, and the union of their pending key group indices
+        self._cow_lock = threading.Lock()
+        self._cow_snapshots: list[PendingHeapSnapshot] = []
+        self._cow_todo: set[int] = set()
 
     def _table_for(self, name: str) -> Table:
         table = self._tables.get(name)
@@ -369,49 +403,50 @@ class HeapKeyedStateBackend(KeyedStateBackend):
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self, key_group_range: KeyGroupRange | None = None) -> KeyedStateSnapshot:
+        return self.snapshot_async(key_group_range).result()
+
+    def snapshot_async(self, key_group_range: KeyGroupRange | None = None) -> PendingHeapSnapshot:
+        """The synchronous phase of a copy-on-write snapshot (module docstring): O(key groups x states)."""
         self._check_open()
         rng = self._snapshot_range(key_group_range)
         cleanup = self._ttl_cleanup()
         names = sorted(self._tables)
-        key_groups: list[tuple[int, tuple[SnapshotEntry, ...]]] = []
+        kinds = {name: self._metas[name].kind for name in names}
+        limits = {name: ttl_now[1] - ttl_now[0] for name, ttl_now in cleanup.items()}
+        parts: dict[int, list[tuple[str, dict[tuple[Any, Any], Any]]]] = {}
         for kg in rng:
             idx = kg - self._start_kg
-            entries: list[SnapshotEntry] = []
-            for name in names:
-                m = self._tables[name][idx]
-                if not m:
-                    continue
-                kind = self._metas[name].kind
-                ttl_now = cleanup.get(name)
-                limit = ttl_now[1] - ttl_now[0] if ttl_now else None
-                for (key, ns), stored in m.items():
-                    kb = encode_key(key)
-                    nb = encode_key(ns)
-                    if kind == "list":
-                        pos = 0
-                        for element in stored:
-                            if limit is not None and element[0] <= limit:
-                                continue
-                            entries.append((name, kb, nb, _POS.pack(pos), encode_value(element)))
-                            pos += 1
-                    elif kind == "map":
-                        for uk, v in stored.items():
-                            if limit is not None and v[0] <= limit:
-                                continue
-                            entries.append((name, kb, nb, encode_key(uk), encode_value(v)))
-                    else:
-                        if limit is not None and stored[0] <= limit:
-                            continue
-                        entries.append((name, kb, nb, b"", encode_value(stored)))
-            if entries:
-                entries.sort()
-                key_groups.append((kg, tuple(entries)))
-        return self._make_snapshot(rng, key_groups)
+            held = [(name, self._tables[name][idx]) for name in names if self._tables[name][idx]]
+            if held:
+                parts[idx] = held
+        pending = PendingHeapSnapshot(self, rng, parts, kinds, limits, self._make_snapshot(rng, []))
+        if parts:
+            with self._cow_lock:
+                self._cow_snapshots.append(pending)
+                self._cow_todo = self._cow_todo | parts.keys()
+        return pending
+
+    def _touch(self, idx: int) -> None:
+        """A state access is about to touch key group ``idx``: pending snapshots encode it first."""
+        with self._cow_lock:
+            for pending in self._cow_snapshots:
+                pending._encode_locked(idx)
+            self._cow_prune_locked()
+
+    def _cow_prune_locked(self) -> None:
+        snapshots = [p for p in self._cow_snapshots if p._todo]
+        todo: set[int] = set()
+        for p in snapshots:
+            todo |= p._todo
+        self._cow_snapshots = snapshots
+        self._cow_todo = todo
 
     def _restore_key_group(
         self, key_group: int, entries: tuple[SnapshotEntry, ...], metas: dict[str, StateMetaInfo]
     ) -> None:
         idx = key_group - self._start_kg
+        if self._cow_todo and idx in self._cow_todo:
+            self._touch(idx)
         for name, kb, nb, ub, vb in entries:
             kind = metas[name].kind
             m = self._table_for(name)[idx]
@@ -446,7 +481,100 @@ class HeapKeyedStateBackend(KeyedStateBackend):
         )
 
     def dispose(self) -> None:
-        for table in self._tables.values():
-            for m in table:
-                m.clear()
+        # drop the dicts rather than clearing them: a pending snapshot may still read them
+        self._tables = {}
         super().dispose()
+
+
+def _encode_key_group(
+    parts: list[tuple[str, dict[tuple[Any, Any], Any]]], kinds: dict[str, str], limits: dict[str, int]
+) -> tuple[SnapshotEntry, ...]:
+    """The canonical, sorted entries of one key group's dicts (``parts``: state name, dict)."""
+    entries: list[SnapshotEntry] = []
+    for name, m in parts:
+        kind = kinds[name]
+        limit = limits.get(name)
+        if limit is None and kind != "list" and kind != "map":
+            # one value per (key, namespace): keys and values encoded a batch at a time
+            kns = list(m)
+            key_bytes = encode_many([kn[0] for kn in kns])
+            if all(kn[1] is None for kn in kns):
+                ns_bytes: Iterable[bytes] = repeat(_VOID_BYTES)
+            else:
+                ns_bytes = [encode_key(kn[1]) for kn in kns]
+            entries.extend(zip(repeat(name), key_bytes, ns_bytes, repeat(b""), encode_many(list(m.values()))))
+            continue
+        for (key, ns), stored in m.items():
+            kb = encode_key(key)
+            nb = encode_key(ns)
+            if kind == "list":
+                pos = 0
+                for element in stored:
+                    if limit is not None and element[0] <= limit:
+                        continue
+                    entries.append((name, kb, nb, _POS.pack(pos), encode_value(element)))
+                    pos += 1
+            elif kind == "map":
+                for uk, v in stored.items():
+                    if limit is not None and v[0] <= limit:
+                        continue
+                    entries.append((name, kb, nb, encode_key(uk), encode_value(v)))
+            else:
+                if limit is not None and stored[0] <= limit:
+                    continue
+                entries.append((name, kb, nb, b"", encode_value(stored)))
+    entries.sort()
+    return tuple(entries)
+
+
+class PendingHeapSnapshot(PendingKeyedStateSnapshot):
+    """A heap snapshot taken at a barrier whose key groups are encoded later (module docstring).
+
+    ``result`` runs in the asynchronous phase (any thread); the backend encodes a key
+    group itself, under the same lock, when the job's thread is about to touch it."""
+
+    def __init__(
+        self,
+        backend: HeapKeyedStateBackend,
+        key_group_range: KeyGroupRange,
+        parts: dict[int, list[tuple[str, dict[tuple[Any, Any], Any]]]],
+        kinds: dict[str, str],
+        limits: dict[str, int],
+        empty: KeyedStateSnapshot,
+    ) -> None:
+        self._backend = backend
+        self._start_kg = backend._start_kg
+        self._parts = parts
+        self._todo = set(parts)
+        self._kinds = kinds
+        self._limits = limits
+        self._encoded: dict[int, tuple[SnapshotEntry, ...]] = {}
+        self._empty = empty  # operator, range and states as of the barrier
+        self._result: KeyedStateSnapshot | None = None
+
+    def _encode_locked(self, idx: int) -> None:
+        if idx in self._todo:
+            self._todo.discard(idx)
+            entries = _encode_key_group(self._parts.pop(idx), self._kinds, self._limits)
+            if entries:
+                self._encoded[idx] = entries
+
+    def result(self) -> KeyedStateSnapshot:
+        if self._result is not None:
+            return self._result
+        backend = self._backend
+        with backend._cow_lock:
+            order = sorted(self._todo)
+        for i, idx in enumerate(order):
+            with backend._cow_lock:
+                self._encode_locked(idx)
+            if i % 4 == 3:
+                time.sleep(0)  # let the job's thread take the GIL between batches of key groups
+        with backend._cow_lock:
+            backend._cow_prune_locked()
+        e = self._empty
+        key_groups = tuple((idx + self._start_kg, self._encoded[idx]) for idx in sorted(self._encoded))
+        self._result = KeyedStateSnapshot(
+            e.operator_id, e.max_parallelism, e.key_group_range, e.states, key_groups
+        )
+        return self._result

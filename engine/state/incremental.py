@@ -66,6 +66,7 @@ import secrets
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -516,7 +517,9 @@ class SnapshotPlan:
     checkpoint_id: int
     kind: str  # FULL | DELTA | UNCHANGED
     base_chain: tuple[FileHandle, ...]  # the chain the new run extends (empty for FULL)
-    keys: Mapping[str, frozenset[bytes]] | None  # DELTA: raw keys per state to write; None otherwise
+    keys: (
+        Mapping[str, AbstractSet[bytes]] | None
+    )  # DELTA: raw keys per state to write (never mutated); else None
     states: tuple[StateMetaInfo, ...]
     reason: str  # why this kind, for logs and tests
     attempt: _Attempt = field(repr=False, compare=False)
@@ -587,10 +590,13 @@ class SnapshotHistory:
         self._advance_base(is_complete)
         states = tuple(states)
         attempt = _Attempt(checkpoint_id, {n: k for n, k in changes.items() if k}, states)
-        covered: dict[str, set[bytes]] = {}
+        covered: dict[str, AbstractSet[bytes]] = {}
         for a in (*self._attempts, attempt):
             for name, keys in a.changes.items():
-                covered.setdefault(name, set()).update(keys)
+                known = covered.get(name)
+                # the synchronous phase: one attempt's set is used as it is (it is never
+                # written again), only a union of several is built
+                covered[name] = keys if known is None else {*known, *keys}
         self._attempts.append(attempt)
         base = self._base
         kind, reason = DELTA, "changes since the base"
@@ -605,7 +611,7 @@ class SnapshotHistory:
         if kind == FULL:
             return SnapshotPlan(checkpoint_id, FULL, (), None, states, reason, attempt)
         assert base is not None and base.chain is not None
-        delta_keys = {n: frozenset(k) for n, k in covered.items()} if kind == DELTA else None
+        delta_keys = covered if kind == DELTA else None
         return SnapshotPlan(checkpoint_id, kind, base.chain, delta_keys, states, reason, attempt)
 
     def on_written(self, plan: SnapshotPlan, chain: tuple[FileHandle, ...]) -> None:

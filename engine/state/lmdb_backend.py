@@ -53,11 +53,14 @@ incremental snapshot continues that chain instead of starting a new base.
 
 from __future__ import annotations
 
+import contextlib
+import heapq
 import os
 import shutil
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -84,13 +87,19 @@ from weir.state.backend import (
     KeyedStateBackend,
     KeyedStateBackendStatistics,
     KeyedStateSnapshot,
+    PendingKeyedStateSnapshot,
     ReducingStateLogic,
     SnapshotEntry,
     StateMetaInfo,
 )
 from weir.state.serde import decode_key, decode_key_from, decode_value, encode_key, encode_value
 
-__all__ = ["DEFAULT_COMMIT_EVERY_OPS", "DEFAULT_MAP_SIZE_BYTES", "LmdbKeyedStateBackend"]
+__all__ = [
+    "DEFAULT_COMMIT_EVERY_OPS",
+    "DEFAULT_MAP_SIZE_BYTES",
+    "LmdbKeyedStateBackend",
+    "PendingLmdbSnapshot",
+]
 
 _MAX_DBS = 1024
 _POS = struct.Struct(">Q")
@@ -106,6 +115,8 @@ def _dumps(value: Any) -> bytes:
 #: entries read between checks whether the backend is closing (a snapshot read stops early then)
 _READ_CHECK_EVERY = 4096
 _SNAPSHOT_THREADS = 2
+#: a delta reads its changed keys by one pass over the state when they are at least 1/this of its entries
+_SCAN_WHEN_CHANGED = 4
 _executor: ThreadPoolExecutor | None = None
 _executor_pid = 0
 _executor_lock = threading.Lock()
@@ -123,6 +134,16 @@ def _snapshot_executor() -> ThreadPoolExecutor:
 
 class _BackendClosing(Exception):
     """A snapshot read stopped because its backend is closing."""
+
+
+class PendingLmdbSnapshot(PendingKeyedStateSnapshot):
+    """A full snapshot whose entries a snapshot thread reads from a pinned read transaction."""
+
+    def __init__(self, future: Future[KeyedStateSnapshot]) -> None:
+        self._future = future
+
+    def result(self) -> KeyedStateSnapshot:
+        return self._future.result()
 
 
 class _LmdbState(InternalKvState):
@@ -525,14 +546,37 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
                 raise UsageError(
                     f"LMDB state backend of '{self.operator_id}': more than {_MAX_DBS - 1} states"
                 )
-            self.commit()  # a new database handle must come from a committed transaction
-            db = self._env.open_db(b"state:" + name.encode("utf-8"), txn=self._txn, create=True)
-            self.commit()
+            db = self._open_db(b"state:" + name.encode("utf-8"))
             self._dbs[name] = db
             self._db_names[db] = name
             if self._changes is not None:
                 self._changes[db] = set()
         return db
+
+    def _open_db(self, key: bytes) -> Any:
+        """Create (or open) a named database in a transaction of its own.
+
+        A new handle must come from a committed transaction, and ``_grow_and_replay``
+        cannot replay a database's creation: so when that commit finds the map full (more
+        likely while a snapshot pins an old view, whose pages LMDB cannot reuse), the map
+        grows and the database is opened again in a fresh transaction."""
+        self.commit()  # the batch is empty from here: nothing to replay
+        while True:
+            try:
+                db = self._env.open_db(key, txn=self._txn, create=True)
+                self._txn.commit()
+            except lmdb.MapFullError:
+                self._wait_for_pinned_reads()
+                with contextlib.suppress(lmdb.Error):  # a failed commit already ended it
+                    self._txn.abort()
+                self._map_size *= 2
+                self._resizes += 1
+                self._env.set_mapsize(self._map_size)
+                self._txn = self._env.begin(write=True)
+                continue
+            self._commits += 1
+            self._txn = self._env.begin(write=True)
+            return db
 
     def _create_state(self, descriptor: StateDescriptor) -> InternalKvState:
         state: InternalKvState = _STATE_CLASSES[descriptor.kind](self, self._db(descriptor.name), descriptor)
@@ -574,43 +618,90 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self, key_group_range: KeyGroupRange | None = None) -> KeyedStateSnapshot:
+        return self.snapshot_async(key_group_range).result()
+
+    def snapshot_async(self, key_group_range: KeyGroupRange | None = None) -> PendingLmdbSnapshot:
+        """The synchronous phase of a full snapshot: commit the open batch (at most
+        ``commit_every_ops`` writes) and pin a read transaction; a snapshot thread reads
+        the entries from that view while the task goes on writing."""
         self._check_open()
         rng = self._snapshot_range(key_group_range)
         self.commit()
         cleanup = self._ttl_cleanup()
         names = sorted(self._dbs)
+        dbs = {name: self._dbs[name] for name in names}
+        is_list = {name: self._metas[name].kind == "list" for name in names}
+        limits = {name: ttl_now[1] - ttl_now[0] for name, ttl_now in cleanup.items()}
+        empty = self._make_snapshot(rng, [])
+        future = self._submit_pinned(lambda rtxn: self._read_full(rtxn, rng, dbs, is_list, limits, empty))
+        return PendingLmdbSnapshot(future)
+
+    def _read_full(
+        self,
+        rtxn: Any,
+        rng: KeyGroupRange,
+        dbs: dict[str, Any],
+        is_list: dict[str, bool],
+        limits: dict[str, int],
+        empty: KeyedStateSnapshot,
+    ) -> KeyedStateSnapshot:
+        """The canonical snapshot of ``rng`` in the pinned view ``rtxn`` (on a snapshot thread)."""
         key_groups: list[tuple[int, tuple[SnapshotEntry, ...]]] = []
-        with self._env.begin(write=False) as rtxn:
-            cursors = {name: rtxn.cursor(db=self._dbs[name]) for name in names}
-            for kg in rng:
-                lo = _KG.pack(kg)
-                entries: list[SnapshotEntry] = []
-                for name in names:
-                    cursor = cursors[name]
-                    if not cursor.set_range(lo):
+        cursors = {name: rtxn.cursor(db=db) for name, db in dbs.items()}
+        for kg in rng:
+            if self._closing:
+                raise _BackendClosing(self.operator_id)
+            lo = _KG.pack(kg)
+            entries: list[SnapshotEntry] = []
+            for name, cursor in cursors.items():
+                if not cursor.set_range(lo):
+                    continue
+                listed = is_list[name]
+                limit = limits.get(name)
+                last_kn = b""
+                pos = 0
+                for k, v in cursor:
+                    if k[:2] != lo:
+                        break
+                    if limit is not None and decode_value(v)[0] <= limit:
                         continue
-                    is_list = self._metas[name].kind == "list"
-                    ttl_now = cleanup.get(name)
-                    limit = ttl_now[1] - ttl_now[0] if ttl_now else None
-                    last_kn = b""
-                    pos = 0
-                    for k, v in cursor:
-                        if k[:2] != lo:
-                            break
-                        if limit is not None and decode_value(v)[0] <= limit:
-                            continue
-                        _, key_end = decode_key_from(k, 2)
-                        _, ns_end = decode_key_from(k, key_end)
-                        user_key = k[ns_end:]
-                        if is_list:
-                            kn = k[:ns_end]
-                            pos = pos + 1 if kn == last_kn else 0
-                            last_kn = kn
-                            user_key = _POS.pack(pos)
-                        entries.append((name, k[2:key_end], k[key_end:ns_end], user_key, v))
-                if entries:
-                    key_groups.append((kg, tuple(entries)))
-        return self._make_snapshot(rng, key_groups)
+                    _, key_end = decode_key_from(k, 2)
+                    _, ns_end = decode_key_from(k, key_end)
+                    user_key = k[ns_end:]
+                    if listed:
+                        kn = k[:ns_end]
+                        pos = pos + 1 if kn == last_kn else 0
+                        last_kn = kn
+                        user_key = _POS.pack(pos)
+                    entries.append((name, k[2:key_end], k[key_end:ns_end], user_key, v))
+            if entries:
+                key_groups.append((kg, tuple(entries)))
+        return KeyedStateSnapshot(
+            empty.operator_id, empty.max_parallelism, empty.key_group_range, empty.states, tuple(key_groups)
+        )
+
+    def _submit_pinned(self, read: Callable[[Any], Any]) -> Future[Any]:
+        """Pin a read transaction of the committed state and run ``read(rtxn)`` on a snapshot
+        thread, which releases the transaction when it is done."""
+
+        def run() -> Any:
+            try:
+                return read(rtxn)
+            finally:
+                self._release_pinned(rtxn)
+
+        with self._pin_cond:
+            rtxn = self._env.begin(write=False)
+            self._pinned += 1
+        try:
+            future = _snapshot_executor().submit(run)
+        except BaseException:
+            self._release_pinned(rtxn)
+            raise
+        with self._pin_cond:
+            self._reads = [(f, t) for f, t in self._reads if not f.done()]
+            self._reads.append((future, rtxn))
+        return future
 
     # ------------------------------------------------------------------ incremental snapshots
 
@@ -668,18 +759,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             entries: Callable[[], list[Any]] = list
         else:
             dbs = dict(self._dbs)
-            with self._pin_cond:
-                rtxn = self._env.begin(write=False)
-                self._pinned += 1
-            try:
-                future = _snapshot_executor().submit(self._read_pinned, rtxn, plan, dbs)
-            except BaseException:
-                self._release_pinned(rtxn)
-                raise
-            with self._pin_cond:
-                self._reads = [(f, t) for f, t in self._reads if not f.done()]
-                self._reads.append((future, rtxn))
-            entries = future.result
+            entries = self._submit_pinned(lambda rtxn: self._read_pinned(rtxn, plan, dbs)).result
         return PendingIncrementalSnapshot(
             plan, self.operator_id, self.max_parallelism, self.key_group_range, entries, history
         )
@@ -687,39 +767,66 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
     def _read_pinned(
         self, rtxn: Any, plan: Any, dbs: dict[str, Any]
     ) -> list[tuple[int, bytes, bytes | None]]:
-        """Read ``plan``'s entries from the pinned ``rtxn`` (on a snapshot thread), then release it."""
-        try:
-            index = {meta.name: i for i, meta in enumerate(plan.states)}
+        """Read ``plan``'s entries from the pinned ``rtxn`` (on a snapshot thread), sorted as a run wants."""
+        index = {meta.name: i for i, meta in enumerate(plan.states)}
+        if plan.keys is None:  # a full run: every entry, key group by key group
             out: list[tuple[int, bytes, bytes | None]] = []
-            if plan.keys is None:  # a full run: every entry, key group by key group
-                names = sorted(n for n in dbs if n in index)
-                cursors = {name: rtxn.cursor(db=dbs[name]) for name in names}
-                for kg in self.key_group_range:
-                    lo = _KG.pack(kg)
-                    for name in names:
-                        cursor = cursors[name]
-                        if not cursor.set_range(lo):
-                            continue
-                        i = index[name]
-                        for k, v in cursor:
-                            if k[:2] != lo:
-                                break
-                            out.append((i, k, v))
-                            if len(out) % _READ_CHECK_EVERY == 0 and self._closing:
-                                raise _BackendClosing(self.operator_id)
-                return out
-            keyed: list[tuple[bytes, int, bytes, bytes | None]] = []
-            for name, keys in plan.keys.items():
-                db, i = dbs[name], index[name]
-                get = rtxn.get
-                for n, k in enumerate(keys):
-                    keyed.append((k[:2], i, k, get(k, db=db)))
-                    if n % _READ_CHECK_EVERY == 0 and self._closing:
-                        raise _BackendClosing(self.operator_id)
-            keyed.sort(key=lambda e: (e[0], e[1], e[2]))
-            return [(i, k, v) for _, i, k, v in keyed]
-        finally:
-            self._release_pinned(rtxn)
+            names = sorted(n for n in dbs if n in index)
+            cursors = {name: rtxn.cursor(db=dbs[name]) for name in names}
+            for kg in self.key_group_range:
+                lo = _KG.pack(kg)
+                for name in names:
+                    cursor = cursors[name]
+                    if not cursor.set_range(lo):
+                        continue
+                    i = index[name]
+                    for k, v in cursor:
+                        if k[:2] != lo:
+                            break
+                        out.append((i, k, v))
+                        if len(out) % _READ_CHECK_EVERY == 0 and self._closing:
+                            raise _BackendClosing(self.operator_id)
+            return out
+        per_state: list[list[tuple[int, bytes, bytes | None]]] = []
+        for name in sorted(plan.keys, key=index.__getitem__):
+            keys, db, i = plan.keys[name], dbs[name], index[name]
+            if len(keys) * _SCAN_WHEN_CHANGED >= rtxn.stat(db)["entries"]:
+                per_state.append(self._changed_by_scan(rtxn, db, i, keys))
+            else:
+                per_state.append(self._changed_by_lookup(rtxn, db, i, keys))
+        if len(per_state) == 1:
+            return per_state[0]
+        # each list is sorted by raw key (key group first) and holds one state index
+        return list(heapq.merge(*per_state, key=lambda e: (e[1][:2], e[0], e[1])))
+
+    def _changed_by_lookup(
+        self, rtxn: Any, db: Any, i: int, keys: AbstractSet[bytes]
+    ) -> list[tuple[int, bytes, bytes | None]]:
+        """The changed ``keys`` of one state, looked up one by one (few keys changed), in key order."""
+        get = rtxn.get
+        out = []
+        for n, k in enumerate(sorted(keys)):
+            out.append((i, k, get(k, db=db)))
+            if n % _READ_CHECK_EVERY == 0 and self._closing:
+                raise _BackendClosing(self.operator_id)
+        return out
+
+    def _changed_by_scan(
+        self, rtxn: Any, db: Any, i: int, keys: AbstractSet[bytes]
+    ) -> list[tuple[int, bytes, bytes | None]]:
+        """The changed ``keys`` of one state, read by one pass over it (most keys changed): a scan
+        costs what a full run's does, so a delta is never slower than a full snapshot."""
+        present = []
+        for n, (k, v) in enumerate(rtxn.cursor(db=db)):
+            if k in keys:
+                present.append((i, k, v))
+            if n % _READ_CHECK_EVERY == 0 and self._closing:
+                raise _BackendClosing(self.operator_id)
+        if len(present) == len(keys):
+            return present
+        found = {e[1] for e in present}
+        tombstones = [(i, k, None) for k in sorted(k for k in keys if k not in found)]
+        return list(heapq.merge(present, tombstones, key=lambda e: e[1]))
 
     def _release_pinned(self, rtxn: Any) -> None:
         with self._pin_cond:

@@ -71,6 +71,7 @@ __all__ = [
     "decode_key_from",
     "decode_value",
     "encode_key",
+    "encode_many",
     "encode_value",
     "find_opaque",
     "register_type",
@@ -232,6 +233,59 @@ def _encode_other(t: type, value: Any) -> bytes:
 
 #: Values and keys share one encoding (the module docstring's table).
 encode_value = encode_key
+
+
+def encode_many(values: Sequence[Any]) -> list[bytes]:
+    """``[encode_key(v) for v in values]``, byte for byte, with the common shapes of a
+    snapshot's keys and values -- all int64 ints, or all tuples of one length whose
+    elements are int64 ints -- encoded by numpy in one pass (3-4x fewer interpreter
+    steps per entry than one ``encode_key`` call each); anything else goes one by one."""
+    n = len(values)
+    if n < 16:
+        return [encode_key(v) for v in values]
+    first = values[0]
+    if type(first) is int:
+        if all(type(v) is int for v in values):
+            ints = _int64s(values)
+            if ints is not None:
+                return _split(_int_columns(ints.reshape(n, 1), b""), n)
+    elif type(first) is tuple:
+        width = len(first)
+        if 0 < width <= 64 and all(type(v) is tuple and len(v) == width for v in values):
+            flat = [x for v in values for x in v]
+            if all(type(x) is int for x in flat):
+                ints = _int64s(flat)
+                if ints is not None:
+                    header = b"\x07" + _L.pack(width)
+                    return _split(_int_columns(ints.reshape(n, width), header), n)
+    return [encode_key(v) for v in values]
+
+
+def _int64s(values: Sequence[int]) -> np.ndarray | None:
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        return None  # an int outside int64 has its own tag: one by one
+
+
+def _int_columns(ints: np.ndarray, header: bytes) -> np.ndarray:
+    """Rows of ``header`` followed by ``b"\x02" + >Q(x + 2**63)`` per column, as uint8."""
+    n, width = ints.shape
+    h = len(header)
+    out = np.empty((n, h + 9 * width), dtype=np.uint8)
+    if h:
+        out[:, :h] = np.frombuffer(header, dtype=np.uint8)
+    biased = (ints.view(np.uint64) ^ np.uint64(_OFFSET)).astype(">u8")  # x + 2**63 mod 2**64
+    cells = out[:, h:].reshape(n, width, 9)
+    cells[:, :, 0] = 2
+    cells[:, :, 1:] = biased.view(np.uint8).reshape(n, width, 8)
+    return out
+
+
+def _split(rows: np.ndarray, n: int) -> list[bytes]:
+    data = rows.tobytes()
+    size = rows.shape[1]
+    return [data[i : i + size] for i in range(0, n * size, size)]
 
 
 def _named_type(name: str, trusted: bool) -> _NamedType:

@@ -4,9 +4,12 @@ the asynchronous part.
 
 A source task checkpoints when the coordinator triggers it (``checkpoint``); any other
 task when its barrier handler says so (``take_snapshot`` and ``forward_barrier``, driven
-by the input processor). The synchronous part copies out every chained operator's state
-with the drain lock held; the barrier then goes downstream, in line (aligned) or ahead of
-the unsent output, which joins the checkpoint's channel state (unaligned); the
+by the input processor). The synchronous part takes every chained operator's snapshot
+with the drain lock held, at a cost that does not grow with the keyed state (the
+backends' ``snapshot_async``: copy-on-write key groups on the heap, a pinned read view in
+LMDB) and is one C-level dict copy per key group for timers, so the job's one thread
+stops only briefly; the barrier then goes downstream, in line (aligned) or ahead of the
+unsent output, which joins the checkpoint's channel state (unaligned); the
 asynchronous part (``weir.task.snapshots``) writes the files in a worker thread while
 processing goes on, and acknowledges to the JobMaster with the checkpoint's timings.
 Restore is the reverse of the synchronous part: keyed state and timers of this subtask's
@@ -105,7 +108,10 @@ class SubtaskCheckpointCoordinator:
         Operators first flush what they hold outside the backends (head first, so what a head
         emits reaches its successors before they snapshot), then snapshot themselves.
         Keyed state is incremental where the backend has it on (LMDB), unless ``full`` (savepoints:
-        always the full, canonical ``backend.snapshot()``)."""
+        always the full, canonical snapshot). Keyed snapshots are taken with ``snapshot_async``:
+        here only what does not grow with the state; the entries are encoded in the
+        asynchronous part (``write_operator_snapshots``), except for an operator that declares
+        ``shares_state_objects`` (it mutates objects it also handed to the backend)."""
         d = self.d
         started = time.perf_counter()
         first = self._first_barrier_ms.pop(checkpoint_id, None)
@@ -124,16 +130,20 @@ class SubtaskCheckpointCoordinator:
             backend = ctx.keyed_backend
             timers = getattr(op, "timers", None)
             internal: Any = getattr(timers, "internal", timers)
-            timer_snapshot = (
-                internal.snapshot() if internal is not None and hasattr(internal, "snapshot") else None
-            )
+            timer_snapshot = None
+            if internal is not None and hasattr(internal, "snapshot_async"):
+                timer_snapshot = internal.snapshot_async()  # sorted in write_operator_snapshots
+            elif internal is not None and hasattr(internal, "snapshot"):
+                timer_snapshot = internal.snapshot()
             keyed: Any = None
             if backend is not None:
                 storage = d.checkpoint_storage
                 if not full and storage is not None and getattr(backend, "incremental_checkpointing", False):
                     keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete)
+                elif getattr(op, "shares_state_objects", False):
+                    keyed = backend.snapshot()  # it mutates objects it also put in the backend
                 else:
-                    keyed = backend.snapshot()
+                    keyed = backend.snapshot_async()  # the rest happens in write_and_acknowledge
             out.append(
                 OperatorSnapshot(
                     operator_id=ctx.operator_id,

@@ -25,9 +25,9 @@ class OperatorSnapshot:
     parallelism: int
     max_parallelism: int
     subtask_index: int
-    keyed: Any = None  # KeyedStateSnapshot
+    keyed: Any = None  # KeyedStateSnapshot, PendingKeyedStateSnapshot or PendingIncrementalSnapshot
     key_group_range: Any = None
-    timers: Any = None  # TimerSnapshot
+    timers: Any = None  # TimerSnapshot or PendingTimerSnapshot
     source_position: Any = None
     operator_state: Any = None  # OperatorStateSnapshot, or None when the operator has none
     channel_state: Any = None  # the task's in-flight data of an unaligned checkpoint (head operator only)
@@ -53,21 +53,28 @@ def write_operator_snapshots(
     run into ``shared/``; the private file then holds the chain's handle, and the
     chain's files become the state handle's ``shared_files``. ``total`` counts the
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
+    from weir.state.backend import PendingKeyedStateSnapshot
     from weir.state.incremental import PendingIncrementalSnapshot
+    from weir.time.timers import PendingTimerSnapshot
 
     acks = []
     total = 0
     for snap in snapshots:
         keyed = snap.keyed
         shared: tuple[Any, ...] = ()
+        if isinstance(keyed, PendingKeyedStateSnapshot):
+            keyed = keyed.result()  # encoded here, off the job's thread (copy-on-write, pinned view)
         if isinstance(keyed, PendingIncrementalSnapshot):
             written = keyed.write(storage)
             keyed, shared = written.handle, written.handle.chain
             total += written.uploaded_bytes
+        timers = snap.timers
+        if isinstance(timers, PendingTimerSnapshot):
+            timers = timers.result()
         data = encode_state_file(
             {
                 "keyed": keyed,
-                "timers": snap.timers,
+                "timers": timers,
                 "source_position": snap.source_position,
                 "operator_state": snap.operator_state,
                 "channel_state": snap.channel_state,

@@ -25,7 +25,9 @@ live ones the heap is rebuilt, so every call is O(log n) amortised.
 Snapshots (:class:`TimerSnapshot`) are immutable and picklable, hold the live timers of
 a key-group range in firing order, and ``restore`` keeps only the timers whose key group
 lies in the new subtask's range: splitting a snapshot over new ranges that tile the old
-one keeps every timer exactly once. The current watermark is not part of a snapshot
+one keeps every timer exactly once. A checkpoint takes ``snapshot_async``: the synchronous
+phase copies the per-key-group dicts (C-level copies, no Timer objects), the asynchronous
+phase sorts them into the snapshot. The current watermark is not part of a snapshot
 (it comes back with the first watermark after recovery). Pure: no trio, no clock.
 """
 
@@ -133,18 +135,52 @@ class _TimerQueue:
 
     def ordered(self, key_group_range: KeyGroupRange | None) -> tuple[Timer, ...]:
         """The live timers (in range) in firing order."""
-        entries: list[_HeapEntry] = []
+        return _in_firing_order(self.copy_groups(key_group_range))
+
+    def copy_groups(self, key_group_range: KeyGroupRange | None) -> dict[int, dict[_TimerId, int]]:
+        """A copy of the live timers (in range) per key group: one C-level dict copy per group."""
         if key_group_range is None:
             groups: Iterable[int] = self.by_group
         elif len(key_group_range) < len(self.by_group):
             groups = (kg for kg in key_group_range if kg in self.by_group)
         else:
             groups = (kg for kg in self.by_group if kg in key_group_range)
-        for kg in groups:
-            for (key, namespace, timestamp), sequence in self.by_group[kg].items():
-                entries.append((timestamp, sequence, kg, key, namespace))
-        entries.sort(key=lambda e: (e[0], e[1]))
-        return tuple(Timer(ts, key, ns, kg) for ts, _, kg, key, ns in entries)
+        return {kg: self.by_group[kg].copy() for kg in groups}
+
+
+def _in_firing_order(by_group: dict[int, dict[_TimerId, int]]) -> tuple[Timer, ...]:
+    entries: list[_HeapEntry] = []
+    for kg, group in by_group.items():
+        for (key, namespace, timestamp), sequence in group.items():
+            entries.append((timestamp, sequence, kg, key, namespace))
+    entries.sort(key=lambda e: (e[0], e[1]))
+    return tuple(Timer(ts, key, ns, kg) for ts, _, kg, key, ns in entries)
+
+
+class PendingTimerSnapshot:
+    """The synchronous phase of a timer snapshot: copies of the live timers per key group
+    (no Timer objects, no sorting); ``result()`` -- in the asynchronous phase, any thread --
+    builds the ``TimerSnapshot`` from them, so later registrations and deletions never show."""
+
+    def __init__(
+        self,
+        key_group_range: KeyGroupRange | None,
+        event_time: dict[int, dict[_TimerId, int]],
+        processing_time: dict[int, dict[_TimerId, int]],
+    ) -> None:
+        self._key_group_range = key_group_range
+        self._event_time = event_time
+        self._processing_time = processing_time
+        self._result: TimerSnapshot | None = None
+
+    def result(self) -> TimerSnapshot:
+        if self._result is None:
+            self._result = TimerSnapshot(
+                self._key_group_range,
+                _in_firing_order(self._event_time),
+                _in_firing_order(self._processing_time),
+            )
+        return self._result
 
 
 class InternalTimerService:
@@ -263,6 +299,14 @@ class InternalTimerService:
             key_group_range=key_group_range if key_group_range is not None else self.key_group_range,
             event_time=self._event.ordered(key_group_range),
             processing_time=self._processing.ordered(key_group_range),
+        )
+
+    def snapshot_async(self, key_group_range: KeyGroupRange | None = None) -> PendingTimerSnapshot:
+        """``snapshot`` split in two: here only dict copies; ``result()`` sorts, off the job's thread."""
+        return PendingTimerSnapshot(
+            key_group_range if key_group_range is not None else self.key_group_range,
+            self._event.copy_groups(key_group_range),
+            self._processing.copy_groups(key_group_range),
         )
 
     def restore(self, snapshots: Iterable[TimerSnapshot], key_group_range: KeyGroupRange) -> None:

@@ -129,7 +129,7 @@ def test_bench_checkpoint_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main,
         ["bench", "checkpoint", "--records", "100000", "--interval", "100", "--sink-rate", "50000",
-         "--backpressure-seconds", "1.5", "--output", str(out)],
+         "--backpressure-seconds", "1.5", "--no-sweep", "--output", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "aligned checkpoints take" in result.stdout and "of the throughput" in result.stdout
@@ -138,6 +138,32 @@ def test_bench_checkpoint_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     assert aligned["mode"] == "aligned" and unaligned["mode"] == "unaligned"
     assert unaligned["checkpoints_completed"] > 0 and unaligned["persisted_in_flight_bytes"] > 0
     assert report["parameters"]["backpressure_seconds"] == 1.5
+
+
+def test_bench_checkpoint_sweeps_state_sizes_and_prints_the_phases(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    result = CliRunner().invoke(
+        main,
+        ["bench", "checkpoint", "--sweep-only", "--state-sizes", "2000", "--backend", "hashmap",
+         "--backend", "lmdb-incremental", "--interval", "100", "--records-per-key", "60", "--sweep-records", "0", "--output", str(out)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "checkpoint cost by state size" in result.stdout and "records/s without" in result.stdout
+    points = json.loads(out.read_text())["state_size_sweep"]["points"]
+    assert [(p["keys"], p["backend"]) for p in points] == [(2000, "hashmap"), (2000, "lmdb-incremental")]
+    for p in points:
+        assert p["checkpoints_completed"] > 0 and p["throughput_ratio"] > 0
+        assert {"median", "max"} <= p["sync_ms"].keys() and p["full_size_bytes"]["max"] > 0
+
+
+def test_bench_checkpoint_sweep_that_measured_nothing_is_an_error() -> None:
+    result = CliRunner().invoke(
+        main,
+        ["bench", "checkpoint", "--sweep-only", "--state-sizes", "1000", "--backend", "hashmap",
+         "--interval", "60000", "--records-per-key", "1", "--sweep-records", "0"],
+    )  # fmt: skip
+    assert result.exit_code != 0
+    assert "measured nothing" in result.output and "1,000 keys on hashmap" in result.output
 
 
 def test_run_a_two_input_job_prices_every_order() -> None:

@@ -743,3 +743,28 @@ def test_an_outside_key_is_rejected_every_time(make: Factory) -> None:
     for _ in range(2):
         with pytest.raises(ProtocolViolation):
             backend.set_current_key(outside)
+
+
+def test_overlapping_async_snapshots_each_hold_their_barrier(backend: KeyedStateBackend) -> None:
+    """Two checkpoints in flight at once (the second taken before the first is written):
+    each holds the state of its own barrier, whatever is written after it."""
+    count = backend.get_state(ValueStateDescriptor("count", Types.LONG()))
+    items = backend.get_state(ListStateDescriptor("items", Types.LONG()))
+    keys = list(range(300))
+
+    def write(round_: int) -> None:
+        for k in keys:
+            backend.set_current_key(k)
+            count.update(k * 10 + round_)
+            items.add(round_)
+
+    write(1)
+    first_expected = backend.snapshot()
+    first = backend.snapshot_async()
+    write(2)
+    second_expected = backend.snapshot()
+    second = backend.snapshot_async()
+    write(3)
+    assert second.result() == second_expected
+    assert first.result() == first_expected
+    assert first_expected != second_expected

@@ -130,6 +130,22 @@ def test_snapshot_is_immutable_ordered_and_picklable() -> None:
         snap.event_time = ()  # type: ignore[misc]
 
 
+def test_an_async_snapshot_holds_the_timers_of_the_barrier() -> None:
+    """The synchronous phase copies; registrations, deletions and firings after it never show."""
+    timers = InternalTimerService(KeyGroupRange(0, 7))
+    for kg in range(8):
+        timers.register_event_time_timer(f"k{kg}", kg, NS, 100 - kg)
+    timers.register_processing_time_timer("p", 3, NS, 7)
+    expected = timers.snapshot()
+    pending = timers.snapshot_async()
+    timers.register_event_time_timer("late", 2, NS, 1)
+    timers.delete_event_time_timer("k3", 3, NS, 97)
+    timers.advance_watermark(95)
+    timers.register_processing_time_timer("q", 4, NS, 8)
+    assert pending.result() == expected
+    assert pending.result() is pending.result()
+
+
 def test_snapshot_of_a_range_and_restore_split() -> None:
     timers = InternalTimerService()
     for kg in range(8):

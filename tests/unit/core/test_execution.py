@@ -4,6 +4,7 @@ executor ``execution.target`` names."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -55,10 +56,12 @@ def test_an_unknown_target_names_the_known_ones() -> None:
         get_executor("nowhere")
 
 
-def test_execute_hands_the_graph_and_frozen_settings_to_the_target(recording: Recording) -> None:
+def test_execute_hands_the_graph_and_frozen_settings_to_the_target(
+    recording: Recording, tmp_path: Path
+) -> None:
     conf = Configuration().set_string("execution.target", "recording")
     env = StreamExecutionEnvironment.get_execution_environment(conf)
-    env.set_state_backend(LmdbStateBackend("/tmp/nowhere"))
+    env.set_state_backend(LmdbStateBackend(str(tmp_path / "lmdb")))
     env.enable_checkpointing(500)
     env.from_collection([1, 2, 3]).map(lambda v: v + 1).print()
     assert env.execute("job") == "done"

@@ -19,36 +19,19 @@ from weir.common import Types
 from weir.errors import UsageError
 from weir.harness import queries
 from weir.harness.queries import Query, TableInput
-from weir.harness.replay import ReplayReader, ReplayRun, ReplaySource
+from weir.harness.replay import ReplayRun, ReplaySource
 from weir.harness.runner import DataSet, Run, RunConfig
 from weir.workloads.testing import keyed_rows_dataset
 
-ROWS = [(f"k{i % 5}", i, 10 * i) for i in range(1000)]  # event time: 10 ms a row
-
-
-@pytest.fixture
-def keyed_dir(tmp_path: Path) -> Path:
-    return keyed_rows_dataset(tmp_path / "keyed", ROWS, event_rate=100)
-
-
-async def _drain(reader: ReplayReader, limit: int | None = None) -> list[Any]:
-    out: list[Any] = []
-    while limit is None or len(out) < limit:
-        batch = await reader.next_batch()
-        if batch is None:
-            break
-        out.extend(batch.as_list())
-    return out
-
 
 async def test_an_open_loop_replay_laps_with_its_schedule_and_event_times_moved_on(
-    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+    drain: Any, keyed_dir: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     run = ReplayRun(
         schedule_rate=1000.0, schedule_limit=2500, lap_schedule_units=1000, lap_event_time_ms=10_000
     )
     source = ReplaySource(keyed_dir, "events", ["value", "event_time"], run, event_time_column="event_time")
-    rows = await _drain(source.create_reader(0, 1))
+    rows = await drain(source.create_reader(0, 1))
     assert [r[0] for r in rows] == [i % 1000 for i in range(2500)]  # the data set, two and a half times
     assert [r[1] for r in rows] == [10 * i for i in range(2500)]  # event time goes on, never back
     assert [r[2] for r in rows] == [
@@ -57,7 +40,7 @@ async def test_an_open_loop_replay_laps_with_its_schedule_and_event_times_moved_
 
 
 async def test_a_restored_reader_resumes_inside_its_lap(
-    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+    drain: Any, keyed_dir: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     def source() -> ReplaySource:
         run = ReplayRun(
@@ -66,15 +49,15 @@ async def test_a_restored_reader_resumes_inside_its_lap(
         return ReplaySource(keyed_dir, "events", ["value", "event_time"], run, event_time_column="event_time")
 
     first = source().create_reader(1, 2)
-    head = await _drain(first, limit=1200)  # into the third lap
+    head = await drain(first, limit=1200)  # into the third lap
     again = source().create_reader(1, 2)
     again.restore(first.position())
-    tail = await _drain(again)
+    tail = await drain(again)
     assert [(r[0], r[1]) for r in head + tail] == [(i % 1000, 10 * i) for i in range(1, 3000, 2)]
 
 
 async def test_a_throughput_replay_laps_until_its_duration_and_not_when_a_lap_takes_no_time(
-    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+    drain: Any, keyed_dir: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     run = ReplayRun(max_duration_s=1.0, lap_schedule_units=1000, lap_event_time_ms=10_000)
     reader = ReplaySource(keyed_dir, "events", ["value"], run, batch_size=100).create_reader(0, 1)
@@ -85,7 +68,7 @@ async def test_a_throughput_replay_laps_until_its_duration_and_not_when_a_lap_ta
     assert 199_900 <= emitted <= 200_100  # 1 s of it, about 200 laps (the clock adds up floats)
     # a job that costs no time would lap forever without filling a second: one lap, then the end
     free = ReplayRun(max_duration_s=1.0, lap_schedule_units=1000, lap_event_time_ms=10_000)
-    assert len(await _drain(ReplaySource(keyed_dir, "events", ["value"], free).create_reader(0, 1))) == 1000
+    assert len(await drain(ReplaySource(keyed_dir, "events", ["value"], free).create_reader(0, 1))) == 1000
 
 
 def test_laps_and_their_event_time_column_are_checked(keyed_dir: Path) -> None:

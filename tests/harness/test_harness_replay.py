@@ -13,59 +13,45 @@ import trio.testing
 from weir.errors import UsageError
 from weir.harness import replay
 from weir.harness.queries import get_query
-from weir.harness.replay import ReplayReader, ReplayRun, ReplaySource
+from weir.harness.replay import ReplayRun, ReplaySource
 from weir.harness.runner import DataSet, RunConfig, schedule_for
-from weir.workloads.testing import keyed_rows_dataset
-
-ROWS = [(f"k{i % 5}", i, 10 * i) for i in range(1000)]
 
 
-@pytest.fixture
-def keyed_dir(tmp_path: Path) -> Path:
-    return keyed_rows_dataset(tmp_path / "keyed", ROWS, event_rate=100)
-
-
-async def _drain(reader: ReplayReader, limit: int | None = None) -> list[Any]:
-    out: list[Any] = []
-    while limit is None or len(out) < limit:
-        batch = await reader.next_batch()
-        if batch is None:
-            break
-        out.extend(batch.as_list())
-    return out
-
-
-async def test_subtasks_interleave_and_together_replay_every_row_once(keyed_dir: Path) -> None:
+async def test_subtasks_interleave_and_together_replay_every_row_once(
+    keyed_rows: list[Any], drain: Any, keyed_dir: Path
+) -> None:
     run = ReplayRun()
     source = ReplaySource(keyed_dir, "events", ["key", "value", "event_time"], run, batch_size=64)
-    parts = [await _drain(source.create_reader(s, 3)) for s in range(3)]
+    parts = [await drain(source.create_reader(s, 3)) for s in range(3)]
     for s, part in enumerate(parts):
         assert [r[1] for r in part] == list(range(s, 1000, 3))  # value == row number
-    assert sorted(r[:3] for part in parts for r in part) == sorted(ROWS)
+    assert sorted(r[:3] for part in parts for r in part) == sorted(keyed_rows)
     assert run.emitted == 1000
 
 
-async def test_a_restored_reader_continues_exactly_where_the_position_was(keyed_dir: Path) -> None:
+async def test_a_restored_reader_continues_exactly_where_the_position_was(
+    drain: Any, keyed_dir: Path
+) -> None:
     source = ReplaySource(keyed_dir, "events", ["key", "value", "event_time"], ReplayRun(), batch_size=50)
     first = source.create_reader(1, 2)
-    head = await _drain(first, limit=200)
+    head = await drain(first, limit=200)
     position = first.position()
     assert position == {"rows": len(head)}
     again = source.create_reader(1, 2)
     again.restore(position)
-    tail = await _drain(again)
+    tail = await drain(again)
     assert [r[1] for r in head + tail] == list(range(1, 1000, 2))
     with pytest.raises(UsageError, match="non-negative"):
         again.restore({"rows": -1})
 
 
 async def test_open_loop_emits_on_schedule_and_stamps_intended_times(
-    keyed_dir: Path, autojump_clock: trio.testing.MockClock
+    drain: Any, keyed_dir: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     run = ReplayRun(schedule_rate=500.0, schedule_limit=100)  # 500 rows/s, first 100 rows
     reader = ReplaySource(keyed_dir, "events", ["value"], run).create_reader(0, 1)
     start = trio.current_time()
-    rows = await _drain(reader)
+    rows = await drain(reader)
     assert [r[0] for r in rows] == list(range(100))
     intended = [r[-1] for r in rows]
     assert intended == [run.anchor_ns + i * 2_000_000 for i in range(100)]  # 2 ms apart
@@ -74,20 +60,26 @@ async def test_open_loop_emits_on_schedule_and_stamps_intended_times(
 
 
 async def test_intended_times_hold_across_chunks_and_pieces(
-    keyed_dir: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+    keyed_rows: list[Any],
+    drain: Any,
+    keyed_dir: Path,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # chunks of 37 rows converted 5 at a time: every boundary is crossed many times
     monkeypatch.setattr(replay, "CHUNK_ROWS", 37)
     monkeypatch.setattr(replay, "PIECE_ROWS", 5)
     run = ReplayRun(schedule_rate=500.0, schedule_limit=300)
     readers = [ReplaySource(keyed_dir, "events", ["value"], run).create_reader(s, 2) for s in range(2)]
-    parts = [await _drain(reader) for reader in readers]
+    parts = [await drain(reader) for reader in readers]
     for s, rows in enumerate(parts):
         assert [r[0] for r in rows] == list(range(s, 300, 2))
         assert [r[-1] for r in rows] == [run.anchor_ns + i * 2_000_000 for i in range(s, 300, 2)]
 
 
-def test_a_chunk_converts_its_intended_times_a_piece_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_chunk_converts_its_intended_times_a_piece_at_a_time(
+    keyed_rows: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(replay, "PIECE_ROWS", 10)
     chunk = replay._Chunk(None, np.arange(25, dtype=np.int64) * 3)
     times = chunk.intended_ns(1_000, 2.0, 1)

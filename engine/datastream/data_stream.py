@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from weir.columnar.aggregates import Aggregates, AggregatesWindowFunction, RunningAggregates
+from weir.columnar.functions import FieldKeySelector
 from weir.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation, check_type_info
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import functions as fn
@@ -223,6 +225,8 @@ class DataStream(_Configurable):
     ) -> KeyedStream:
         selector = fn.wrap_key_selector(key_selector)
         key_type = check_type_info("key_by(key_type)", key_type)
+        if key_type is None and isinstance(selector, FieldKeySelector):
+            key_type = _field_type(self.get_type(), selector.index)
         t = PartitionTransformation(
             id=self._env._new_id(),
             name="Partition",
@@ -343,6 +347,13 @@ class DataStream(_Configurable):
         return self._env._execute_and_collect(sink, job_execution_name, limit)
 
 
+def _field_type(t: TypeInformation | None, index: int) -> TypeInformation | None:
+    """The type of field ``index`` of a tuple or row type (None when unknown)."""
+    if isinstance(t, TupleTypeInfo | RowTypeInfo) and -t.get_arity() <= index < t.get_arity():
+        return t.get_field_types()[index]
+    return None
+
+
 def _constant_key(value: Any) -> int:
     return 0
 
@@ -379,7 +390,13 @@ class KeyedStream(DataStream):
         self, func: fn.KeyedProcessFunction | Callable[..., Any], output_type: TypeInformation | None = None
     ) -> DataStream:
         output_type = check_type_info("process(output_type)", output_type)
-        spec = OperatorSpec("keyed_process", fn.wrap_keyed_process(func), keyed=True)
+        options: dict[str, Any] = {}
+        if isinstance(func, RunningAggregates):  # weir.columnar: may run vectorized
+            func.spec.check_input(self.get_type())
+            if output_type is None:
+                output_type = func.spec.output_type(self.get_type(), self._key_type)
+            options["columnar"] = {"spec": func.spec, "input_type": self.get_type()}
+        spec = OperatorSpec("keyed_process", fn.wrap_keyed_process(func), options, keyed=True)
         return self._one_input("KeyedProcess", spec, output_type, self._key_selector)
 
     def reduce(self, func: fn.ReduceFunction | Callable[[Any, Any], Any]) -> DataStream:
@@ -663,6 +680,14 @@ class WindowedStream:
             "accumulator_type": check_type_info("aggregate(accumulator_type)", accumulator_type),
         }
         out = check_type_info("aggregate(output_type)", output_type)
+        if isinstance(agg, Aggregates):  # weir.columnar: may run vectorized
+            input_type = self.get_input_type()
+            agg.spec.check_input(input_type)
+            if wf is None and agg.needs_window_context():
+                opts["window_function"] = AggregatesWindowFunction(agg.spec)
+            if out is None and wf is None:
+                out = agg.spec.output_type(input_type, self._keyed.get_key_type())
+            opts["columnar"] = {"spec": agg.spec, "input_type": input_type, "own_window_function": wf is not None}
         return self._build("aggregate", opts, out, fn.function_name(agg, "AggregateFunction"))
 
     # -- built-in aggregations (Java's WindowedStream.sum/min/max/minBy/maxBy; count/mean are weir's) --

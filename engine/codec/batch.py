@@ -13,6 +13,7 @@ they received, so a batch may be handed to several consumers (e.g. chained succe
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Sequence
 from itertools import chain
 from typing import Any
@@ -20,6 +21,10 @@ from typing import Any
 import numpy as np
 
 NO_TIMESTAMP = np.iinfo(np.int64).min  # a record without an event timestamp
+
+#: Tuples of at least this many records are built with the garbage collector paused (a
+#: collection is due every 700 new containers; below that, pausing costs more than it saves).
+_GC_PAUSE_RECORDS = 700
 
 
 class TupleColumns(Sequence[tuple[Any, ...]]):
@@ -45,7 +50,17 @@ class TupleColumns(Sequence[tuple[Any, ...]]):
     def records(self) -> list[tuple[Any, ...]]:
         """The records as tuples of Python values (numpy scalars become ints/floats/bools)."""
         if self._records is None:
-            self._records = list(zip(*(c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns)))
+            columns = [c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns]
+            if len(columns[0]) < _GC_PAUSE_RECORDS:
+                self._records = list(zip(*columns))
+            else:  # many new tuples: a collection would walk them all for nothing
+                enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    self._records = list(zip(*columns))
+                finally:
+                    if enabled:
+                        gc.enable()
         return self._records
 
     def __len__(self) -> int:

@@ -751,6 +751,10 @@ class ColumnarSerializer(BatchSerializer):
     def _assemble(self, raws: list[tuple[Any, np.ndarray | None]], kinds: np.ndarray | None) -> Any:
         if not self._is_struct:
             return self.columns[0].to_batch_values(raws[0][0])
+        if self._is_tuple and all(mask is None for _, mask in raws):
+            # tuples stay columns: a columnar operator reads them as such, and the tuples are
+            # built only if something reads records (TupleColumns.records)
+            return TupleColumns([codec.to_batch_values(raw) for codec, (raw, _) in zip(self.columns, raws)])
         columns = []
         for codec, (raw, mask) in zip(self.columns, raws):
             values = codec.to_python(raw)

@@ -69,6 +69,8 @@ class KeyGroupSelector(ChannelSelector):
             key_selector.fn if type(key_selector) is fn._KeySelectorCallable else key_selector.get_key
         )
         self.max_parallelism = max_parallelism
+        #: reads the keys of a columnar batch as one column (None: a batch of records)
+        self.key_column = getattr(key_selector, "key_column", None)
         self._cache: dict[int, dict[str, int]] = {}
 
     def keys(self, batch: Batch) -> list[Any]:
@@ -79,6 +81,10 @@ class KeyGroupSelector(ChannelSelector):
     CACHE_ENTRIES = 1 << 16
 
     def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        if self.key_column is not None:
+            column = self.key_column(batch.values)
+            if isinstance(column, np.ndarray):  # weir.columnar's field(i) on a columnar batch
+                return self._channels(column, num_channels)
         keys = self.keys(batch)
         cache = self._cache.get(num_channels)
         if cache is None:
@@ -101,7 +107,7 @@ class KeyGroupSelector(ChannelSelector):
         cache.update(zip(missing, self._channels(missing, num_channels).tolist()))
         return np.fromiter(map(cache.__getitem__, keys), np.int32, len(keys))
 
-    def _channels(self, keys: list[Any], num_channels: int) -> np.ndarray:
+    def _channels(self, keys: list[Any] | np.ndarray, num_channels: int) -> np.ndarray:
         hashes = java_hash_array(keys)
         return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
 

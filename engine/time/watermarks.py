@@ -321,9 +321,14 @@ class TimestampAssignment:
             if previous_timestamps is None:
                 return np.full(n, NO_TIMESTAMP, dtype=np.int64)
             return np.asarray(previous_timestamps, dtype=np.int64)
+        assigner = self.assigner
+        column_of = getattr(assigner, "timestamp_column", None)
+        if column_of is not None:  # weir.columnar's timestamp_field: a column of a columnar batch
+            column = column_of(values)
+            if column is not None:
+                return column
         # a plain callable is called directly, and map() keeps the per-record loop in C;
         # fromiter converts each result to int64 as int() would
-        assigner = self.assigner
         extract = assigner._fn if type(assigner) is _CallableTimestampAssigner else assigner.extract_timestamp
         records = values.tolist() if isinstance(values, np.ndarray) else values
         if previous_timestamps is None:

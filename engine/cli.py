@@ -462,6 +462,34 @@ def bench_checkpoint(
         write_report(report, output)
 
 
+@bench.command("query")
+@click.option("--keys", "-k", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct keys K.")
+@click.option("--parallelism", "-p", type=click.IntRange(min=1), default=2, show_default=True)
+@click.option("--events", type=click.IntRange(min=10_000), default=2_000_000, show_default=True)
+@click.option("--checkpointing", type=click.Choice(["off", "aligned"]), default="off", show_default=True,
+              help="aligned: a checkpoint every second.")  # fmt: skip
+@click.option("--backend", type=click.Choice(["heap", "lmdb"]), default="heap", show_default=True,
+              help="State backend (with --checkpointing aligned).")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
+def bench_query(keys: int, parallelism: int, events: int, checkpointing: str, backend: str, as_json: bool) -> None:
+    """The shared count-and-sum window query written four ways (weir.columnar, per-record
+    PyFlink functions, a numba loop, a Python loop), timed in one run and checked against the
+    exact answer."""
+    from weir.harness.query_bench import format_query_report, run_query_bench
+
+    try:
+        report = run_query_bench(keys, parallelism, events, checkpointing, backend, None if as_json else click.echo)
+    except WeirError as e:
+        raise click.ClickException(str(e)) from None
+    if as_json:
+        keep = ("columnar_eps", "per_record_eps", "numba_eps", "python_eps", "checksum_ok", "parameters")
+        click.echo(json.dumps({k: report[k] for k in keep}, sort_keys=True))
+    else:
+        click.echo(format_query_report(report))
+    if not report["checksum_ok"]:
+        raise click.ClickException("a way of writing the query gave a wrong answer (see checksum above)")
+
+
 @bench.command("state")
 @click.option("--records", type=click.IntRange(min=1000), default=1_000_000, show_default=True)
 @click.option(

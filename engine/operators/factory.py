@@ -140,6 +140,12 @@ def create_source(
     return SourceOperator(node.name, reader, strategy, interval_ms)
 
 
+def input_type_of(node: StreamNode) -> Any:
+    """The type of the records a one-input operator receives (None when unknown)."""
+    inputs = node.transformation.inputs
+    return inputs[0].output_type if inputs else None
+
+
 def own_copy(node: StreamNode, function: Any) -> Any:
     """Each subtask gets its own copy of a user function, as Flink deserializes one per subtask."""
     return copy_function(node.name, function)
@@ -165,10 +171,18 @@ def create_operator(
     if spec.function is not None:
         spec = dataclasses.replace(spec, function=own_copy(node, spec.function))
     if kind == "map":
+        if getattr(spec.function, "vectorized", False):  # weir.columnar's batch_map / scalar_map
+            from weir.operators.columnar import ColumnMapOperator
+
+            return ColumnMapOperator(node.name, spec.function, input_type_of(node))
         return stateless.MapOperator(node.name, spec.function)
     if kind == "flat_map":
         return stateless.FlatMapOperator(node.name, spec.function)
     if kind == "filter":
+        if getattr(spec.function, "vectorized", False):  # weir.columnar's batch_filter / scalar_filter
+            from weir.operators.columnar import ColumnFilterOperator
+
+            return ColumnFilterOperator(node.name, spec.function, input_type_of(node))
         return stateless.FilterOperator(node.name, spec.function)
     if kind == "process":
         return stateless.ProcessOperator(node.name, spec.function)

@@ -75,11 +75,14 @@ def plan(
     from weir.graph import plan as render
     from weir.jobfile import load_job_file
 
+    from weir.operators.explain import explain_graph
+
     stream_graph = load_job_file(job_file, _conf(parallelism))
+    notes = explain_graph(stream_graph)  # which operators run vectorized, and why the others do not
     if level == "stream":
         out = {
-            "json": lambda: json.dumps(render.stream_graph_to_json(stream_graph), indent=2),
-            "text": lambda: render.stream_graph_to_text(stream_graph),
+            "json": lambda: json.dumps(render.stream_graph_to_json(stream_graph, notes), indent=2),
+            "text": lambda: render.stream_graph_to_text(stream_graph, notes),
             "dot": lambda: render.stream_graph_to_dot(stream_graph),
         }[fmt]()
     elif level == "job":
@@ -87,8 +90,8 @@ def plan(
 
         job_graph = generate_job_graph(stream_graph)
         out = {
-            "json": lambda: json.dumps(render.job_graph_to_json(job_graph), indent=2),
-            "text": lambda: render.job_graph_to_text(job_graph),
+            "json": lambda: json.dumps(render.job_graph_to_json(job_graph, notes), indent=2),
+            "text": lambda: render.job_graph_to_text(job_graph, notes),
             "dot": lambda: render.job_graph_to_dot(job_graph),
         }[fmt]()
     else:

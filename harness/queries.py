@@ -5,7 +5,7 @@ records in the column order of Spark's expected answer, followed by ``intended_n
 newest intended time among the events a result depends on). The sink strips that last
 field before comparing with ``expected/<query>``.
 
-keyed:
+keyed (each also written with weir.columnar, as ``<name>-columnar``: same answer):
   ``keyed-window``  Flink's MyJob example: source → map → key_by → 10 s tumbling event-time
                     window → reduce (count and sum per key and window) → sink
   ``keyed-shuffle`` source → map → key_by → sink: every event crosses a keyed exchange
@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from weir import columnar as col
 from weir.common import Types
 from weir.core.functions import AggregateFunction, ProcessWindowFunction, WindowFunction
 from weir.core.window import SlidingEventTimeWindows, TumblingEventTimeWindows
@@ -48,6 +49,14 @@ class Query:
     build: Callable[[list[DataStream], dict[str, Any]], DataStream]
     record_level: bool  # one output per input record: latency is per event
     description: str
+    #: written with weir.columnar: its timestamps are read as a column
+    columnar: bool = False
+    #: the query whose expected answer this one must give (None: its own)
+    same_answer_as: str | None = None
+
+    @property
+    def answer(self) -> str:
+        return self.same_answer_as or self.name
 
 
 # -- keyed -----------------------------------------------------------------------------------------
@@ -75,6 +84,36 @@ def _keyed_shuffle(streams: list[DataStream], params: dict[str, Any]) -> DataStr
         .map(lambda e: e, output_type=Types.TUPLE([S(), L(), L(), L()]))
         .name("keyed map")
     )
+
+
+# -- keyed, written with weir.columnar ---------------------------------------------------------------
+def _keyed_window_columnar(streams: list[DataStream], params: dict[str, Any]) -> DataStream:
+    """``keyed-window`` with declarative aggregates: one vectorized window operator."""
+    size = int(params["window_ms"])
+    events = streams[0]  # (key, value, event_time, intended)
+    return (
+        events.key_by(col.field(0))
+        .window(TumblingEventTimeWindows.of(size))
+        .aggregate(col.Aggregates(col.key(), col.window_start(), col.count(), col.sum(1), col.max(3)))
+        .name("window count+sum")
+        .uid("window")
+    )
+
+
+def _keyed_shuffle_columnar(streams: list[DataStream], params: dict[str, Any]) -> DataStream:
+    """``keyed-shuffle`` with batch maps: the records cross the exchange as columns."""
+    events = streams[0]  # (key, value, event_time, intended)
+    row = Types.TUPLE([S(), L(), L(), L()])
+    return (
+        events.map(col.batch_map(_same_columns), output_type=row)
+        .key_by(col.field(0))
+        .map(col.batch_map(_same_columns), output_type=row)
+        .name("keyed map")
+    )
+
+
+def _same_columns(*columns: Any) -> tuple[Any, ...]:
+    return columns
 
 
 # -- nexmark ---------------------------------------------------------------------------------------
@@ -239,6 +278,12 @@ QUERIES: dict[str, Query] = {
               _keyed_window, False, "count and sum per key, 10 s tumbling event-time window (Flink's MyJob example)"),
         Query("keyed-shuffle", "keyed", (TableInput("events", ("key", "value", "event_time"), "event_time"),),
               _keyed_shuffle, True, "every event through map -> key_by -> map"),
+        Query("keyed-window-columnar", "keyed", (TableInput("events", ("key", "value", "event_time"), "event_time"),),
+              _keyed_window_columnar, False, "keyed-window written with weir.columnar's Aggregates",
+              columnar=True, same_answer_as="keyed-window"),
+        Query("keyed-shuffle-columnar", "keyed", (TableInput("events", ("key", "value", "event_time"), "event_time"),),
+              _keyed_shuffle_columnar, True, "keyed-shuffle written with weir.columnar's batch_map",
+              columnar=True, same_answer_as="keyed-shuffle"),
         Query("q0", "nexmark", (TableInput(BIDS, ("auction", "bidder", "price", "date_time"), "date_time"),),
               _q0, True, "Nexmark q0: pass-through"),
         Query("q1", "nexmark", (TableInput(BIDS, ("auction", "bidder", "price", "date_time"), "date_time"),),

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from weir import columnar as col
 from weir.common import Configuration, Duration, WatermarkStrategy
 from weir.core.state_backend import HashMapStateBackend, LmdbStateBackend
 from weir.datastream import StreamExecutionEnvironment
@@ -251,9 +252,12 @@ def build_job(
         # decoded and split now, so that no Parquet is read while the job is measured
         source.preload(config.parallelism)
         ts_index = table_input.columns.index(table_input.event_time_column)
+        assigner = (
+            col.timestamp_field(ts_index) if query.columnar else (lambda record, _, i=ts_index: record[i])
+        )
         strategy = WatermarkStrategy.for_bounded_out_of_orderness(
             Duration.of_millis(ds.disorder_ms)
-        ).with_timestamp_assigner(lambda record, _, i=ts_index: record[i])
+        ).with_timestamp_assigner(assigner)
         streams.append(env.from_source(source, strategy, f"replay {table_input.table}"))
     out = query.build(streams, ds.params)
     out.sink_to(sink).name("latency sink")
@@ -378,7 +382,7 @@ def compare_with_expected(ds: DataSet, query_name: str, rows: list[tuple[Any, ..
     """The verdict of one run's output against Spark's answer: same multiset of rows or not."""
     from weir.workloads.reference import read_expected
 
-    expected = read_expected(ds.directory, query_name)
+    expected = read_expected(ds.directory, get_query(query_name).answer)
     want, got = Counter(expected), Counter(tuple(r) for r in rows)
     missing = want - got
     unexpected = got - want

@@ -188,14 +188,18 @@ class LatencySinkOperator(SinkOperator):
         self.metrics.records_in += n
         now = now_ns()
         state = self.state
-        values = batch.as_list()
+        columns = getattr(batch.values, "columns", None)
+        if columns is not None and isinstance(columns[-1], np.ndarray):  # columns: no tuple is built
+            intended = columns[-1].astype(np.int64, copy=False)
+        else:
+            intended = np.fromiter(map(_LAST, batch.as_list()), dtype=np.int64, count=n)
         if self.sink.collect:
-            state.current_rows.extend(tuple(v[:-1]) for v in values)
+            state.current_rows.extend(tuple(v[:-1]) for v in batch.as_list())
         state.records += n
         if state.first_arrival_ns is None:
             state.first_arrival_ns = now
         state.last_arrival_ns = now
-        self._intended.append(np.fromiter(map(_LAST, values), dtype=np.int64, count=n))
+        self._intended.append(intended)
         self._stamps.append(batch.timestamps)
         self._arrivals.append(now)
         self._pending += n

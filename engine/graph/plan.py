@@ -6,7 +6,7 @@ JSON schemas (documented in docs/plan-format.md):
   "contents", "parallelism", "predecessors": [{"id", "ship_strategy", "side"}]}]}`` plus
   weir's ``max_parallelism``, ``slot_sharing_group``, ``uid`` and ``operator_id``;
 - job level: ``{"job_name", "vertices": [{"id", "name", "parallelism", "max_parallelism",
-  "slot_sharing_group", "operators": [{"id", "name", "uid"}]}], "edges": [{"source",
+  "slot_sharing_group", "operators": [{"id", "name", "uid", "execution"}]}], "edges": [{"source",
   "target", "partitioner", "result_partition_type", "distribution_pattern"}]}``;
 - execution level: ``{"job_id", "job_name", "slots_used", "slots_offered", "subtasks":
   [{"vertex_id", "vertex", "subtask", "execution_vertex", "attempt", "state", "slot",
@@ -23,7 +23,7 @@ from weir.graph.stream_graph import StreamGraph
 _PACT = {"source": "Data Source", "sink": "Data Sink", "operator": "Operator"}
 
 
-def stream_graph_to_json(graph: StreamGraph) -> dict[str, Any]:
+def stream_graph_to_json(graph: StreamGraph, notes: dict[int, str] | None = None) -> dict[str, Any]:
     ids = generate_job_graph(graph).operator_ids
     nodes = []
     for node in graph.nodes.values():
@@ -38,6 +38,8 @@ def stream_graph_to_json(graph: StreamGraph) -> dict[str, Any]:
             "uid": node.uid,
             "operator_id": ids[node.id],
         }
+        if notes and node.id in notes:
+            entry["execution"] = notes[node.id]
         if node.in_edges:
             entry["predecessors"] = [
                 {
@@ -52,7 +54,7 @@ def stream_graph_to_json(graph: StreamGraph) -> dict[str, Any]:
     return {"job_name": graph.job_name, "runtime_mode": graph.runtime_mode, "nodes": nodes}
 
 
-def job_graph_to_json(job: JobGraph) -> dict[str, Any]:
+def job_graph_to_json(job: JobGraph, notes: dict[int, str] | None = None) -> dict[str, Any]:
     return {
         "job_name": job.job_name,
         "runtime_mode": job.stream_graph.runtime_mode,
@@ -63,7 +65,11 @@ def job_graph_to_json(job: JobGraph) -> dict[str, Any]:
                 "parallelism": v.parallelism,
                 "max_parallelism": v.max_parallelism,
                 "slot_sharing_group": v.slot_sharing_group,
-                "operators": [{"id": op.id, "name": op.name, "uid": op.uid} for op in v.operators],
+                "operators": [
+                    {"id": op.id, "name": op.name, "uid": op.uid}
+                    | ({"execution": notes[op.node_id]} if notes and op.node_id in notes else {})
+                    for op in v.operators
+                ],
             }
             for v in job.vertices
         ],
@@ -80,20 +86,22 @@ def job_graph_to_json(job: JobGraph) -> dict[str, Any]:
     }
 
 
-def stream_graph_to_text(graph: StreamGraph) -> str:
+def stream_graph_to_text(graph: StreamGraph, notes: dict[int, str] | None = None) -> str:
     lines = [f"StreamGraph '{graph.job_name}' ({graph.runtime_mode}), {len(graph.nodes)} nodes"]
     for node in graph.nodes.values():
         lines.append(
             f"  [{node.id}] {node.name}  parallelism={node.parallelism} max_parallelism={node.max_parallelism} "
             f"group={node.slot_sharing_group}" + (f" uid={node.uid}" if node.uid else "")
         )
+        if notes and node.id in notes:
+            lines.append(f"      {notes[node.id]}")
         for e in node.in_edges:
             side = f" (side output '{e.side_output_tag.tag_id}')" if e.side_output_tag is not None else ""
             lines.append(f"      <- [{e.source_id}] {e.partitioner}{side}")
     return "\n".join(lines)
 
 
-def job_graph_to_text(job: JobGraph) -> str:
+def job_graph_to_text(job: JobGraph, notes: dict[int, str] | None = None) -> str:
     lines = [f"JobGraph '{job.job_name}' ({job.stream_graph.runtime_mode}), {len(job.vertices)} vertices"]
     for v in job.vertices:
         lines.append(
@@ -102,6 +110,8 @@ def job_graph_to_text(job: JobGraph) -> str:
         )
         for op in v.operators:
             lines.append(f"      op {op.id[:8]} {op.name}" + (f" (uid {op.uid})" if op.uid else ""))
+            if notes and op.node_id in notes:
+                lines.append(f"         {notes[op.node_id]}")
         for e in v.inputs:
             lines.append(
                 f"      <- {e.producer.name}  {e.partitioner} {e.distribution_pattern.value} {e.result_partition_type.value}"

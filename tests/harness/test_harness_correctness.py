@@ -29,18 +29,21 @@ async def _check(directory: Path, config: RunConfig, rate: float | None = None) 
     assert result.host is not None  # every run probes the host, open loop or not
 
 
+@pytest.mark.parametrize("query", ["keyed-window", "keyed-window-columnar"])
 @pytest.mark.parametrize("parallelism", [1, 2])
-async def test_the_reference_window_job_matches_spark(keyed_uniform: Path, parallelism: int) -> None:
-    """The shape of Flink's MyJob example with aligned checkpoints on LMDB, replayed for ~1 s of real time."""
-    config = RunConfig("keyed-window", parallelism, checkpointing="aligned", backend="lmdb",
+async def test_the_reference_window_job_matches_spark(keyed_uniform: Path, parallelism: int, query: str) -> None:
+    """The shape of Flink's MyJob example with aligned checkpoints on LMDB, replayed for ~1 s of
+    real time; written per record and with weir.columnar."""
+    config = RunConfig(query, parallelism, checkpointing="aligned", backend="lmdb",
                        checkpoint_interval_ms=200)  # fmt: skip
     await _check(keyed_uniform, config, rate=20_000.0)  # checkpoints happen while it runs
 
 
+@pytest.mark.parametrize("query", ["keyed-shuffle", "keyed-shuffle-columnar"])
 async def test_the_keyed_shuffle_matches_spark(
-    keyed_uniform: Path, autojump_clock: trio.testing.MockClock
+    keyed_uniform: Path, autojump_clock: trio.testing.MockClock, query: str
 ) -> None:
-    await _check(keyed_uniform, RunConfig("keyed-shuffle", 2))
+    await _check(keyed_uniform, RunConfig(query, 2))
 
 
 @pytest.mark.slow

@@ -75,3 +75,24 @@ def test_tuple_columns_of_the_wrong_width_or_type_are_checked_like_tuples() -> N
         serializer.encode(Batch(TupleColumns([np.array([2**40]), np.array([1])])))
     with pytest.raises(Exception, match="expected 2"):
         serializer.encode(Batch(TupleColumns([np.array([1]), np.array([1]), np.array([1])])))
+
+
+
+def test_a_typed_tuple_frame_decodes_to_columns_that_read_as_the_records() -> None:
+    """Tuples cross an exchange as columns: numpy for numbers, lists for strings; the tuples are
+    the ones encoded."""
+    import numpy as np
+
+    from weir.codec.batch import TupleColumns
+    from weir.codec.serializers import serializer_for
+    from weir.codec.small import SMALL_BATCH_RECORDS
+    from weir.common import Types
+
+    from .records import roundtrip
+
+    serializer = serializer_for(Types.TUPLE([Types.LONG(), Types.STRING(), Types.DOUBLE()]))
+    records = [(i, f"k{i}", i / 3) for i in range(SMALL_BATCH_RECORDS + 10)]  # past the small-batch codec
+    decoded = roundtrip(serializer, Batch(records))
+    assert isinstance(decoded.values, TupleColumns)
+    assert isinstance(decoded.values.columns[0], np.ndarray) and isinstance(decoded.values.columns[1], list)
+    assert decoded.as_list() == records

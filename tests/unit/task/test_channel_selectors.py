@@ -59,3 +59,28 @@ def test_a_new_key_hashes_only_the_keys_not_seen_before(monkeypatch: object) -> 
     selector.select(Batch(["a", "b", "a"]), 2)
     selector.select(Batch(["b", "c", "a", "c"]), 2)
     assert hashed == [["a", "b"], ["c"]]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True), st.booleans()), max_size=30),
+    st.integers(1, 7),
+    st.integers(0, 2),
+)
+def test_a_field_key_read_as_a_column_goes_where_the_record_key_goes(
+    records: list[tuple[int, float, bool]], channels: int, index: int
+) -> None:
+    """weir.columnar's field(i) on a columnar batch hashes the column in one call: the same
+    subtask as the key of each record (ints, floats with NaN, booleans)."""
+    import numpy as np
+
+    from weir import columnar as col
+    from weir.codec.batch import TupleColumns
+
+    columns = TupleColumns(
+        [np.array([r[0] for r in records], np.int64), np.array([r[1] for r in records]), np.array([r[2] for r in records])]
+        if records
+        else [np.empty(0, np.int64), np.empty(0), np.empty(0, np.bool_)]
+    )
+    got = KeyGroupSelector(col.field(index), 128).select(Batch(columns), channels).tolist()
+    assert got == [assign_key_to_parallel_operator(r[index], 128, channels) for r in records]

@@ -74,7 +74,6 @@ def plan(
     """Print the plan of JOB_FILE at one graph level without running it."""
     from weir.graph import plan as render
     from weir.jobfile import load_job_file
-
     from weir.operators.explain import explain_graph
 
     stream_graph = load_job_file(job_file, _conf(parallelism))
@@ -466,7 +465,9 @@ def bench_checkpoint(
 
 
 @bench.command("query")
-@click.option("--keys", "-k", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct keys K.")
+@click.option(
+    "--keys", "-k", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct keys K."
+)
 @click.option("--parallelism", "-p", type=click.IntRange(min=1), default=2, show_default=True)
 @click.option("--events", type=click.IntRange(min=10_000), default=2_000_000, show_default=True)
 @click.option("--checkpointing", type=click.Choice(["off", "aligned"]), default="off", show_default=True,
@@ -474,14 +475,18 @@ def bench_checkpoint(
 @click.option("--backend", type=click.Choice(["heap", "lmdb"]), default="heap", show_default=True,
               help="State backend (with --checkpointing aligned).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
-def bench_query(keys: int, parallelism: int, events: int, checkpointing: str, backend: str, as_json: bool) -> None:
+def bench_query(
+    keys: int, parallelism: int, events: int, checkpointing: str, backend: str, as_json: bool
+) -> None:
     """The shared count-and-sum window query written four ways (weir.columnar, per-record
     PyFlink functions, a numba loop, a Python loop), timed in one run and checked against the
     exact answer."""
     from weir.harness.query_bench import format_query_report, run_query_bench
 
     try:
-        report = run_query_bench(keys, parallelism, events, checkpointing, backend, None if as_json else click.echo)
+        report = run_query_bench(
+            keys, parallelism, events, checkpointing, backend, None if as_json else click.echo
+        )
     except WeirError as e:
         raise click.ClickException(str(e)) from None
     if as_json:

@@ -96,7 +96,9 @@ _PAIR = types.UniTuple(types.int64, 2)
 
 
 @numba.njit(cache=True)
-def _numba_loop(events: int, keys: int, window_ms: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _numba_loop(
+    events: int, keys: int, window_ms: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     acc = Dict.empty(key_type=_PAIR, value_type=_PAIR)
     for i in range(events):
         key = (i * 2654435761) % keys
@@ -113,13 +115,11 @@ def _numba_loop(events: int, keys: int, window_ms: int) -> tuple[np.ndarray, np.
     start_out = np.empty(n, np.int64)
     count_out = np.empty(n, np.int64)
     total_out = np.empty(n, np.int64)
-    j = 0
-    for group, found in acc.items():
+    for j, (group, found) in enumerate(acc.items()):
         key_out[j] = group[0]
         start_out[j] = group[1]
         count_out[j] = found[0]
         total_out[j] = found[1]
-        j += 1
     return key_out, start_out, count_out, total_out
 
 
@@ -207,7 +207,9 @@ class _WithKeyAndStart(ProcessWindowFunction):
         return [(key, start, c, s) for c, s in elements]
 
 
-def _environment(parallelism: int, checkpointing: str, backend: str, directory: str) -> StreamExecutionEnvironment:
+def _environment(
+    parallelism: int, checkpointing: str, backend: str, directory: str
+) -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set_integer("local.number-taskmanager", 1)
     conf.set_string("state.backend.type", "lmdb" if backend == "lmdb" else "hashmap")
@@ -220,15 +222,19 @@ def _environment(parallelism: int, checkpointing: str, backend: str, directory: 
 
 
 def _strategy(assigner: Any) -> WatermarkStrategy:
-    return WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(OUT_OF_ORDER_MS)).with_timestamp_assigner(
-        assigner
-    )
+    return WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(OUT_OF_ORDER_MS)
+    ).with_timestamp_assigner(assigner)
 
 
 def build_columnar(env: StreamExecutionEnvironment, events: int, keys: int, run_id: str) -> None:
     L = Types.LONG
-    numbers = env.from_source(NumberSequenceSource(0, events - 1), WatermarkStrategy.no_watermarks(), "numbers")
-    events_ = numbers.map(col.batch_map(lambda i: event_columns(i, keys)), output_type=Types.TUPLE([L(), L(), L()]))
+    numbers = env.from_source(
+        NumberSequenceSource(0, events - 1), WatermarkStrategy.no_watermarks(), "numbers"
+    )
+    events_ = numbers.map(
+        col.batch_map(lambda i: event_columns(i, keys)), output_type=Types.TUPLE([L(), L(), L()])
+    )
     (
         events_.assign_timestamps_and_watermarks(_strategy(col.timestamp_field(2)))
         .key_by(col.field(0))
@@ -240,9 +246,12 @@ def build_columnar(env: StreamExecutionEnvironment, events: int, keys: int, run_
 
 def build_per_record(env: StreamExecutionEnvironment, events: int, keys: int, run_id: str) -> None:
     L = Types.LONG
-    numbers = env.from_source(NumberSequenceSource(0, events - 1), WatermarkStrategy.no_watermarks(), "numbers")
+    numbers = env.from_source(
+        NumberSequenceSource(0, events - 1), WatermarkStrategy.no_watermarks(), "numbers"
+    )
     events_ = numbers.map(
-        lambda i: ((i * KEY_MULTIPLIER) % keys, i % 100, i - (i * 7919) % 51), output_type=Types.TUPLE([L(), L(), L()])
+        lambda i: ((i * KEY_MULTIPLIER) % keys, i % 100, i - (i * 7919) % 51),
+        output_type=Types.TUPLE([L(), L(), L()]),
     )
     (
         events_.assign_timestamps_and_watermarks(_strategy(lambda e, ts: e[2]))
@@ -269,7 +278,11 @@ def weir_query(
     finally:
         _COLLECTED.pop(run_id, None)
     if way == "columnar":
-        checksum = checksum_of(*(np.concatenate([c[j] for c in collected]) for j in range(4))) if collected else Checksum(0, 0, 0, 0)
+        checksum = (
+            checksum_of(*(np.concatenate([c[j] for c in collected]) for j in range(4)))
+            if collected
+            else Checksum(0, 0, 0, 0)
+        )
     else:
         checksum = _checksum_of_rows(collected)
     stats = result.get_accumulator_result("checkpoint_stats") or []
@@ -298,11 +311,18 @@ def run_query_bench(
             got, seconds = python_query(events, keys)
         match = got == expected
         ok = ok and match
-        figures[way] = {"eps": events / seconds, "seconds": seconds, "checksum_ok": match, "checksum": asdict(got)}
+        figures[way] = {
+            "eps": events / seconds,
+            "seconds": seconds,
+            "checksum_ok": match,
+            "checksum": asdict(got),
+        }
         if checkpoints is not None:
             figures[way]["checkpoints_completed"] = checkpoints
         if checkpointing == "aligned" and checkpoints == 0 and seconds > 1.5:
-            raise UsageError(f"the {way} run took {seconds:.1f} s with checkpoints every 1 s and completed none: it measured nothing")
+            raise UsageError(
+                f"the {way} run took {seconds:.1f} s with checkpoints every 1 s and completed none: it measured nothing"
+            )
     return {
         "parameters": {
             "keys": keys,
@@ -335,7 +355,9 @@ def format_query_report(report: dict[str, Any]) -> str:
     ]
     for way in ("columnar", "per_record", "numba", "python"):
         fig = f[way]
-        lines.append(f"  {way:<11} {fig['eps']:>12,.0f} {fig['seconds']:>8.2f}  {'ok' if fig['checksum_ok'] else 'WRONG'}")
+        lines.append(
+            f"  {way:<11} {fig['eps']:>12,.0f} {fig['seconds']:>8.2f}  {'ok' if fig['checksum_ok'] else 'WRONG'}"
+        )
     lines.append(
         f"  columnar / numba = {report['columnar_eps'] / report['numba_eps']:.2f}x, "
         f"columnar / per_record = {report['columnar_eps'] / report['per_record_eps']:.1f}x, "

@@ -63,21 +63,23 @@ def count() -> Output:
 
 def _field_output(kind: str, field: int | str) -> Output:
     if isinstance(field, bool) or not isinstance(field, int | str):
-        raise UsageError(f"{kind}(field): field must be a position (int) or a ROW field name (str), got {field!r}")
+        raise UsageError(
+            f"{kind}(field): field must be a position (int) or a ROW field name (str), got {field!r}"
+        )
     return Output(kind, field)
 
 
-def sum(field: int | str) -> Output:  # noqa: A001 - the aggregate's name
+def sum(field: int | str) -> Output:
     """The sum of a numeric field (int64 sums wrap past 2^63 - 1, as a Java long)."""
     return _field_output("sum", field)
 
 
-def min(field: int | str) -> Output:  # noqa: A001
+def min(field: int | str) -> Output:
     """The smallest value of a numeric field (the earliest one on ties and NaN)."""
     return _field_output("min", field)
 
 
-def max(field: int | str) -> Output:  # noqa: A001
+def max(field: int | str) -> Output:
     """The largest value of a numeric field (the earliest one on ties and NaN)."""
     return _field_output("max", field)
 
@@ -155,7 +157,9 @@ class _Spec:
                     f"{o.kind} takes a BYTE, SHORT, INT, LONG, FLOAT or DOUBLE field"
                 )
 
-    def output_type(self, input_type: TypeInformation | None, key_type: TypeInformation | None) -> TypeInformation | None:
+    def output_type(
+        self, input_type: TypeInformation | None, key_type: TypeInformation | None
+    ) -> TypeInformation | None:
         """The TUPLE the outputs make, when every field's type is known."""
         if input_type is None:
             return None
@@ -235,7 +239,9 @@ class _Spec:
                 out.append(b)
         return out
 
-    def result(self, accumulator: list[Any], key_value: Any, start: int | None, end: int | None) -> tuple[Any, ...]:
+    def result(
+        self, accumulator: list[Any], key_value: Any, start: int | None, end: int | None
+    ) -> tuple[Any, ...]:
         """The output tuple of one group."""
         out: list[Any] = []
         slot = 1
@@ -302,7 +308,7 @@ class AggregatesWindowFunction(fn.ProcessWindowFunction):
         filled = {"key": key, "window_start": window.start, "window_end": window.end}
         outputs = self.spec.outputs
         for result in elements:  # Aggregates.get_result: None where key and window go
-            yield tuple(filled[o.kind] if o.kind in filled else v for o, v in zip(outputs, result))
+            yield tuple(filled.get(o.kind, v) for o, v in zip(outputs, result))
 
 
 class RunningAggregates(fn.KeyedProcessFunction):
@@ -324,7 +330,9 @@ class RunningAggregates(fn.KeyedProcessFunction):
     def open(self, runtime_context: Any) -> None:
         from weir.core.state import ValueStateDescriptor
 
-        self._state = runtime_context.get_state(ValueStateDescriptor(self.STATE_NAME, Types.PICKLED_BYTE_ARRAY()))
+        self._state = runtime_context.get_state(
+            ValueStateDescriptor(self.STATE_NAME, Types.PICKLED_BYTE_ARRAY())
+        )
 
     def process_element(self, value: Any, ctx: Any) -> Any:
         accumulator = self._state.value()
@@ -349,7 +357,9 @@ def _field_types(input_type: TypeInformation) -> list[TypeInformation]:
     return [input_type]
 
 
-def _field_type(types: list[TypeInformation], input_type: TypeInformation, field: Any) -> TypeInformation | None:
+def _field_type(
+    types: list[TypeInformation], input_type: TypeInformation, field: Any
+) -> TypeInformation | None:
     if isinstance(field, int) and not isinstance(field, bool):
         if not isinstance(input_type, TupleTypeInfo | RowTypeInfo):
             return input_type if field == 0 else None

@@ -22,7 +22,9 @@ def _dtype_of(value: Any, what: str) -> np.dtype[Any]:
         return np.dtype(np.int64)
     if isinstance(value, float | np.floating):
         return np.dtype(np.float64)
-    raise UsageError(f"{what} returned {value!r} ({type(value).__name__}); a compiled scalar function returns numbers or booleans")
+    raise UsageError(
+        f"{what} returned {value!r} ({type(value).__name__}); a compiled scalar function returns numbers or booleans"
+    )
 
 
 def _loop_source(n_in: int, n_out: int, tuple_out: bool) -> str:
@@ -46,7 +48,9 @@ def scalar_loop(owner: Any, f: Any, columns: Any, what: str) -> Any:
     arrays = []
     for j, c in enumerate(columns):
         if not isinstance(c, np.ndarray) or c.dtype.kind not in "biuf":
-            raise UsageError(f"{api}: field {j} is not a numeric column; compiled scalar functions take numbers")
+            raise UsageError(
+                f"{api}: field {j} is not a numeric column; compiled scalar functions take numbers"
+            )
         arrays.append(c)
     n = len(arrays[0]) if arrays else 0
     signature = tuple(a.dtype.str for a in arrays)
@@ -56,14 +60,18 @@ def scalar_loop(owner: Any, f: Any, columns: Any, what: str) -> Any:
             compiled = numba.njit(f)
             sample = compiled(*(a[0] for a in arrays)) if n else None
         except Exception as exc:
-            raise UsageError(f"{api}: numba cannot compile it ({type(exc).__name__}: {str(exc).splitlines()[0]})") from exc
+            raise UsageError(
+                f"{api}: numba cannot compile it ({type(exc).__name__}: {str(exc).splitlines()[0]})"
+            ) from exc
         if n == 0:
             return np.empty(0, np.bool_ if what == "filter" else np.float64)
         tuple_out = isinstance(sample, tuple)
         samples = sample if tuple_out else (sample,)
         dtypes = [_dtype_of(s, api) for s in samples]
         namespace: dict[str, Any] = {"f": compiled}
-        exec(compile(_loop_source(len(arrays), len(dtypes), tuple_out), f"<weir {api}>", "exec"), namespace)  # noqa: S102 - weir's own template
+        exec(
+            compile(_loop_source(len(arrays), len(dtypes), tuple_out), f"<weir {api}>", "exec"), namespace
+        )  # weir's own template
         entry = owner._loops[signature] = (numba.njit(namespace["run"]), dtypes, tuple_out)
     run, dtypes, tuple_out = entry
     outs = [np.empty(n, d) for d in dtypes]

@@ -81,7 +81,11 @@ class BatchFilterFunction(fn.FilterFunction):
 
     def filter(self, value: Any) -> bool:
         fields = value if isinstance(value, tuple) else (value,)
-        return bool(np.asarray(self.f(*(np.asarray([v]) if isinstance(v, int | float | bool) else [v] for v in fields)))[0])
+        return bool(
+            np.asarray(
+                self.f(*(np.asarray([v]) if isinstance(v, int | float | bool) else [v] for v in fields))
+            )[0]
+        )
 
     def __repr__(self) -> str:
         return f"batch_filter({getattr(self.f, '__name__', self.f)!r})"

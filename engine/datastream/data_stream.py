@@ -687,7 +687,11 @@ class WindowedStream:
                 opts["window_function"] = AggregatesWindowFunction(agg.spec)
             if out is None and wf is None:
                 out = agg.spec.output_type(input_type, self._keyed.get_key_type())
-            opts["columnar"] = {"spec": agg.spec, "input_type": input_type, "own_window_function": wf is not None}
+            opts["columnar"] = {
+                "spec": agg.spec,
+                "input_type": input_type,
+                "own_window_function": wf is not None,
+            }
         return self._build("aggregate", opts, out, fn.function_name(agg, "AggregateFunction"))
 
     # -- built-in aggregations (Java's WindowedStream.sum/min/max/minBy/maxBy; count/mean are weir's) --

@@ -31,7 +31,10 @@ def explain(node: StreamNode) -> tuple[bool, str]:
     if kind in ("map", "filter"):
         if getattr(spec.function, "vectorized", False):
             return True, f"{spec.function!r}: one call per batch over its columns"
-        return False, f"a Python function per record (weir.columnar's batch_{kind}/scalar_{kind} run per batch)"
+        return (
+            False,
+            f"a Python function per record (weir.columnar's batch_{kind}/scalar_{kind} run per batch)",
+        )
     if kind == "timestamps_watermarks":
         strategy = spec.options.get("watermark_strategy")
         assigner = getattr(strategy, "timestamp_assigner", None)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch
+from weir.columnar.probe import FieldColumn
 from weir.core import functions as fn
 from weir.graph.partitioners import Partitioner
 from weir.keys import channels_for_hashes, java_hash_array
@@ -69,8 +70,9 @@ class KeyGroupSelector(ChannelSelector):
             key_selector.fn if type(key_selector) is fn._KeySelectorCallable else key_selector.get_key
         )
         self.max_parallelism = max_parallelism
-        #: reads the keys of a columnar batch as one column (None: a batch of records)
-        self.key_column = getattr(key_selector, "key_column", None)
+        #: reads the keys of a columnar batch as one column (None: a batch of records):
+        #: weir.columnar's field(i), or a selector that returns one field (``lambda r: r[0]``)
+        self.key_column = getattr(key_selector, "key_column", None) or FieldColumn(self.key_of).column
         self._cache: dict[int, dict[str, int]] = {}
 
     def keys(self, batch: Batch) -> list[Any]:

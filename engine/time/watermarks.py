@@ -37,6 +37,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from weir.columnar.probe import FieldColumn
 from weir.common.watermark_strategy import TimestampAssigner, WatermarkStrategy, _CallableTimestampAssigner
 from weir.errors import UsageError
 
@@ -306,6 +307,17 @@ class TimestampAssignment:
         if isinstance(assigner, WatermarkStrategy):
             assigner = assigner.timestamp_assigner
         self.assigner = assigner
+        #: the timestamps of a columnar batch as one column: weir.columnar's timestamp_field(i),
+        #: or an assigner that returns one field of the record (``lambda e, ts: e[2]``)
+        self._column_of = getattr(assigner, "timestamp_column", None)
+        if self._column_of is None and assigner is not None:
+            extract = (
+                assigner._fn if type(assigner) is _CallableTimestampAssigner else assigner.extract_timestamp
+            )
+            field = FieldColumn(lambda record: extract(record, NO_TIMESTAMP), whole_record=False)
+            self._column_of = lambda values: _integer_column(field.column(values))
+        elif self._column_of is None:
+            self._column_of = lambda values: None
 
     def stamp(self, values: Sequence[Any] | np.ndarray, previous_timestamps: np.ndarray | None) -> np.ndarray:
         """One int64 timestamp per value; ``previous_timestamps`` None means none were set.
@@ -322,11 +334,9 @@ class TimestampAssignment:
                 return np.full(n, NO_TIMESTAMP, dtype=np.int64)
             return np.asarray(previous_timestamps, dtype=np.int64)
         assigner = self.assigner
-        column_of = getattr(assigner, "timestamp_column", None)
-        if column_of is not None:  # weir.columnar's timestamp_field: a column of a columnar batch
-            column = column_of(values)
-            if column is not None:
-                return column
+        column = self._column_of(values)
+        if column is not None:  # a field of a columnar batch, read as a column
+            return column
         # a plain callable is called directly, and map() keeps the per-record loop in C;
         # fromiter converts each result to int64 as int() would
         extract = assigner._fn if type(assigner) is _CallableTimestampAssigner else assigner.extract_timestamp
@@ -336,3 +346,9 @@ class TimestampAssignment:
         else:
             previous = np.asarray(previous_timestamps, dtype=np.int64).tolist()
         return np.fromiter(map(extract, records, previous), dtype=np.int64, count=n)
+
+
+def _integer_column(column: np.ndarray | None) -> np.ndarray | None:
+    if column is None or column.dtype.kind not in "iu":
+        return None
+    return column.astype(np.int64, copy=False)

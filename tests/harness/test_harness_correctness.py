@@ -31,7 +31,9 @@ async def _check(directory: Path, config: RunConfig, rate: float | None = None) 
 
 @pytest.mark.parametrize("query", ["keyed-window", "keyed-window-columnar"])
 @pytest.mark.parametrize("parallelism", [1, 2])
-async def test_the_reference_window_job_matches_spark(keyed_uniform: Path, parallelism: int, query: str) -> None:
+async def test_the_reference_window_job_matches_spark(
+    keyed_uniform: Path, parallelism: int, query: str
+) -> None:
     """The shape of Flink's MyJob example with aligned checkpoints on LMDB, replayed for ~1 s of
     real time; written per record and with weir.columnar."""
     config = RunConfig(query, parallelism, checkpointing="aligned", backend="lmdb",

@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
-from weir.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.core.window import TimeWindow, WindowAssigner
 from weir.errors import UsageError
 from weir.operators.base import StreamOperator
@@ -139,75 +138,7 @@ class WindowOperatorBase(StreamOperator):
 
 
 # ----------------------------------------------------------------------------- the key probe
+# (in weir.columnar.probe: the record writer and timestamp assignment read fields as columns too)
+from weir.columnar.probe import IDENTITY, identity, probe_agrees, probe_key_field  # noqa: E402
 
-
-class _Field:
-    __slots__ = ("name",)
-
-    def __init__(self, name: Any) -> None:
-        self.name = name
-
-
-class _Probe:
-    """A stand-in record: notes which fields a key selector reads."""
-
-    def __init__(self) -> None:
-        self.reads: list[Any] = []
-
-    def __getitem__(self, item: Any) -> _Field:
-        self.reads.append(item)
-        return _Field(item)
-
-    def __getattr__(self, name: str) -> _Field:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        self.reads.append(name)
-        return _Field(name)
-
-
-IDENTITY = -1  # the key is the record itself
-
-
-def probe_key_field(key_of: Any, input_type: TypeInformation | None) -> int | None:
-    """The field the key selector returns (``IDENTITY`` for the record itself), or None.
-
-    Without type information only ``r[i]`` with ``i >= 0`` counts as a field. Callers check
-    the answer against the real selector on real records (``probe_agrees``: the probe can be
-    fooled)."""
-    probe = _Probe()
-    try:
-        result = key_of(probe)
-    except Exception:
-        return None
-    if result is probe and not probe.reads:
-        return IDENTITY
-    if not isinstance(result, _Field) or probe.reads != [result.name]:
-        return None
-    name = result.name
-    if isinstance(input_type, TupleTypeInfo | RowTypeInfo):
-        arity = input_type.get_arity()
-        if isinstance(name, int) and not isinstance(name, bool) and -arity <= name < arity:
-            return name % arity
-        if isinstance(input_type, RowTypeInfo) and isinstance(name, str) and name in input_type.field_names:
-            return input_type.field_names.index(name)
-    elif input_type is None and isinstance(name, int) and not isinstance(name, bool) and name >= 0:
-        return name
-    return None
-
-
-def identity(value: Any) -> Any:
-    return value
-
-
-def probe_agrees(getter: Any, key_of: Any, values: Any) -> bool:
-    """Whether ``getter`` (the probed field's reader) gives the key selector's key, of the same
-    type, on the first and last of ``values`` (a non-empty list or numpy array)."""
-    try:
-        for i in (0, -1):
-            record = values[i].item() if isinstance(values, np.ndarray) else values[i]
-            got, expected = getter(record), key_of(record)
-            if type(got) is not type(expected) or got != expected:
-                return False
-    except Exception:
-        return False
-    return True
+__all__ = ["IDENTITY", "WindowOperatorBase", "identity", "probe_agrees", "probe_key_field"]

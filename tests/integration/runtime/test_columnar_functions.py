@@ -12,10 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from weir import columnar as col
-from weir.common import Types
+from weir.common import Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.number_seq import NumberSequenceSource
-from weir.common import WatermarkStrategy
 from weir.errors import JobExecutionError, UsageError
 
 L, D = Types.LONG, Types.DOUBLE
@@ -75,7 +74,9 @@ def test_a_columnar_chain_gives_what_the_per_record_chain_gives(parallelism: int
     ),
     parallelism=st.sampled_from([1, 2]),
 )
-def test_functions_over_columns_agree_with_python_on_a_collection(records: list[Any], parallelism: int) -> None:
+def test_functions_over_columns_agree_with_python_on_a_collection(
+    records: list[Any], parallelism: int
+) -> None:
     """A collection arrives as records: the operators turn them into columns by the input type."""
     row = Types.TUPLE([L(), L(), D()])
 
@@ -85,7 +86,9 @@ def test_functions_over_columns_agree_with_python_on_a_collection(records: list[
 
         return job
 
-    columnar = build(col.scalar_map(lambda a, b, c: (a * 2, b - a, c * 0.25)), col.scalar_filter(lambda a, b, c: a > b))
+    columnar = build(
+        col.scalar_map(lambda a, b, c: (a * 2, b - a, c * 0.25)), col.scalar_filter(lambda a, b, c: a > b)
+    )
     python = build(lambda r: (r[0] * 2, r[1] - r[0], r[2] * 0.25), lambda r: r[0] > r[1])
     assert _run(columnar, parallelism) == _run(python, parallelism)
 

@@ -77,7 +77,6 @@ def test_tuple_columns_of_the_wrong_width_or_type_are_checked_like_tuples() -> N
         serializer.encode(Batch(TupleColumns([np.array([1]), np.array([1]), np.array([1])])))
 
 
-
 def test_a_typed_tuple_frame_decodes_to_columns_that_read_as_the_records() -> None:
     """Tuples cross an exchange as columns: numpy for numbers, lists for strings; the tuples are
     the ones encoded."""

@@ -63,7 +63,9 @@ def test_a_new_key_hashes_only_the_keys_not_seen_before(monkeypatch: object) -> 
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.tuples(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True), st.booleans()), max_size=30),
+    st.lists(
+        st.tuples(st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=True), st.booleans()), max_size=30
+    ),
     st.integers(1, 7),
     st.integers(0, 2),
 )
@@ -78,9 +80,31 @@ def test_a_field_key_read_as_a_column_goes_where_the_record_key_goes(
     from weir.codec.batch import TupleColumns
 
     columns = TupleColumns(
-        [np.array([r[0] for r in records], np.int64), np.array([r[1] for r in records]), np.array([r[2] for r in records])]
+        [
+            np.array([r[0] for r in records], np.int64),
+            np.array([r[1] for r in records]),
+            np.array([r[2] for r in records]),
+        ]
         if records
         else [np.empty(0, np.int64), np.empty(0), np.empty(0, np.bool_)]
     )
-    got = KeyGroupSelector(col.field(index), 128).select(Batch(columns), channels).tolist()
-    assert got == [assign_key_to_parallel_operator(r[index], 128, channels) for r in records]
+    want = [assign_key_to_parallel_operator(r[index], 128, channels) for r in records]
+    assert KeyGroupSelector(col.field(index), 128).select(Batch(columns), channels).tolist() == want
+    # a PyFlink key selector returning the field is probed and read as the column too
+    lambda_selector = KeyGroupSelector(wrap_key_selector(lambda r: r[index]), 128)
+    assert lambda_selector.select(Batch(columns), channels).tolist() == want
+
+
+def test_a_selector_that_is_not_what_the_probe_saw_is_called_per_record() -> None:
+    """The probe sees ``r[0]``; on real records the selector does something else, which the
+    check on the batch's first and last records catches."""
+    import numpy as np
+
+    from weir.codec.batch import TupleColumns
+
+    def tricky(r: object) -> object:
+        return r[0] if not isinstance(r, tuple) else r[1]  # type: ignore[index]
+
+    columns = TupleColumns([np.arange(40, dtype=np.int64), np.arange(40, dtype=np.int64) * 7])
+    got = KeyGroupSelector(wrap_key_selector(tricky), 128).select(Batch(columns), 4).tolist()
+    assert got == [assign_key_to_parallel_operator(7 * i, 128, 4) for i in range(40)]

@@ -229,3 +229,31 @@ def test_stamp_without_assigner_keeps_previous_timestamps() -> None:
 def test_stamp_length_mismatch_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="2 values but 1"):
         TimestampAssignment(None).stamp([1, 2], np.array([4], dtype=np.int64))
+
+
+def test_a_field_of_a_columnar_batch_is_read_as_the_timestamp_column() -> None:
+    """``lambda e, ts: e[2]`` on columns gives the column; an assigner that uses the previous
+    timestamp, or whose field is not what the probe saw, is called per record."""
+    from weir.codec.batch import TupleColumns
+
+    columns = TupleColumns([np.arange(5), np.arange(5) * 2, np.arange(5, dtype=np.int64) * 100])
+    by_field = TimestampAssignment(
+        WatermarkStrategy.no_watermarks().with_timestamp_assigner(lambda e, ts: e[2])
+    )
+    assert by_field.stamp(columns, None).tolist() == [0, 100, 200, 300, 400]
+    seen: list[int] = []
+
+    def previous_plus_one(e: object, ts: int) -> int:
+        seen.append(ts)
+        return ts + 1
+
+    stamped = TimestampAssignment(
+        WatermarkStrategy.no_watermarks().with_timestamp_assigner(previous_plus_one)
+    ).stamp(columns, np.arange(5, dtype=np.int64))
+    assert stamped.tolist() == [1, 2, 3, 4, 5]
+    liar = TimestampAssignment(
+        WatermarkStrategy.no_watermarks().with_timestamp_assigner(
+            lambda e, ts: e[2] if not isinstance(e, tuple) else e[1]
+        )
+    )
+    assert liar.stamp(columns, None).tolist() == [0, 2, 4, 6, 8]

@@ -558,7 +558,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self._insert(
             PaneColumns(
                 np.array(starts, np.int64), np.array(pane_keys, np.int64), np.array(counts, np.int64),
-                (np.array(ints, np.int64).reshape(-1, self.mi), np.array(floats, np.float64).reshape(-1, self.mf)),
+                (np.array(ints, np.int64).reshape(len(starts), self.mi), np.array(floats, np.float64).reshape(len(starts), self.mf)),
                 None, np.array(fired, np.bool_),
             )
         )  # fmt: skip

@@ -193,7 +193,7 @@ def create_operator(
             )
         else:
             operator = keyed.KeyedProcessOperator(node.name, node.state_key_selector, spec.function)
-        operator.vectorized_reason = reason  # type: ignore[attr-defined]
+        operator.vectorized_reason = reason
         return operator
     if kind in ("co_map", "co_flat_map", "co_process", "keyed_co_process"):
         return _create_two_input_operator(node, kind, spec.function)

@@ -75,6 +75,11 @@ def plan_of(node: StreamNode) -> AggregatesPlan | None:
 class RunningAggregatesOperator(_KeyedOperator):
     """A keyed operator emitting, per record, the running ``RunningAggregates`` of its key."""
 
+    count: np.ndarray
+    iacc: np.ndarray
+    facc: np.ndarray
+    dirty: np.ndarray
+
     def __init__(self, name: str, key_selector: Any, plan: AggregatesPlan, input_type: Any) -> None:
         super().__init__(name, key_selector)
         self.plan = plan

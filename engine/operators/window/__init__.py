@@ -6,7 +6,9 @@ same state in a checkpoint, so a checkpoint of any of them restores into any oth
 
 - ``vector`` (``VectorWindowOperator``): the built-ins ``sum``/``min``/``max``/``count``/
   ``mean`` over tumbling or sliding windows, on whole batches as columns through the numba
-  ``kernels`` beside it (eligibility: ``vector_plan``);
+  ``kernels`` beside it (eligibility: ``vector_plan``); ``AggregatesWindowOperator``
+  (``aggregates``) runs ``weir.columnar.Aggregates`` the same way, allowed lateness
+  included (eligibility: ``aggregates_plan``);
 - ``fast`` (``WindowOperator`` with ``fast``): other ``reduce``/``aggregate`` over tumbling
   or sliding windows with the default trigger, accumulators in Python dicts;
 - ``per_record`` (``WindowOperator``): everything else, Flink's WindowOperator record by
@@ -118,5 +120,5 @@ def create_window_operator(node: StreamNode) -> StreamOperator:
             own_copy(node, o.get("window_function")),
             o.get("evictor_count"),
         )
-    operator.vectorized_reason = reason  # type: ignore[attr-defined]
+    operator.vectorized_reason = reason
     return operator

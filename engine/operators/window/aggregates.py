@@ -173,7 +173,7 @@ def _column(values: Any, p: int | None, dtype: Any, n: int, what: str) -> np.nda
         if isinstance(values, np.ndarray):
             return values.astype(dtype, copy=False)
         if isinstance(values, TupleColumns):
-            return np.asarray(values.columns[p], dtype)
+            return np.asarray(values.columns[0 if p is None else p], dtype)
         return np.fromiter(values if p is None else map(itemgetter(p), values), dtype, n)
     except (TypeError, ValueError, OverflowError, IndexError, KeyError):
         for i, v in enumerate(values):
@@ -362,6 +362,7 @@ class _AggregatePanes(_DensePanes):
             (np.empty((n, self.mi), np.int64), np.empty((n, self.mf), np.float64)), None, np.empty(n, np.bool_),
         )  # fmt: skip
         iaccs, faccs = columns.accs
+        assert columns.fired is not None
         wk.dense_aggregate_collect(
             windows, clear, self.win_start, self.win_live, self.win_fired, self.win_count, self.order,
             self.slot_keys, self.int_keys, self.count, self.iacc, self.facc, columns.starts, columns.keys,

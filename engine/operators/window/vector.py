@@ -211,7 +211,7 @@ class _ObjectKeys:
     def __len__(self) -> int:
         return len(self.objects)
 
-    def slots(self, keys: list[Any], operator: VectorWindowOperator) -> np.ndarray:
+    def slots(self, keys: list[Any], operator: Any) -> np.ndarray:
         ids = self.ids
         try:
             slots = list(map(ids.get, keys))

@@ -62,7 +62,7 @@ def test_the_api_routes_aggregates_and_says_why() -> None:
     expected = [True, True, True, False, False, False, False]
     assert [isinstance(op, AggregatesWindowOperator) for op in operators] == expected
     assert [explain(node)[0] for node in nodes] == expected
-    reasons = [op.vectorized_reason for op in operators]  # type: ignore[attr-defined]
+    reasons = [op.vectorized_reason for op in operators]
     assert all(r.startswith("vectorized: ") for r in reasons[:3])
     assert "last(3)" in reasons[3] and "not a number" in reasons[3]
     assert "EventTimeSessionWindows" in reasons[4]
@@ -92,9 +92,9 @@ def test_keyed_process_routes_running_aggregates_and_says_why() -> None:
         "KeyedProcessOperator",
     ]
     assert [running.explain(node)[0] for node in nodes] == [True, False, False]
-    assert operators[0].vectorized_reason.startswith("vectorized: ")  # type: ignore[attr-defined]
-    assert "first(3)" in operators[1].vectorized_reason  # type: ignore[attr-defined]
-    assert operators[2].vectorized_reason.startswith("per-record: ")  # type: ignore[attr-defined]
+    assert operators[0].vectorized_reason.startswith("vectorized: ")
+    assert "first(3)" in operators[1].vectorized_reason
+    assert operators[2].vectorized_reason.startswith("per-record: ")
 
 
 def pair(lateness: int = 0) -> tuple[Any, Any]:

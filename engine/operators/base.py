@@ -113,6 +113,9 @@ class StreamOperator:
 
     chain_output: Output
     context: OperatorContext
+    #: why the operator runs vectorized or per record ("vectorized: ..." / "per-record: <why>"),
+    #: set by the factories that choose (``weir plan`` shows it); "" where there is no choice
+    vectorized_reason: str = ""
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -197,7 +197,18 @@ def create_operator(
             node.name, node.state_key_selector, spec.options["aggregation"], spec.options["field"]
         )
     if kind == "keyed_process":
-        return keyed.KeyedProcessOperator(node.name, node.state_key_selector, spec.function)
+        from weir.operators import running
+
+        vectorized, reason = running.explain(node)
+        plan = running.plan_of(node) if vectorized else None
+        if plan is not None:
+            operator = running.RunningAggregatesOperator(
+                node.name, node.state_key_selector, plan, spec.options["columnar"].get("input_type")
+            )
+        else:
+            operator = keyed.KeyedProcessOperator(node.name, node.state_key_selector, spec.function)
+        operator.vectorized_reason = reason
+        return operator
     if kind in ("co_map", "co_flat_map", "co_process", "keyed_co_process"):
         return _create_two_input_operator(node, kind, spec.function)
     if kind == "window":

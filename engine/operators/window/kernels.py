@@ -57,6 +57,9 @@ from numba import njit
 
 __all__ = [
     "COUNT",
+    "FIRES",
+    "FIRST",
+    "LAST",
     "LIVE",
     "MAX",
     "MEAN",
@@ -68,18 +71,24 @@ __all__ = [
     "PANE_FLOAT",
     "PANE_INT",
     "SEQ",
+    "SLOT_OPS",
     "STOP",
     "SUM",
     "accumulate",
     "accumulate_reference",
+    "aggregate_reference",
     "dense_accumulate",
+    "dense_aggregate",
+    "dense_aggregate_collect",
     "dense_collect",
     "empty_table",
+    "fold_reference",
     "insert_panes",
     "int_key_slots",
     "int_key_slots_reference",
     "rebuild_int_key_table",
     "reinsert",
+    "running_aggregate",
     "window_starts_reference",
 ]
 
@@ -653,3 +662,295 @@ def accumulate_reference(
             pane[1] = c + 1
         landed.append(hit)
     return new_positions, landed
+
+
+# ----------------------------------------------------------------------------- several aggregates
+#
+# ``weir.columnar.Aggregates``: a pane holds a count and one accumulator per aggregate of a field
+# (a *slot*), int64 slots in ``iacc[..., j]`` and float64 slots in ``facc[..., j]``, each with its
+# op (``SUM`` also for ``mean``, ``MIN``, ``MAX``, ``FIRST``, ``LAST``). A slot folds as the
+# per-record ``Aggregates.add`` does: the first value, then ``acc + v`` / strict replacement /
+# kept / replaced.
+
+FIRST, LAST = 5, 6
+#: the op of each kind of slot (``mean``'s slot is a sum)
+SLOT_OPS = {"sum": SUM, "mean": SUM, "min": MIN, "max": MAX, "first": FIRST, "last": LAST}
+#: Slot of ``dense_aggregate``'s ``state``: the rows it wrote to ``fire_*`` (late records).
+FIRES = 5
+
+
+@njit(cache=True)
+def dense_aggregate(
+    times: Int64Array,
+    slots: Any,
+    ivals: Any,
+    fvals: Any,
+    iops: Int64Array,
+    fops: Int64Array,
+    size: int,
+    slide: int,
+    offset: int,
+    watermark: int,
+    lateness: int,
+    check_late: bool,
+    win_start: Int64Array,
+    win_live: npt.NDArray[np.bool_],
+    win_fired: npt.NDArray[np.bool_],
+    win_count: Int64Array,
+    count: Any,
+    iacc: Any,
+    facc: Any,
+    order: Any,
+    state: Int64Array,
+    new_positions: Int64Array,
+    new_windows: Int64Array,
+    landed: npt.NDArray[np.bool_],
+    fire_w: Int64Array,
+    fire_k: Int64Array,
+    fire_count: Int64Array,
+    fire_iacc: Any,
+    fire_facc: Any,
+    begin: int,
+) -> None:
+    """``dense_accumulate`` for several slots at once (``ivals[i, j]``/``fvals[i, j]``: record
+    ``i``'s value for slot ``j``) with allowed lateness: a window is late once
+    ``max_timestamp + lateness <= watermark`` (``check_late``); a record that lands in a window
+    whose ``max_timestamp`` is at or behind the watermark fires it again: the pane's count and
+    accumulators after the record go to row ``state[FIRES]`` of ``fire_*`` (then +1), and the
+    window is marked fired (its on-time firing is over). Stops and resumes as
+    ``dense_accumulate`` when every window slot is open."""
+    n = times.shape[0]
+    mi = iops.shape[0]
+    mf = fops.shape[0]
+    min_start = state[MIN_START]
+    fresh = state[NEW]
+    fires = state[FIRES]
+    run_t0 = np.int64(1)
+    run_t1 = np.int64(0)  # the current run of records with one last start: [run_t0, run_t1)
+    run_start = np.int64(0)
+    per_record = (size + slide - 1) // slide
+    ws = np.full(per_record + 1, -1, np.int64)  # window slot of the run's j-th window; -2: late
+    for i in range(begin, n):
+        t = times[i]
+        k = slots[i]
+        if not (run_t0 <= t < run_t1):
+            run_start = t - (t - offset) % slide
+            run_t0 = run_start
+            run_t1 = run_start + slide
+            ws[:] = -1
+        start = run_start
+        j = 0
+        while start > t - size:
+            if ws[j] == -1:
+                if check_late and start + size - 1 + lateness <= watermark:
+                    ws[j] = -2
+                else:
+                    w = _window_slot(start, win_start, win_live, True)
+                    if w < 0:
+                        state[STOP] = i
+                        state[MIN_START] = min_start
+                        state[NEW] = fresh
+                        state[FIRES] = fires
+                        return
+                    ws[j] = w
+                    if check_late and start + size - 1 <= watermark:
+                        win_fired[w] = True
+                    if start < min_start:
+                        min_start = start
+            start -= slide
+            j += 1
+        hit = False
+        start = run_start
+        j = 0
+        while start > t - size:
+            w = ws[j]
+            if w == -2:
+                break  # this window is late, and so is every earlier one of the record
+            hit = True
+            c = count[w, k]
+            if c == 0:
+                order[w, win_count[w]] = k
+                win_count[w] += 1
+                new_positions[fresh] = i
+                new_windows[fresh] = w
+                fresh += 1
+            for s in range(mi):
+                op = iops[s]
+                v = ivals[i, s]
+                if c == 0 or op == LAST:
+                    iacc[w, k, s] = v
+                elif op == SUM:
+                    iacc[w, k, s] = iacc[w, k, s] + v
+                elif (op == MIN and v < iacc[w, k, s]) or (op == MAX and v > iacc[w, k, s]):
+                    iacc[w, k, s] = v
+            for s in range(mf):
+                op = fops[s]
+                fv = fvals[i, s]
+                if c == 0 or op == LAST:
+                    facc[w, k, s] = fv
+                elif op == SUM:
+                    facc[w, k, s] = facc[w, k, s] + fv
+                elif (op == MIN and fv < facc[w, k, s]) or (op == MAX and fv > facc[w, k, s]):
+                    facc[w, k, s] = fv
+            count[w, k] = c + 1
+            if check_late and start + size - 1 <= watermark:  # fired already: fire again
+                fire_w[fires] = w
+                fire_k[fires] = k
+                fire_count[fires] = c + 1
+                for s in range(mi):
+                    fire_iacc[fires, s] = iacc[w, k, s]
+                for s in range(mf):
+                    fire_facc[fires, s] = facc[w, k, s]
+                fires += 1
+            start -= slide
+            j += 1
+        landed[i] = hit
+    state[STOP] = n
+    state[MIN_START] = min_start
+    state[NEW] = fresh
+    state[FIRES] = fires
+
+
+@njit(cache=True)
+def dense_aggregate_collect(
+    windows: Int64Array,
+    clear: npt.NDArray[np.bool_],
+    win_start: Int64Array,
+    win_live: npt.NDArray[np.bool_],
+    win_fired: npt.NDArray[np.bool_],
+    win_count: Int64Array,
+    order: Any,
+    slot_keys: Int64Array,
+    int_keys: bool,
+    count: Any,
+    iacc: Any,
+    facc: Any,
+    starts: Int64Array,
+    keys: Int64Array,
+    counts: Int64Array,
+    iaccs: Any,
+    faccs: Any,
+    fired: npt.NDArray[np.bool_],
+) -> None:
+    """``dense_collect`` for several slots: the panes of window slots ``windows`` as rows, window
+    by window in creation order; window ``windows[j]`` is emptied when ``clear[j]``."""
+    row = 0
+    mi = iacc.shape[2]
+    mf = facc.shape[2]
+    for j in range(windows.shape[0]):
+        w = windows[j]
+        start = win_start[w]
+        for m in range(win_count[w]):
+            k = order[w, m]
+            starts[row] = start
+            keys[row] = slot_keys[k] if int_keys else k
+            counts[row] = count[w, k]
+            fired[row] = win_fired[w]
+            for s in range(mi):
+                iaccs[row, s] = iacc[w, k, s]
+            for s in range(mf):
+                faccs[row, s] = facc[w, k, s]
+            if clear[j]:
+                count[w, k] = 0
+            row += 1
+        if clear[j]:
+            win_count[w] = 0
+            win_live[w] = False
+            win_fired[w] = False
+
+
+@njit(cache=True)
+def running_aggregate(
+    slots: Any,
+    ivals: Any,
+    fvals: Any,
+    iops: Int64Array,
+    fops: Int64Array,
+    count: Int64Array,
+    iacc: Any,
+    facc: Any,
+    out_count: Int64Array,
+    out_i: Any,
+    out_f: Any,
+) -> None:
+    """``RunningAggregates``: fold record ``i`` into its key slot's accumulators (arrival order)
+    and write the key's count and accumulators after it into row ``i`` of ``out_*``."""
+    mi = iops.shape[0]
+    mf = fops.shape[0]
+    for i in range(slots.shape[0]):
+        k = slots[i]
+        c = count[k]
+        for s in range(mi):
+            op = iops[s]
+            v = ivals[i, s]
+            if c == 0 or op == LAST:
+                iacc[k, s] = v
+            elif op == SUM:
+                iacc[k, s] = iacc[k, s] + v
+            elif (op == MIN and v < iacc[k, s]) or (op == MAX and v > iacc[k, s]):
+                iacc[k, s] = v
+            out_i[i, s] = iacc[k, s]
+        for s in range(mf):
+            op = fops[s]
+            fv = fvals[i, s]
+            if c == 0 or op == LAST:
+                facc[k, s] = fv
+            elif op == SUM:
+                facc[k, s] = facc[k, s] + fv
+            elif (op == MIN and fv < facc[k, s]) or (op == MAX and fv > facc[k, s]):
+                facc[k, s] = fv
+            out_f[i, s] = facc[k, s]
+        count[k] = c + 1
+        out_count[i] = c + 1
+
+
+def fold_reference(op: int, accumulator: Any, count: int, value: Any) -> Any:
+    """Twin of one slot's fold in ``dense_aggregate`` and ``running_aggregate``."""
+    if count == 0 or op == LAST:
+        return value
+    if op == SUM:
+        return accumulator + value
+    if op == MIN:
+        return value if value < accumulator else accumulator
+    if op == MAX:
+        return value if value > accumulator else accumulator
+    return accumulator  # FIRST
+
+
+def aggregate_reference(
+    times: list[int],
+    keys: list[int],
+    values: list[list[Any]],
+    ops: list[int],
+    size: int,
+    slide: int,
+    offset: int,
+    watermark: int,
+    lateness: int,
+    check_late: bool,
+    panes: dict[tuple[int, int], list[Any]],
+) -> tuple[list[int], list[bool], list[tuple[int, int, int, list[Any]]]]:
+    """Twin of ``dense_aggregate`` on a dict: ``panes`` maps (start, key) -> [seq, count, accs]
+    (``values[i]``: record ``i``'s value per slot). Returns the positions of the records that
+    created panes, per record whether it landed in a window, and the rows fired by records
+    in windows at or behind the watermark: (start, key, count, accumulators)."""
+    new_positions: list[int] = []
+    landed: list[bool] = []
+    fires: list[tuple[int, int, int, list[Any]]] = []
+    for i, (t, k) in enumerate(zip(times, keys)):
+        hit = False
+        for start in window_starts_reference(t, size, slide, offset):
+            if check_late and start + size - 1 + lateness <= watermark:
+                break
+            hit = True
+            pane = panes.get((start, k))
+            if pane is None:
+                pane = panes[(start, k)] = [len(panes), 0, [None] * len(ops)]
+                new_positions.append(i)
+            c = pane[1]
+            pane[2] = [fold_reference(op, a, c, v) for op, a, v in zip(ops, pane[2], values[i])]
+            pane[1] = c + 1
+            if check_late and start + size - 1 <= watermark:
+                fires.append((start, k, c + 1, list(pane[2])))
+        landed.append(hit)
+    return new_positions, landed, fires

@@ -108,22 +108,33 @@ class WindowOperatorBase(StreamOperator):
         self._advance(False, now_ms)
 
     # -- checkpoints of pane strategies --------------------------------------------------------
-    def _write_panes(self, panes: Iterable[tuple[Any, TimeWindow, Any]]) -> list[tuple[Any, TimeWindow]]:
+    def _write_panes(
+        self, panes: Iterable[tuple[Any, TimeWindow, Any]], lateness: int = 0, fired: Any = None
+    ) -> list[tuple[Any, TimeWindow]]:
         """Write ``(key, window, stored)`` panes into ``window-contents`` (``MISSING``: it is there
-        already) and one timer per pane at the window's ``max_timestamp`` into a new
-        ``self.timers``, in this order; returns the (key, window) of the panes."""
+        already) and their timers into a new ``self.timers``, in this order; returns the
+        (key, window) of the panes.
+
+        A pane's timers are the general mode's: the trigger's at the window's ``max_timestamp``
+        (unless ``fired[i]``: the window fired already and waits for late records) and, with
+        allowed ``lateness``, the cleanup timer at ``max_timestamp + lateness``."""
         backend, contents = self.backend, self.contents
         timers = InternalTimerService()
         register = (
             timers.register_event_time_timer if self.event_time else timers.register_processing_time_timer
         )
         written = []
-        for key, window, stored in panes:
+        for i, (key, window, stored) in enumerate(panes):
             backend.set_current_key(key)
             contents.set_current_namespace(window)
             if stored is not MISSING:
                 contents.update_internal(stored)
-            register(key, backend.current_key_group, window, window.max_timestamp())
+            group = backend.current_key_group
+            end = window.max_timestamp()
+            if fired is None or not fired[i]:
+                register(key, group, window, end)
+            if lateness:
+                register(key, group, window, end + lateness)
             written.append((key, window))
         self.timers = timers
         return written
@@ -131,10 +142,15 @@ class WindowOperatorBase(StreamOperator):
     def _restored_panes(self) -> list[tuple[Any, Any]]:
         """(key, window) of every timer a restore put into ``self.timers`` on this operator's
         clock, in firing order; ``self.timers`` starts over empty."""
+        return [(key, window) for key, window, _ in self._restored_timers()]
+
+    def _restored_timers(self) -> list[tuple[Any, Any, int]]:
+        """(key, window, time) of every timer a restore put into ``self.timers`` on this
+        operator's clock, in firing order; ``self.timers`` starts over empty."""
         snapshot = self.timers.snapshot()
         self.timers = InternalTimerService()
         restored = snapshot.event_time if self.event_time else snapshot.processing_time
-        return [(timer.key, timer.namespace) for timer in restored]
+        return [(timer.key, timer.namespace, timer.timestamp) for timer in restored]
 
 
 # ----------------------------------------------------------------------------- the key probe

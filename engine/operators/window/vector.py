@@ -178,6 +178,14 @@ def vector_plan(
 # ----------------------------------------------------------------------------- keys
 
 
+def _ends(values: Any) -> Any:
+    """The first and last records of a batch's values, without building every tuple of
+    ``TupleColumns``."""
+    if isinstance(values, TupleColumns):
+        return values[:1].records() + values[-1:].records()
+    return values
+
+
 def check_key_groups(operator_name: str, keys: Any, max_parallelism: int, key_group_range: Any) -> None:
     """Raise ``ProtocolViolation`` if a key belongs to a key group outside the subtask's range."""
     if key_group_range is None or not len(keys):
@@ -203,7 +211,7 @@ class _ObjectKeys:
     def __len__(self) -> int:
         return len(self.objects)
 
-    def slots(self, keys: list[Any], operator: VectorWindowOperator) -> np.ndarray:
+    def slots(self, keys: list[Any], operator: Any) -> np.ndarray:
         ids = self.ids
         try:
             slots = list(map(ids.get, keys))
@@ -248,8 +256,9 @@ class PaneColumns:
     starts: np.ndarray
     keys: np.ndarray
     counts: np.ndarray
-    accs: np.ndarray
+    accs: Any  # one array; for ``Aggregates`` (int64 rows, float64 rows)
     firsts: list[Any] | None
+    fired: np.ndarray | None = None  # ``Aggregates`` with allowed lateness: the window fired already
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -404,6 +413,50 @@ class _HashPanes(_PaneStore):
         return True
 
 
+class IntKeySlots:
+    """Int64 keys as dense slots ``0 .. n_keys - 1`` in first-seen order (``kernels.int_key_slots``):
+    small non-negative keys through a direct array, the others through an open-addressing
+    table; ``slot_keys[slot]`` is the key of a slot."""
+
+    def __init__(self) -> None:
+        self.n_keys = 0
+        self.slot_keys = np.zeros(_MIN_TABLE, np.int64)
+        self.direct = np.full(_MIN_TABLE, -1, np.int32)
+        self.table_keys = np.zeros(2 * _MIN_TABLE, np.int64)
+        self.table_slots = np.full(2 * _MIN_TABLE, -1, np.int32)
+        self._state = np.zeros(2, np.int64)  # slots given out; the largest key of the last call
+
+    def slots(self, keys: np.ndarray) -> np.ndarray:
+        """The slot of every key (int32); keys not seen before get new slots."""
+        need = self.n_keys + len(keys)
+        if need > len(self.slot_keys):
+            self.slot_keys = np.resize(self.slot_keys, max(need, 2 * len(self.slot_keys)))
+        if 2 * need > len(self.table_slots):
+            size = 1 << (2 * need - 1).bit_length()
+            self.table_keys = np.zeros(size, np.int64)
+            self.table_slots = np.full(size, -1, np.int32)
+            wk.rebuild_int_key_table(self.slot_keys, self.n_keys, self.table_keys, self.table_slots)
+        state = self._state
+        state[0] = self.n_keys
+        slots = wk.int_key_slots(keys, self.direct, self.table_keys, self.table_slots, self.slot_keys, state)
+        self.n_keys = int(state[0])
+        top = int(state[1])
+        if len(self.direct) <= top < max(_DIRECT_KEYS, 8 * self.n_keys):
+            # keys of a denser range than ``direct`` covers: widen it for the next batches (the
+            # keys hashed until now move into it)
+            self._widen_direct(1 << top.bit_length())
+        return slots
+
+    def _widen_direct(self, size: int) -> None:
+        """Grow ``direct``; hashed keys that now fall in its range keep their slots."""
+        direct = np.full(size, -1, np.int32)
+        direct[: len(self.direct)] = self.direct
+        keys = self.slot_keys[: self.n_keys]
+        moved = np.flatnonzero((keys >= len(self.direct)) & (keys < size))
+        direct[keys[moved]] = moved
+        self.direct = direct
+
+
 class _DensePanes(_PaneStore):
     """Panes in dense arrays ``[window slot, key slot]``: a record touches its key slot's cells
     in small per-window rows that stay in the CPU caches, where a hash table of panes does
@@ -426,13 +479,7 @@ class _DensePanes(_PaneStore):
         self.windows = 0  # window slots
         self.key_capacity = 0
         self._alloc(4, _MIN_TABLE)
-        # int keys -> slots: small non-negative keys through ``direct``, the others hashed
-        self.n_keys = 0
-        self.slot_keys = np.zeros(_MIN_TABLE, np.int64)
-        self.direct = np.full(_MIN_TABLE, -1, np.int32)
-        self.table_keys = np.zeros(2 * _MIN_TABLE, np.int64)
-        self.table_slots = np.full(2 * _MIN_TABLE, -1, np.int32)
-        self._key_state = np.zeros(2, np.int64)  # slots given out; the largest key of the last call
+        self.key_slots = IntKeySlots()
 
     def _alloc(self, windows: int, keys: int) -> None:
         """(Re)allocate for ``windows`` window slots and ``keys`` key slots, keeping the contents."""
@@ -469,38 +516,16 @@ class _DensePanes(_PaneStore):
     def live(self) -> int:
         return int(self.win_count[self.win_live].sum())
 
-    def _slots(self, keys: np.ndarray) -> np.ndarray:
-        if not self.int_keys:
-            return keys
-        need = self.n_keys + len(keys)
-        if need > len(self.slot_keys):
-            self.slot_keys = np.resize(self.slot_keys, max(need, 2 * len(self.slot_keys)))
-        if 2 * need > len(self.table_slots):
-            size = 1 << (2 * need - 1).bit_length()
-            self.table_keys = np.zeros(size, np.int64)
-            self.table_slots = np.full(size, -1, np.int32)
-            wk.rebuild_int_key_table(self.slot_keys, self.n_keys, self.table_keys, self.table_slots)
-        key_state = self._key_state
-        key_state[0] = self.n_keys
-        slots = wk.int_key_slots(
-            keys, self.direct, self.table_keys, self.table_slots, self.slot_keys, key_state
-        )
-        self.n_keys = int(key_state[0])
-        top = int(key_state[1])
-        if len(self.direct) <= top < max(_DIRECT_KEYS, 8 * self.n_keys):
-            # keys of a denser range than ``direct`` covers: widen it for the next batches (the
-            # keys hashed until now move into it)
-            self._widen_direct(1 << top.bit_length())
-        return slots
+    @property
+    def n_keys(self) -> int:
+        return self.key_slots.n_keys
 
-    def _widen_direct(self, size: int) -> None:
-        """Grow ``direct``; hashed keys that now fall in its range keep their slots."""
-        direct = np.full(size, -1, np.int32)
-        direct[: len(self.direct)] = self.direct
-        keys = self.slot_keys[: self.n_keys]
-        moved = np.flatnonzero((keys >= len(self.direct)) & (keys < size))
-        direct[keys[moved]] = moved
-        self.direct = direct
+    @property
+    def slot_keys(self) -> np.ndarray:
+        return self.key_slots.slot_keys
+
+    def _slots(self, keys: np.ndarray) -> np.ndarray:
+        return self.key_slots.slots(keys) if self.int_keys else keys
 
     def _key_room(self, slots: np.ndarray) -> None:
         top = int(slots.max()) + 1 if len(slots) else 0
@@ -849,13 +874,20 @@ class VectorWindowOperator(WindowOperatorBase):
         field = self._key_field
         if field is not None:  # check the probe against the selector on two real records
             getter = identity if field == IDENTITY else self._key_getter
-            if not probe_agrees(getter, self._key_of, values):  # the probe misread the selector
+            if not probe_agrees(getter, self._key_of, _ends(values)):  # the probe misread the selector
                 self._key_field = field = None
                 self._to_object_keys()
+        column = (
+            values.columns[field]
+            if isinstance(values, TupleColumns) and field not in (None, IDENTITY)
+            else None
+        )
         if self._objects is None:
             try:
                 if isinstance(values, np.ndarray):
                     return values.astype(np.int64, copy=False)
+                if isinstance(column, np.ndarray) and column.dtype.kind == "i":
+                    return column.astype(np.int64, copy=False)
                 source = values if field == IDENTITY else map(self._key_getter, values)  # type: ignore[arg-type]
                 return np.fromiter(source, np.int64, n)
             except (TypeError, OverflowError, ValueError):
@@ -867,6 +899,8 @@ class VectorWindowOperator(WindowOperatorBase):
             keys_list = [key_of(v) for v in records]
         elif field == IDENTITY:
             keys_list = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        elif column is not None:
+            keys_list = column.tolist() if isinstance(column, np.ndarray) else list(column)
         else:
             keys_list = list(map(self._key_getter, values))  # type: ignore[arg-type]
         return self._objects.slots(keys_list, self)

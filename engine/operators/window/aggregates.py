@@ -1,0 +1,570 @@
+"""Vectorized windows of ``weir.columnar.Aggregates``: several aggregates of several fields per batch.
+
+Theory of operation
+-------------------
+``AggregatesWindowOperator`` is the vectorized window operator (``VectorWindowOperator``: key
+probe, key slots, dense pane store, checkpoints in the canonical form) running the
+declarative ``Aggregates(key(), window_start(), count(), sum(1), max(2), ...)`` instead of
+one built-in. A pane holds a count and one accumulator per aggregate of a field (a *slot*):
+int64 slots and float64 slots in two arrays ``[window slot, key slot, slot]`` of
+``_AggregatePanes``; one numba call per batch (``kernels.dense_aggregate``) assigns windows,
+creates panes and folds every slot of every record in arrival order, as
+``Aggregates.add`` does (the first value, then ``acc + v``; ``min``/``max`` replace only on
+a strictly smaller/larger value; ``first`` keeps, ``last`` replaces; int64 sums wrap).
+
+Eligibility (``aggregates_plan``; the reason is kept for ``weir plan``): tumbling or sliding
+windows in event or processing time with the default trigger and no evictor, no window
+function of the user's, a TUPLE/ROW input (or one numeric basic type, field 0 being the
+record) whose aggregated fields are numbers (BYTE, SHORT, INT, LONG, FLOAT, DOUBLE).
+Allowed lateness is supported, as the per-record path does it (Flink's
+EventTimeTrigger): a window fires when the watermark passes its ``max_timestamp`` and
+stays until ``max_timestamp + allowed_lateness``; each record that lands in it meanwhile
+fires it again at once with the pane's updated row (rows in record order, emitted at the end
+of the batch, before the late side output); a record all of whose windows are past their
+cleanup time is late (side output or counted).
+
+Output: ``TupleColumns`` in the Aggregates' order, numbers as numpy columns (int keys
+too), ``mean`` as float64 ``sum / count``; timestamps the window's ``max_timestamp``. Firing
+order: windows by end, within a window the panes in creation order (first record's arrival).
+
+Checkpoints: state ``window-contents`` (an ``AggregatingState`` of the ``Aggregates``) holds
+the accumulator list ``[n, s_1, ..., s_m]`` per pane, and the timers are the per-record
+path's: the trigger's at ``max_timestamp`` (not for a window that fired already) and, with
+allowed lateness, the cleanup timer. So a checkpoint restores into either path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+
+from weir.codec.batch import Batch, TupleColumns
+from weir.columnar.aggregates import NUMERIC
+from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
+from weir.core.state import AggregatingStateDescriptor
+from weir.core.window import EventTimeTrigger, ProcessingTimeTrigger, TimeWindow, Trigger, WindowAssigner
+from weir.errors import UsageError
+from weir.operators.window import kernels as wk
+from weir.operators.window.shared import WindowOperatorBase
+from weir.operators.window.vector import (
+    _ASSIGNERS,
+    PaneColumns,
+    VectorWindowOperator,
+    _DensePanes,
+    _ObjectKeys,
+)
+from weir.time.timers import InternalTimerService
+
+__all__ = ["AggregatesPlan", "AggregatesWindowOperator", "aggregates_plan", "slot_layout"]
+
+
+# ----------------------------------------------------------------------------- eligibility
+
+
+@dataclass(frozen=True)
+class AggregatesPlan:
+    """How an ``Aggregates`` runs vectorized: per slot its field (None: the record itself),
+    whether its accumulator is a float64 (else int64), and its op."""
+
+    spec: Any
+    positions: tuple[int | None, ...]
+    floats: tuple[bool, ...]
+    ops: tuple[int, ...]
+
+    @property
+    def iops(self) -> np.ndarray:
+        return np.array([op for op, f in zip(self.ops, self.floats) if not f], np.int64)
+
+    @property
+    def fops(self) -> np.ndarray:
+        return np.array([op for op, f in zip(self.ops, self.floats) if f], np.int64)
+
+
+def _type_name(t: Any) -> str:
+    return str(t)
+
+
+def slot_layout(spec: Any, input_type: TypeInformation | None) -> tuple[AggregatesPlan | None, str]:
+    """The slots of ``spec`` over ``input_type`` as columns, or None and why not."""
+    if isinstance(input_type, TupleTypeInfo | RowTypeInfo):
+        types = list(input_type.get_field_types())
+        struct = True
+    elif isinstance(input_type, BasicTypeInfo) and getattr(input_type, "name", None) in NUMERIC:
+        types = [input_type]
+        struct = False
+    else:
+        return (
+            None,
+            f"the input is {'untyped' if input_type is None else input_type}, not a TUPLE/ROW or a number",
+        )
+    positions = spec.field_positions(input_type)
+    if positions is None:
+        return None, "a field name does not resolve to a position"
+    slots: list[int | None] = []
+    floats: list[bool] = []
+    ops: list[int] = []
+    for i, p in zip(spec.slots, positions):
+        o = spec.outputs[i]
+        if not -len(types) <= p < len(types):
+            return None, f"{o.describe()}: no such field"
+        t = types[p]
+        if getattr(t, "name", None) not in NUMERIC or not isinstance(t, BasicTypeInfo):
+            return None, f"{o.describe()}: field {o.field!r} is {_type_name(t)}, not a number"
+        slots.append(p % len(types) if struct else None)
+        floats.append(t.python_type is float)
+        ops.append(wk.SLOT_OPS[o.kind])
+    return AggregatesPlan(spec, tuple(slots), tuple(floats), tuple(ops)), "vectorized"
+
+
+def aggregates_plan(
+    columnar: dict[str, Any],
+    assigner: WindowAssigner,
+    trigger: Trigger,
+    evictor_count: int | None,
+) -> tuple[AggregatesPlan | None, str]:
+    """The plan if this ``windowed.aggregate(Aggregates(...))`` runs vectorized (else None),
+    and the reason: ``"vectorized: ..."`` or ``"per-record: <why>"``."""
+    if columnar.get("own_window_function"):
+        return None, "per-record: Aggregates with a window function of the user's"
+    if not isinstance(assigner, _ASSIGNERS):
+        return None, f"per-record: {assigner.describe()} is not a tumbling or sliding time window"
+    default = EventTimeTrigger if assigner.is_event_time else ProcessingTimeTrigger
+    if type(trigger) is not default:
+        return (
+            None,
+            f"per-record: trigger {type(trigger).__name__} is not the window's default {default.__name__}",
+        )
+    if evictor_count is not None:
+        return None, "per-record: an evictor"
+    plan, why = slot_layout(columnar["spec"], columnar.get("input_type"))
+    if plan is None:
+        return None, f"per-record: {why}"
+    return plan, f"vectorized: Aggregates({plan.spec.describe()}) over {assigner.describe()}"
+
+
+# ----------------------------------------------------------------------------- columns
+
+
+def slot_columns(plan: AggregatesPlan, values: Any, n: int, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Every record's value of each slot: ``(int64 [n, int slots], float64 [n, float slots])``."""
+    mi = len(plan.ops) - sum(plan.floats)
+    ivals = np.empty((n, mi), np.int64)
+    fvals = np.empty((n, len(plan.ops) - mi), np.float64)
+    read: dict[tuple[int | None, bool], np.ndarray] = {}
+    ji = jf = 0
+    for p, is_float in zip(plan.positions, plan.floats):
+        column = read.get((p, is_float))
+        if column is None:
+            column = read[(p, is_float)] = _column(values, p, np.float64 if is_float else np.int64, n, what)
+        if is_float:
+            fvals[:, jf] = column
+            jf += 1
+        else:
+            ivals[:, ji] = column
+            ji += 1
+    return ivals, fvals
+
+
+def _column(values: Any, p: int | None, dtype: Any, n: int, what: str) -> np.ndarray:
+    try:
+        if isinstance(values, np.ndarray):
+            return values.astype(dtype, copy=False)
+        if isinstance(values, TupleColumns):
+            return np.asarray(values.columns[0 if p is None else p], dtype)
+        return np.fromiter(values if p is None else map(itemgetter(p), values), dtype, n)
+    except (TypeError, ValueError, OverflowError, IndexError, KeyError):
+        for i, v in enumerate(values):
+            try:
+                np.array([v if p is None else v[p]], dtype)
+            except (TypeError, ValueError, OverflowError, IndexError, KeyError):
+                raise UsageError(
+                    f"{what}: field {0 if p is None else p} must be a number in every record; record {i} is {v!r}"
+                ) from None
+        raise
+
+
+def output_columns(
+    spec: Any,
+    plan: AggregatesPlan,
+    keys: Any,
+    starts: Any,
+    size: int,
+    counts: np.ndarray,
+    iaccs: Any,
+    faccs: Any,
+) -> TupleColumns:
+    """The Aggregates' output rows as columns (``starts`` None: no window)."""
+    columns: list[Any] = []
+    ji = jf = 0
+    slot = 0
+    for o in spec.outputs:
+        kind = o.kind
+        if kind == "key":
+            columns.append(keys)
+        elif kind == "window_start":
+            columns.append(starts)
+        elif kind == "window_end":
+            columns.append(starts + size)
+        elif kind == "count":
+            columns.append(counts)
+        else:
+            if plan.floats[slot]:
+                column = np.ascontiguousarray(faccs[:, jf])
+                jf += 1
+            else:
+                column = np.ascontiguousarray(iaccs[:, ji])
+                ji += 1
+            slot += 1
+            columns.append(column / counts if kind == "mean" else column)
+    return TupleColumns(columns)
+
+
+def canonical_accumulators(
+    plan: AggregatesPlan, counts: np.ndarray, iaccs: Any, faccs: Any
+) -> list[list[Any]]:
+    """The per-record path's accumulator ``[n, s_1, ..., s_m]`` of every row, as Python values."""
+    ints: list[Any] = iaccs.tolist()
+    flts: list[Any] = faccs.tolist()
+    where = []
+    ji = jf = 0
+    for is_float in plan.floats:
+        where.append((True, jf) if is_float else (False, ji))
+        if is_float:
+            jf += 1
+        else:
+            ji += 1
+    out = []
+    for r, n in enumerate(counts.tolist()):
+        row_i, row_f = ints[r], flts[r]
+        out.append([n] + [row_f[j] if f else row_i[j] for f, j in where])
+    return out
+
+
+def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, list[int], list[float]]:
+    """(count, int slots, float slots) of a stored accumulator list."""
+    try:
+        if not isinstance(stored, list | tuple) or len(stored) != 1 + len(plan.ops):
+            raise ValueError(f"expected a list of {1 + len(plan.ops)} values")
+        ints = [int(v) for v, f in zip(stored[1:], plan.floats) if not f]
+        floats = [float(v) for v, f in zip(stored[1:], plan.floats) if f]
+        return int(stored[0]), ints, floats
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise UsageError(
+            f"{what}: restored state {stored!r} is not an accumulator of Aggregates({plan.spec.describe()}) ({exc})"
+        ) from None
+
+
+# ----------------------------------------------------------------------------- panes
+
+
+class _AggregatePanes(_DensePanes):
+    """``_DensePanes`` with a count and several slots per pane, and windows that may have fired
+    (allowed lateness: they stay until their cleanup time)."""
+
+    win_fired: np.ndarray
+    iacc: np.ndarray
+    facc: np.ndarray
+
+    def __init__(self, mi: int, mf: int, size: int, slide: int, offset: int, int_keys: bool) -> None:
+        self.mi, self.mf = mi, mf
+        super().__init__(wk.SUM, np.int64, size, slide, offset, False, int_keys)
+        self.state = np.array([0, wk.NO_START, 0, 0, 0, 0], np.int64)
+
+    def _alloc(self, windows: int, keys: int) -> None:
+        w0, k0 = self.windows, self.key_capacity
+        old = None if not w0 else (self.win_start, self.win_live, self.win_fired, self.win_count, self.count,
+                                   self.order, self.iacc, self.facc)  # fmt: skip
+        self.win_start = np.zeros(windows, np.int64)
+        self.win_live = np.zeros(windows, np.bool_)
+        self.win_fired = np.zeros(windows, np.bool_)
+        self.win_count = np.zeros(windows, np.int64)
+        self.count = np.zeros((windows, keys), np.int64)
+        self.order = np.zeros((windows, keys), np.int32)
+        self.iacc = np.zeros((windows, keys, self.mi), np.int64)
+        self.facc = np.zeros((windows, keys, self.mf), np.float64)
+        self.firsts = None
+        if old is not None:
+            win_start, win_live, win_fired, win_count, count, order, iacc, facc = old
+            self.win_start[:w0] = win_start
+            self.win_live[:w0] = win_live
+            self.win_fired[:w0] = win_fired
+            self.win_count[:w0] = win_count
+            self.count[:w0, :k0] = count
+            self.order[:w0, :k0] = order
+            self.iacc[:w0, :k0] = iacc
+            self.facc[:w0, :k0] = facc
+        self.windows, self.key_capacity = windows, keys
+
+    def fold(
+        self,
+        times: np.ndarray,
+        keys: np.ndarray,
+        ivals: np.ndarray,
+        fvals: np.ndarray,
+        plan_ops: tuple[np.ndarray, np.ndarray],
+        watermark: int,
+        lateness: int,
+        check_late: bool,
+    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None]:
+        """Fold a batch in: which records landed in a window, the keys new to this store, and
+        the rows fired again by records in windows that fired already (None: none)."""
+        n = len(times)
+        before = self.n_keys
+        slots = self._slots(keys)
+        new_keys = self.slot_keys[before : self.n_keys] if self.int_keys else keys[:0]
+        top = self.n_keys if self.int_keys else (int(slots.max()) + 1 if n else 0)
+        if top > self.key_capacity:
+            self._alloc(self.windows, max(top, 2 * self.key_capacity))
+        cap = n * self.per_record
+        new_positions = np.empty(cap, np.int64)
+        new_windows = np.empty(cap, np.int64)
+        landed = np.empty(n, np.bool_)
+        fires = cap if check_late and lateness else 0
+        fire_w, fire_k, fire_count = (
+            np.empty(fires, np.int64),
+            np.empty(fires, np.int64),
+            np.empty(fires, np.int64),
+        )
+        fire_iacc, fire_facc = np.empty((fires, self.mi), np.int64), np.empty((fires, self.mf), np.float64)
+        iops, fops = plan_ops
+        state = self.state
+        state[wk.NEW] = 0
+        state[wk.FIRES] = 0
+        begin = 0
+        while True:
+            wk.dense_aggregate(
+                times, slots, ivals, fvals, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
+                check_late, self.win_start, self.win_live, self.win_fired, self.win_count, self.count, self.iacc,
+                self.facc, self.order, state, new_positions, new_windows, landed, fire_w, fire_k, fire_count,
+                fire_iacc, fire_facc, begin,
+            )  # fmt: skip
+            begin = int(state[wk.STOP])
+            if begin >= n:
+                break
+            self._alloc(2 * self.windows, self.key_capacity)  # every window slot was open
+        f = int(state[wk.FIRES])
+        fired = None
+        if f:
+            fire_keys = self.slot_keys[fire_k[:f]] if self.int_keys else fire_k[:f]
+            fired = PaneColumns(
+                self.win_start[fire_w[:f]], fire_keys, fire_count[:f], (fire_iacc[:f], fire_facc[:f]), None
+            )
+        return landed, new_keys, fired
+
+    def _collect(self, windows: np.ndarray, clear: np.ndarray) -> PaneColumns:
+        """The panes of window slots ``windows``, window by window, each in creation order."""
+        n = int(self.win_count[windows].sum())
+        columns = PaneColumns(
+            np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+            (np.empty((n, self.mi), np.int64), np.empty((n, self.mf), np.float64)), None, np.empty(n, np.bool_),
+        )  # fmt: skip
+        iaccs, faccs = columns.accs
+        assert columns.fired is not None
+        wk.dense_aggregate_collect(
+            windows, clear, self.win_start, self.win_live, self.win_fired, self.win_count, self.order,
+            self.slot_keys, self.int_keys, self.count, self.iacc, self.facc, columns.starts, columns.keys,
+            columns.counts, iaccs, faccs, columns.fired,
+        )  # fmt: skip
+        return columns
+
+    def take(self, until: int, lateness: int) -> PaneColumns | None:
+        """The panes of windows whose ``max_timestamp`` is at or before ``until`` and that have
+        not fired, in firing order; windows whose cleanup time (``max_timestamp + lateness``)
+        is at or before ``until`` are removed, the others marked fired."""
+        live = np.flatnonzero(self.win_live)
+        if not len(live):
+            return None
+        ends = self.win_start[live] + (self.size - 1)
+        expired = live[(ends + lateness <= until) & self.win_fired[live]]
+        if len(expired):  # fired before, now past their cleanup time: removed without output
+            self._collect(expired, np.ones(len(expired), np.bool_))
+        due = live[(ends <= until) & ~self.win_fired[live]]
+        if not len(due):
+            return None
+        due = due[np.argsort(self.win_start[due], kind="stable")]
+        clear = self.win_start[due] + (self.size - 1) + lateness <= until
+        columns = self._collect(due, clear)
+        self.win_fired[due[~clear]] = True
+        return columns
+
+    def export(self) -> PaneColumns:
+        windows = self._windows(None)
+        return self._collect(windows, np.zeros(len(windows), np.bool_))
+
+    def insert(self, columns: PaneColumns) -> bool:
+        """Add panes in this order (a window's panes keep it); a pane that exists is skipped."""
+        if not len(columns):
+            return True
+        slots = self._slots(columns.keys.astype(np.int64))
+        windows = len(np.unique(columns.starts)) + int(self.win_live.sum())
+        self._key_room(slots)
+        if windows > self.windows:
+            self._alloc(1 << (windows - 1).bit_length(), self.key_capacity)
+        iaccs, faccs = columns.accs
+        fired = columns.fired if columns.fired is not None else np.zeros(len(columns), np.bool_)
+        for i, (start, slot, count) in enumerate(
+            zip(columns.starts.tolist(), slots.tolist(), columns.counts.tolist())
+        ):
+            w = wk._window_slot(start, self.win_start, self.win_live, True)
+            if fired[i]:
+                self.win_fired[w] = True
+            if self.count[w, slot]:
+                continue
+            self.order[w, self.win_count[w]] = slot
+            self.win_count[w] += 1
+            self.count[w, slot] = count
+            self.iacc[w, slot] = iaccs[i]
+            self.facc[w, slot] = faccs[i]
+        return True
+
+
+# ----------------------------------------------------------------------------- the operator
+
+
+class AggregatesWindowOperator(VectorWindowOperator):
+    """A keyed tumbling/sliding window running ``Aggregates`` on whole batches."""
+
+    def __init__(
+        self,
+        name: str,
+        key_selector: Any,
+        assigner: WindowAssigner,
+        plan: AggregatesPlan,
+        input_type: TypeInformation | None,
+        late_data_tag: Any,
+        function: Any,
+        allowed_lateness_ms: int = 0,
+    ) -> None:
+        WindowOperatorBase.__init__(self, name, key_selector, assigner, late_data_tag)
+        self.aggregates = plan
+        self.spec = plan.spec
+        self.input_type = input_type
+        size: int = assigner.size  # type: ignore[attr-defined]
+        self.size = size
+        self.slide = getattr(assigner, "slide", size)
+        self.offset = assigner.offset  # type: ignore[attr-defined]
+        self.lateness = allowed_lateness_ms if self.event_time else 0
+        self.aggregator = None
+        self.contents_descriptor = AggregatingStateDescriptor("window-contents", function)
+        self._keeps_first = False
+        self._array_output = False
+        self._ops = (plan.iops, plan.fops)
+        self.mi, self.mf = len(plan.iops), len(plan.fops)
+        self.panes = self._new_store(dense=True, int_keys=True)
+        self.timers = InternalTimerService()
+        self._written: set[tuple[Any, TimeWindow]] = set()
+        self._objects: _ObjectKeys | None = None
+        self._ready = False
+        self.vectorized_reason = "vectorized"
+
+    def _new_store(self, dense: bool, int_keys: bool) -> Any:
+        return _AggregatePanes(self.mi, self.mf, self.size, self.slide, self.offset, int_keys)
+
+    # -- records -------------------------------------------------------------------------------
+    def process_batch(self, batch: Batch) -> None:
+        n = len(batch)
+        if n == 0:
+            return
+        self.metrics.records_in += n
+        values = batch.values
+        times = self._times(batch)
+        keys = self._keys(values, n)
+        ivals, fvals = slot_columns(self.aggregates, values, n, f"operator '{self.name}'")
+        panes: _AggregatePanes = self.panes  # type: ignore[assignment]
+        landed, new_keys, fired = panes.fold(
+            times, keys, ivals, fvals, self._ops, self.current_watermark, self.lateness, self.event_time
+        )
+        if self._objects is None and len(new_keys):
+            self.check_new_keys(new_keys)
+        if fired is not None:
+            self._emit_rows(fired)
+        if self.event_time and np.count_nonzero(landed) != n:
+            self._emit_late(batch, np.flatnonzero(~landed))
+
+    def _emit_rows(self, panes: PaneColumns) -> None:
+        keys = panes.keys if self._objects is None else self._objects.keys(panes.keys)
+        iaccs, faccs = panes.accs
+        rows = output_columns(
+            self.spec, self.aggregates, keys, panes.starts, self.size, panes.counts, iaccs, faccs
+        )
+        self._emit(Batch(rows, panes.starts + (self.size - 1)))
+
+    # -- time ----------------------------------------------------------------------------------
+    def _fire(self, until: int) -> None:
+        panes: _AggregatePanes = self.panes  # type: ignore[assignment]
+        due = panes.take(until, self.lateness)
+        if due is not None and len(due):
+            self._emit_rows(due)
+            self._maybe_compact_keys()
+
+    # -- checkpoints ---------------------------------------------------------------------------
+    def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
+        """Write every live pane into the keyed backend and its timers into ``self.timers``."""
+        self._setup()
+        panes = self.panes.export()
+        iaccs, faccs = panes.accs
+        canonical = canonical_accumulators(self.aggregates, panes.counts, iaccs, faccs)
+        keys = self._keys_of(panes.keys)
+        windows = [TimeWindow(start, start + self.size) for start in panes.starts.tolist()]
+        fired = None if panes.fired is None else panes.fired.tolist()
+        written = set(self._write_panes(zip(keys, windows, canonical), self.lateness, fired))
+        backend, contents = self.backend, self.contents
+        for key, window in self._written - written:  # fired since the last checkpoint
+            backend.set_current_key(key)
+            contents.set_current_namespace(window)
+            contents.clear()
+        self._written = written
+
+    def initialize_state(self) -> None:
+        """Load the panes a restore put into the backend and timers, in firing order; a pane
+        without its trigger's timer (only the cleanup timer) fired already."""
+        self._setup()
+        timers = self._restored_timers()
+        if not timers:
+            return
+        seen: dict[tuple[Any, Any], list[bool]] = {}
+        for key, window, time in timers:
+            if not isinstance(window, TimeWindow) or window.end - window.start != self.size:
+                raise UsageError(
+                    f"operator '{self.name}': the restored state holds window {window!r}, which this "
+                    f"operator's {self.assigner.describe()} cannot hold (windows of {self.size} ms); "
+                    f"restore it with the window it was written with"
+                )
+            trigger = time == window.max_timestamp()
+            entry = seen.setdefault((key, window), [False])
+            entry[0] = entry[0] or trigger
+        backend, contents = self.backend, self.contents
+        starts, keys, counts, ints, floats, fired = [], [], [], [], [], []
+        what = f"operator '{self.name}'"
+        for (key, window), (has_trigger,) in seen.items():
+            if (key, window) in self._written:
+                continue
+            backend.set_current_key(key)
+            contents.set_current_namespace(window)
+            stored = contents.get_internal()
+            if stored is None:
+                continue
+            self._written.add((key, window))
+            n, i, f = from_canonical(self.aggregates, stored, what)
+            starts.append(window.start)
+            keys.append(key)
+            counts.append(n)
+            ints.append(i)
+            floats.append(f)
+            fired.append(not has_trigger)
+        pane_keys = [self._pane_key_of(key) for key in keys]  # may switch to object keys
+        self._insert(
+            PaneColumns(
+                np.array(starts, np.int64), np.array(pane_keys, np.int64), np.array(counts, np.int64),
+                (np.array(ints, np.int64).reshape(len(starts), self.mi), np.array(floats, np.float64).reshape(len(starts), self.mf)),
+                None, np.array(fired, np.bool_),
+            )
+        )  # fmt: skip
+
+    def statistics(self) -> dict[str, Any]:
+        stats = super().statistics()
+        stats["lateness_ms"] = self.lateness
+        return stats

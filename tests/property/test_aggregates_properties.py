@@ -1,0 +1,341 @@
+"""Vectorized ``Aggregates`` / ``RunningAggregates`` = the per-record path, on random input.
+
+- ``dense_aggregate`` agrees with its twin ``aggregate_reference`` (panes, counts, slots,
+  creation order, new-pane positions, late flags, rows fired by late records), stopping and
+  resuming when it runs out of window slots; ``running_aggregate`` with ``fold_reference``.
+- The vectorized window operator and the per-record ``WindowOperator`` running the same
+  ``Aggregates`` see the same random disordered batches, watermarks, late records and
+  allowed lateness: same records in the same order, same late side output and drop count;
+  a checkpoint taken at a random cut from either restores into the other.
+- ``RunningAggregatesOperator`` and the per-record ``KeyedProcessOperator`` running
+  ``RunningAggregates``: same records; a checkpoint crosses both ways.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.unit.operators.test_vector_window import MAX_WM, Run
+from weir.columnar import (
+    Aggregates,
+    RunningAggregates,
+    count,
+    first,
+    key,
+    last,
+    max,
+    mean,
+    min,
+    sum,
+    window_end,
+    window_start,
+)
+from weir.columnar.aggregates import AggregatesWindowFunction
+from weir.common import Types
+from weir.core.functions import wrap_key_selector, wrap_keyed_process
+from weir.datastream import OutputTag
+from weir.datastream.window import (
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
+from weir.keys import KeyGroupRange
+from weir.operators.keyed import KeyedProcessOperator
+from weir.operators.running import RunningAggregatesOperator
+from weir.operators.window import WindowOperator
+from weir.operators.window import kernels as wk
+from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan, slot_layout
+from weir.state import create_keyed_backend
+
+KERNEL_SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+OPERATOR_SETTINGS = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+
+ROW = Types.TUPLE([Types.LONG(), Types.LONG(), Types.DOUBLE(), Types.INT()])
+OUTPUTS = st.lists(
+    st.sampled_from(["sum", "min", "max", "mean", "first", "last"]).flatmap(
+        lambda kind: st.tuples(st.just(kind), st.sampled_from([1, 2, 3]))
+    ),
+    min_size=0,
+    max_size=5,
+)
+FUNCTIONS = {"sum": sum, "min": min, "max": max, "mean": mean, "first": first, "last": last}
+
+
+def outputs_of(drawn: list[tuple[str, int]], windowed: bool) -> list[Any]:
+    head = [key(), window_start(), window_end(), count()] if windowed else [key(), count()]
+    return head + [FUNCTIONS[kind](f) for kind, f in drawn]
+
+
+@st.composite
+def shapes(draw: st.DrawFn) -> tuple[int, int, int]:
+    slide = draw(st.integers(1, 50))
+    size = slide * draw(st.integers(1, 3)) if draw(st.booleans()) else slide
+    offset = draw(st.integers(-slide + 1, slide - 1))
+    return size, slide, offset
+
+
+# -- the kernels and their twins ---------------------------------------------------------------------
+
+
+@KERNEL_SETTINGS
+@given(shape=shapes(), lateness=st.integers(0, 60), check_late=st.booleans(), data=st.data())
+def test_dense_aggregate_agrees_with_its_reference(
+    shape: tuple[int, int, int], lateness: int, check_late: bool, data: st.DataObject
+) -> None:
+    size, slide, offset = shape
+    floats = data.draw(st.lists(st.booleans(), max_size=4))
+    ops = data.draw(
+        st.lists(
+            st.sampled_from([wk.SUM, wk.MIN, wk.MAX, wk.FIRST, wk.LAST]),
+            min_size=len(floats),
+            max_size=len(floats),
+        )
+    )
+    iops = np.array([op for op, f in zip(ops, floats) if not f], np.int64)
+    fops = np.array([op for op, f in zip(ops, floats) if f], np.int64)
+    mi, mf = len(iops), len(fops)
+    windows, keys = 1, 6  # one window slot to start with: calls stop and resume
+    win = [
+        np.zeros(windows, np.int64),
+        np.zeros(windows, np.bool_),
+        np.zeros(windows, np.bool_),
+        np.zeros(windows, np.int64),
+    ]
+    count_ = np.zeros((windows, keys), np.int64)
+    iacc, facc = np.zeros((windows, keys, mi), np.int64), np.zeros((windows, keys, mf), np.float64)
+    order = np.zeros((windows, keys), np.int32)
+    state = np.array([0, wk.NO_START, 0, 0, 0, 0], np.int64)
+    panes: dict[tuple[int, int], list[Any]] = {}
+    watermark = -(1 << 62)
+    for _ in range(data.draw(st.integers(1, 3))):
+        n = data.draw(st.integers(0, 30))
+        times = data.draw(st.lists(st.integers(-200, 400), min_size=n, max_size=n))
+        slots = data.draw(st.lists(st.integers(0, keys - 1), min_size=n, max_size=n))
+        rows = [
+            [data.draw(st.floats(-1e6, 1e6) if f else st.integers(-1000, 1000)) for f in floats]
+            for _ in range(n)
+        ]
+        ivals = np.array([[v for v, f in zip(r, floats) if not f] for r in rows], np.int64).reshape(n, mi)
+        fvals = np.array([[v for v, f in zip(r, floats) if f] for r in rows], np.float64).reshape(n, mf)
+        cap = n * 4 + 1
+        new_positions, new_windows, landed = (
+            np.empty(cap, np.int64),
+            np.empty(cap, np.int64),
+            np.empty(n, np.bool_),
+        )
+        fire = [np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.int64)]
+        fire_iacc, fire_facc = np.empty((cap, mi), np.int64), np.empty((cap, mf), np.float64)
+        state[wk.NEW], state[wk.FIRES], begin = 0, 0, 0
+        while True:
+            wk.dense_aggregate(
+                np.array(times, np.int64), np.array(slots, np.int32), ivals, fvals, iops, fops, size, slide, offset,
+                watermark, lateness, check_late, *win, count_, iacc, facc, order, state, new_positions,
+                new_windows, landed, *fire, fire_iacc, fire_facc, begin,
+            )  # fmt: skip
+            begin = int(state[wk.STOP])
+            if begin >= n:
+                break
+            windows *= 2  # every window slot was open: grow, as the operator does
+            win = [np.resize(a, windows) * (np.arange(windows) < len(a)) for a in win]
+            count_, order = (
+                np.vstack([count_, np.zeros_like(count_)]),
+                np.vstack([order, np.zeros_like(order)]),
+            )
+            iacc, facc = np.vstack([iacc, np.zeros_like(iacc)]), np.vstack([facc, np.zeros_like(facc)])
+        expected_new, expected_landed, expected_fires = wk.aggregate_reference(
+            times, slots, rows, ops, size, slide, offset, watermark, lateness, check_late, panes
+        )
+        assert new_positions[: state[wk.NEW]].tolist() == expected_new
+        assert landed.tolist() == expected_landed
+        fired = []
+        for j in range(int(state[wk.FIRES])):
+            w, k = int(fire[0][j]), int(fire[1][j])
+            ints, flts = iter(fire_iacc[j].tolist()), iter(fire_facc[j].tolist())
+            fired.append(
+                (int(win[0][w]), k, int(fire[2][j]), [next(flts) if f else next(ints) for f in floats])
+            )
+        assert fired == expected_fires
+        watermark = data.draw(st.integers(watermark, 300))
+    got = {}
+    for w in np.flatnonzero(win[1]).tolist():
+        for k in order[w, : win[3][w]].tolist():
+            ints, flts = iter(iacc[w, k].tolist()), iter(facc[w, k].tolist())
+            got[(int(win[0][w]), k)] = [int(count_[w, k]), [next(flts) if f else next(ints) for f in floats]]
+    assert got == {pane: [c, accs] for pane, (_, c, accs) in panes.items()}
+
+
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_running_aggregate_agrees_with_the_reference(data: st.DataObject) -> None:
+    floats = data.draw(st.lists(st.booleans(), max_size=4))
+    ops = data.draw(
+        st.lists(
+            st.sampled_from([wk.SUM, wk.MIN, wk.MAX, wk.FIRST, wk.LAST]),
+            min_size=len(floats),
+            max_size=len(floats),
+        )
+    )
+    n = data.draw(st.integers(0, 40))
+    slots = data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    rows = [
+        [data.draw(st.floats(allow_infinity=False) if f else st.integers(-(2**40), 2**40)) for f in floats]
+        for _ in range(n)
+    ]
+    iops = np.array([op for op, f in zip(ops, floats) if not f], np.int64)
+    fops = np.array([op for op, f in zip(ops, floats) if f], np.int64)
+    mi, mf = len(iops), len(fops)
+    count_, iacc, facc = np.zeros(5, np.int64), np.zeros((5, mi), np.int64), np.zeros((5, mf), np.float64)
+    out_count, out_i, out_f = (
+        np.empty(n, np.int64),
+        np.empty((n, mi), np.int64),
+        np.empty((n, mf), np.float64),
+    )
+    wk.running_aggregate(
+        np.array(slots, np.int32),
+        np.array([[v for v, f in zip(r, floats) if not f] for r in rows], np.int64).reshape(n, mi),
+        np.array([[v for v, f in zip(r, floats) if f] for r in rows], np.float64).reshape(n, mf),
+        iops, fops, count_, iacc, facc, out_count, out_i, out_f,
+    )  # fmt: skip
+    accs: dict[int, list[Any]] = {}
+    counts: dict[int, int] = {}
+    for i, (k, row) in enumerate(zip(slots, rows)):
+        c = counts.get(k, 0)
+        accs[k] = [
+            wk.fold_reference(op, a, c, v) for op, a, v in zip(ops, accs.get(k, [None] * len(ops)), row)
+        ]
+        counts[k] = c + 1
+        ints, flts = iter(out_i[i].tolist()), iter(out_f[i].tolist())
+        got = [next(flts) if f else next(ints) for f in floats]
+        assert int(out_count[i]) == c + 1
+        assert repr(got) == repr(accs[k])  # repr: NaN equals NaN
+
+
+# -- the operators against the per-record path ----------------------------------------------------
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[list[tuple[list[tuple[Any, int]], int]], int]:
+    """Batches of disordered records, each followed by a (monotonic) watermark."""
+    steps = []
+    now, watermark = 0, -(1 << 62)
+    for _ in range(draw(st.integers(1, 10))):
+        batch = []
+        for _ in range(draw(st.integers(0, 25))):
+            now += draw(st.integers(0, 6))
+            record = (
+                draw(st.integers(0, 4)),
+                draw(st.integers(-100, 100)),
+                draw(st.floats(-1e3, 1e3, allow_nan=False)),
+                draw(st.integers(-5, 5)),
+            )
+            batch.append((record, now - draw(st.integers(0, 120))))
+        watermark = builtins_max(watermark, now - draw(st.integers(0, 80)))
+        steps.append((batch, watermark))
+    return steps, draw(st.integers(0, len(steps)))
+
+
+def builtins_max(a: int, b: int) -> int:
+    return a if a >= b else b
+
+
+def window_pair(drawn: list[tuple[str, int]], assigner: Any, lateness: int, tag: Any) -> tuple[Any, Any]:
+    agg = Aggregates(*outputs_of(drawn, True))
+    trigger = assigner.get_default_trigger()
+    per_record = WindowOperator(
+        "w", wrap_key_selector(lambda r: r[0]), assigner, trigger, lateness, tag, "aggregate", agg,
+        AggregatesWindowFunction(agg.spec), None,
+    )  # fmt: skip
+    plan, reason = aggregates_plan({"spec": agg.spec, "input_type": ROW}, assigner, trigger, None)
+    assert plan is not None, reason
+    vector = AggregatesWindowOperator(
+        "w", wrap_key_selector(lambda r: r[0]), assigner, plan, ROW, tag, agg, lateness
+    )
+    return per_record, vector
+
+
+def play(runs_: list[Run], steps: list[tuple[list[tuple[Any, int]], int]]) -> None:
+    for batch, watermark in steps:
+        for run in runs_:
+            run.batch(batch)
+            run.watermark(watermark)
+
+
+@OPERATOR_SETTINGS
+@given(
+    drawn=OUTPUTS, shape=shapes(), lateness=st.sampled_from([0, 0, 30, 200]), side=st.booleans(),
+    run=runs(), direction=st.sampled_from(["vector->record", "record->vector", "vector->vector"]),
+    lmdb=st.booleans(),
+)  # fmt: skip
+def test_vectorized_aggregates_equal_the_per_record_path(
+    drawn: list[tuple[str, int]],
+    shape: tuple[int, int, int],
+    lateness: int,
+    side: bool,
+    run: tuple[list[tuple[list[tuple[Any, int]], int]], int],
+    direction: str,
+    lmdb: bool,
+    tmp_path_factory: Any,
+) -> None:
+    size, slide, offset = shape
+    assigner = (
+        TumblingEventTimeWindows(size, offset)
+        if size == slide
+        else SlidingEventTimeWindows(size, slide, offset)
+    )
+    tag = OutputTag("late") if side else None
+    steps, cut = run
+    per_record, vector = (Run(op) for op in window_pair(drawn, assigner, lateness, tag))
+    play([per_record, vector], [*steps, ([], MAX_WM)])
+    assert vector.records() == per_record.records()
+    assert vector.output.side == per_record.output.side
+    assert vector.op.metrics.late_records_dropped == per_record.op.metrics.late_records_dropped
+    # a checkpoint at ``cut`` from one path restored into the other
+    before, after = direction.split("->")
+    ops = dict(zip(("record", "vector"), window_pair(drawn, assigner, lateness, tag)))
+    path = tmp_path_factory.mktemp("agg")
+    backend = create_keyed_backend(
+        "lmdb" if lmdb else "hashmap", "op", 128, KeyGroupRange(0, 127), path=path / "a"
+    )
+    first_run = Run(ops[before], backend)
+    play([first_run], steps[:cut])
+    snapshot = first_run.checkpoint()
+    later = window_pair(drawn, assigner, lateness, tag)[0 if after == "record" else 1]
+    second = Run(later, create_keyed_backend("hashmap", "op", 128, KeyGroupRange(0, 127)), restore=[snapshot])
+    second.op.current_watermark = (
+        first_run.op.current_watermark
+    )  # a task restores no watermark: the next one comes
+    play([second], [*steps[cut:], ([], MAX_WM)])
+    assert first_run.records() + second.records() == per_record.records()
+
+
+@OPERATOR_SETTINGS
+@given(drawn=OUTPUTS, run=runs(), vector_first=st.booleans())
+def test_running_aggregates_equal_the_per_record_path(
+    drawn: list[tuple[str, int]], run: tuple[list[tuple[list[tuple[Any, int]], int]], int], vector_first: bool
+) -> None:
+    steps, cut = run
+    function = RunningAggregates(*outputs_of(drawn, False))
+    plan, reason = slot_layout(function.spec, ROW)
+    assert plan is not None, reason
+
+    def make(vectorized: bool) -> Any:
+        if vectorized:
+            return RunningAggregatesOperator("k", wrap_key_selector(lambda r: r[0]), plan, ROW)
+        return KeyedProcessOperator(
+            "k", wrap_key_selector(lambda r: r[0]), wrap_keyed_process(RunningAggregates(*function.outputs))
+        )
+
+    per_record, vector = Run(make(False)), Run(make(True))
+    play([per_record, vector], steps)
+    assert vector.records() == per_record.records()
+    first_run = Run(make(vector_first))
+    play([first_run], steps[:cut])
+    first_run.op.prepare_snapshot_pre_barrier(1)
+    backend = create_keyed_backend("hashmap", "op", 128, KeyGroupRange(0, 127))
+    backend.restore([first_run.backend.snapshot()])  # the operator's timers: none, on either path
+    second = Run(make(not vector_first), backend)
+    play([second], steps[cut:])
+    assert first_run.records() + second.records() == per_record.records()

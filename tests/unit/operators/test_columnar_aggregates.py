@@ -1,0 +1,162 @@
+"""Which ``Aggregates``/``RunningAggregates`` run vectorized, and why; errors; rescaling.
+
+The record-for-record comparisons with the per-record path (random input, allowed
+lateness, side outputs, checkpoints crossing paths) are in
+tests/property/test_aggregates_properties.py.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from weir.columnar import Aggregates, RunningAggregates, count, first, key, last, mean, sum, window_start
+from weir.columnar.aggregates import AggregatesWindowFunction
+from weir.common import Types
+from weir.core.functions import KeyedProcessFunction, wrap_key_selector
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.builtin import DiscardingSink
+from weir.datastream.window import (
+    CountTrigger,
+    EventTimeSessionWindows,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
+from weir.errors import UsageError
+from weir.keys import KeyGroupRange, assign_to_key_group
+from weir.operators import running
+from weir.operators.factory import create_operator
+from weir.operators.window import WindowOperator, create_window_operator, explain
+from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan
+
+from .test_vector_window import MAX_WM, Run, play
+
+ROW = Types.TUPLE([Types.LONG(), Types.LONG(), Types.DOUBLE(), Types.STRING()])
+TUMBLING = TumblingEventTimeWindows.of(1_000)
+
+
+def window_nodes(env: StreamExecutionEnvironment, kind: str) -> list[Any]:
+    graph = env.get_stream_graph()
+    return [n for n in graph.nodes.values() if n.operator is not None and n.operator.kind == kind]
+
+
+def test_the_api_routes_aggregates_and_says_why() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    keyed = env.from_collection([(1, 2, 0.5, "a")], type_info=ROW).key_by(
+        lambda r: r[0], key_type=Types.LONG()
+    )
+    agg = Aggregates(key(), window_start(), count(), sum(1), mean(2))
+    keyed.window(TUMBLING).aggregate(agg).sink_to(DiscardingSink())
+    keyed.window(TUMBLING).allowed_lateness(500).aggregate(agg).sink_to(DiscardingSink())
+    keyed.window(TumblingProcessingTimeWindows.of(1_000)).aggregate(agg).sink_to(DiscardingSink())
+    keyed.window(TUMBLING).aggregate(Aggregates(key(), last(3))).sink_to(DiscardingSink())  # a STRING field
+    keyed.window(EventTimeSessionWindows.with_gap(10)).aggregate(agg).sink_to(DiscardingSink())
+    keyed.window(TUMBLING).trigger(CountTrigger.of(2)).aggregate(agg).sink_to(DiscardingSink())
+    keyed.window(TUMBLING).aggregate(Aggregates(count(), sum(1)), lambda k, w, it: it).sink_to(
+        DiscardingSink()
+    )
+    nodes = window_nodes(env, "window")
+    operators = [create_window_operator(node) for node in nodes]
+    expected = [True, True, True, False, False, False, False]
+    assert [isinstance(op, AggregatesWindowOperator) for op in operators] == expected
+    assert [explain(node)[0] for node in nodes] == expected
+    reasons = [op.vectorized_reason for op in operators]
+    assert all(r.startswith("vectorized: ") for r in reasons[:3])
+    assert "last(3)" in reasons[3] and "not a number" in reasons[3]
+    assert "EventTimeSessionWindows" in reasons[4]
+    assert "CountTrigger" in reasons[5]
+    assert "window function" in reasons[6]
+    assert all(r.startswith("per-record: ") for r in reasons[3:])
+
+
+class Plain(KeyedProcessFunction):
+    def process_element(self, value: Any, ctx: Any) -> Any:
+        yield value
+
+
+def test_keyed_process_routes_running_aggregates_and_says_why() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    keyed = env.from_collection([(1, 2, 0.5, "a")], type_info=ROW).key_by(
+        lambda r: r[0], key_type=Types.LONG()
+    )
+    keyed.process(RunningAggregates(key(), count(), sum(1), first(2))).sink_to(DiscardingSink())
+    keyed.process(RunningAggregates(key(), first(3))).sink_to(DiscardingSink())
+    keyed.process(Plain()).sink_to(DiscardingSink())
+    nodes = window_nodes(env, "keyed_process")
+    operators = [create_operator(node, {}, 0) for node in nodes]
+    assert [type(op).__name__ for op in operators] == [
+        "RunningAggregatesOperator",
+        "KeyedProcessOperator",
+        "KeyedProcessOperator",
+    ]
+    assert [running.explain(node)[0] for node in nodes] == [True, False, False]
+    assert operators[0].vectorized_reason.startswith("vectorized: ")
+    assert "first(3)" in operators[1].vectorized_reason
+    assert operators[2].vectorized_reason.startswith("per-record: ")
+
+
+def pair(lateness: int = 0) -> tuple[Any, Any]:
+    agg = Aggregates(key(), window_start(), count(), sum(1), mean(2))
+    trigger = TUMBLING.get_default_trigger()
+    plan, _ = aggregates_plan({"spec": agg.spec, "input_type": ROW}, TUMBLING, trigger, None)
+    assert plan is not None
+    selector = wrap_key_selector(lambda r: r[0])
+    return (
+        WindowOperator("w", selector, TUMBLING, trigger, lateness, None, "aggregate", agg, AggregatesWindowFunction(agg.spec), None),
+        AggregatesWindowOperator("w", selector, TUMBLING, plan, ROW, None, agg, lateness),
+    )  # fmt: skip
+
+
+def test_a_field_that_is_not_a_number_is_a_clear_error() -> None:
+    run = Run(pair()[1])
+    with pytest.raises(UsageError, match=r"field 1 must be a number.*'x'"):
+        run.batch([((1, "x", 0.5, "a"), 10)])
+
+
+def test_restored_state_that_is_no_accumulator_is_a_clear_error() -> None:
+    run = Run(pair()[0])
+    run.batch([((1, 2, 0.5, "a"), 10)])
+    snapshot = run.checkpoint()
+    other = Aggregates(key(), count(), sum(1))  # one slot where the restoring operator has two
+    plan, _ = aggregates_plan(
+        {"spec": other.spec, "input_type": ROW}, TUMBLING, TUMBLING.get_default_trigger(), None
+    )
+    assert plan is not None
+    op = AggregatesWindowOperator("w", wrap_key_selector(lambda r: r[0]), TUMBLING, plan, ROW, None, other)
+    with pytest.raises(UsageError, match="not an accumulator of Aggregates"):
+        Run(op, restore=[snapshot])
+
+
+@pytest.mark.parametrize("lateness", [0, 700])
+def test_a_checkpoint_rescales_over_two_key_group_ranges(lateness: int) -> None:
+    rng = random.Random(5)
+    events = [
+        ((rng.randrange(40), rng.randrange(100), rng.randrange(8) / 4, "s"), i * 7 + rng.randrange(900))
+        for i in range(900)
+    ]
+    steps, i, top = [], 0, 0
+    while i < len(events):
+        chunk = events[i : i + rng.randrange(1, 50)]
+        i += len(chunk)
+        top = max(top, *(t for _, t in chunk))
+        steps.append((chunk, top - 400))
+    cut = len(steps) // 2
+    whole = Run(pair(lateness)[0])
+    play([whole], steps)
+    first_run = Run(pair(lateness)[1])
+    play([first_run], steps[:cut], end=False)
+    snapshot = first_run.checkpoint()
+    got = first_run.records()
+    for key_groups in (KeyGroupRange(0, 63), KeyGroupRange(64, 127)):
+        half = Run(pair(lateness)[1], restore=[snapshot], key_groups=key_groups)
+        half.op.current_watermark = first_run.op.current_watermark
+        mine = [
+            ([(v, t) for v, t in chunk if assign_to_key_group(v[0], 128) in key_groups], w)
+            for chunk, w in steps[cut:]
+        ]
+        play([half], mine)
+        got += half.records()
+    assert sorted(map(repr, got)) == sorted(map(repr, whole.records()))
+    assert MAX_WM

@@ -21,7 +21,9 @@ Each is checked against the exact answer computed with numpy (``np.unique`` over
 ``key * windows + window``, ``np.bincount``) by an order-independent checksum: rows, total
 count, total sum and the wrapping sum of a hash of each row. A run whose checksum differs is
 reported (``checksum_ok`` false) and is an error of the command. Events/s are N over the
-job's net runtime (weir) or the loop's wall time.
+job's net runtime (weir) or the loop's wall time. Every way is warmed up first and untimed:
+the numba loop is compiled, and each weir job runs once on 100,000 events (the first job of
+a process loads weir's numba kernels from the cache).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from weir.errors import UsageError
 WINDOW_MS = 1000
 OUT_OF_ORDER_MS = 50
 KEY_MULTIPLIER = 2654435761
-MASK64 = (1 << 64) - 1
+WARM_UP_EVENTS = 100_000
 _H = np.uint64(0x9E3779B97F4A7C15)
 
 
@@ -298,6 +300,10 @@ def run_query_bench(
         raise UsageError(f"--events must be at least 10000 to measure anything, got {events}")
     say = echo or (lambda line: None)
     expected = exact_answer(events, keys)
+    # each way runs once untimed on a small input first, as the numba loop is compiled before
+    # its timing: the first job of a process loads weir's kernels from numba's cache
+    for way in ("columnar", "per_record"):
+        weir_query(way, WARM_UP_EVENTS, keys, parallelism, "off", backend)
     figures: dict[str, Any] = {}
     ok = True
     for way in ("columnar", "per_record", "numba", "python"):

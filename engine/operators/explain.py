@@ -42,12 +42,13 @@ def explain(node: StreamNode) -> tuple[bool, str]:
             return True, "timestamps read as a column" if assigner is not None else "no timestamp assigner"
         return False, "a timestamp assigner per record (weir.columnar.timestamp_field(i) reads a column)"
     if kind == "window":
-        from weir.operators import window
+        from weir.operators.window import explain as explain_window
 
-        explain_window = getattr(window, "explain", None)
-        if explain_window is None:
-            return False, "window: per-record"
         return explain_window(node)
+    if kind == "keyed_process" and "columnar" in spec.options:
+        from weir.operators.running import explain as explain_running
+
+        return explain_running(node)
     return False, f"{kind}: runs record by record"
 
 
@@ -69,5 +70,6 @@ def explain_graph(graph: StreamGraph) -> dict[int, str]:
     notes = {}
     for node in graph.nodes.values():
         vectorized, reason = explain(node)
-        notes[node.id] = f"{VECTORIZED if vectorized else PER_RECORD}: {reason}"
+        label = VECTORIZED if vectorized else PER_RECORD
+        notes[node.id] = reason if reason.startswith(f"{label}: ") else f"{label}: {reason}"
     return notes

@@ -54,7 +54,22 @@ def test_stream_level_json_equals_get_execution_plan() -> None:
     module["build"](env, [].append)
     from_api = json.loads(env.get_execution_plan())
     from_cli = json.loads(out)
+    # the CLI adds how each operator runs (the API's plan is Flink's, without it)
+    executions = [node.pop("execution") for node in from_cli["nodes"]]
+    assert all(e.startswith(("vectorized: ", "per-record: ")) for e in executions)
     assert from_cli["nodes"] == from_api["nodes"]
+
+
+def test_the_plan_says_which_operators_run_vectorized_and_why_not() -> None:
+    code, out, _ = run("plan", str(EXAMPLES / "columnar_query.py"), "--level", "stream", "--format", "json")
+    assert code == 0
+    notes = {node["type"]: node["execution"] for node in json.loads(out)["nodes"]}
+    assert notes["Map"].startswith("vectorized: batch_map")
+    assert notes["Timestamps/Watermarks"].startswith("vectorized: ")
+    assert notes["count and sum"].startswith("vectorized: Aggregates(")
+    code, out, _ = run("plan", str(EXAMPLES / "my_job.py"))
+    assert code == 0
+    assert "per-record: a Python function per record" in out  # my_job's map is a lambda
 
 
 def test_dot_output_is_graphviz() -> None:

@@ -111,12 +111,7 @@ class ColumnGeneratorSource(Source):
             raise UsageError(
                 f"ColumnGeneratorSource count must be a non-negative integer or None, got {count!r}"
             )
-        if rate_limit is not None and (
-            isinstance(rate_limit, bool) or not isinstance(rate_limit, int | float) or rate_limit <= 0
-        ):
-            raise UsageError(
-                f"ColumnGeneratorSource rate_limit must be positive records/s or None, got {rate_limit!r}"
-            )
+        _check_rate_limit("ColumnGeneratorSource", rate_limit)
         _check_batch_size("ColumnGeneratorSource", batch_size)
         self.field_types = field_types_of("ColumnGeneratorSource", type_info)
         self.generator = generator
@@ -138,6 +133,13 @@ class ColumnGeneratorSource(Source):
         return {"class": "ColumnGeneratorSource", "count": self.count, "rate_limit": self.rate_limit}
 
 
+def _check_rate_limit(api: str, rate_limit: Any) -> None:
+    if rate_limit is not None and (
+        isinstance(rate_limit, bool) or not isinstance(rate_limit, int | float) or rate_limit <= 0
+    ):
+        raise UsageError(f"{api} rate_limit must be positive records/s or None, got {rate_limit!r}")
+
+
 def _check_batch_size(api: str, batch_size: Any) -> None:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise UsageError(f"{api} batch_size must be a positive number of records, got {batch_size!r}")
@@ -154,6 +156,8 @@ class ArrowFileSource(Source):
     Arrow schema as a TUPLE (one column: its basic type), or ``type_info`` if given, to which
     the columns are cast. CSV files have a header line; every file is read with the column
     types of the first one. A null in a numeric column makes that batch's column a list.
+    ``rate_limit`` caps records per second over the whole source (None: as fast as the job
+    takes them), as ``DataGeneratorSource``'s does.
     """
 
     reader_factory = "weir.operators.columnar_io:arrow_file_reader"
@@ -165,12 +169,15 @@ class ArrowFileSource(Source):
         columns: Sequence[str] | None = None,
         type_info: TypeInformation | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        rate_limit: float | None = None,
     ) -> None:
         if isinstance(paths, str):
             paths = [paths]
         if not paths or not all(isinstance(p, str) and p for p in paths):
             raise UsageError(f"ArrowFileSource needs at least one path as a non-empty string, got {paths!r}")
         _check_batch_size("ArrowFileSource", batch_size)
+        _check_rate_limit("ArrowFileSource", rate_limit)
+        self.rate_limit = rate_limit
         self.paths = list(paths)
         self.files = _list_files(self.paths)
         if file_format is None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import trio
 
 from weir.codec.batch import Batch, TupleColumns
 from weir.columnar.connectors import ARROW_TYPE_NAMES
@@ -128,7 +129,14 @@ class ArrowFileReader(_SplitReader):
         self.file_types = list(source.file_types)
         self.field_types = list(source.field_types)
         self.single = not isinstance(source.type_info, TupleTypeInfo)
-        self.batch_size = source.batch_size
+        self.rate = None if source.rate_limit is None else source.rate_limit / parallelism
+        self.batch_size = (
+            source.batch_size
+            if self.rate is None
+            else max(1, min(source.batch_size, int(self.rate / 100) or 1))
+        )
+        self.emitted = 0
+        self.started_at: float | None = None
         splits: list[list[Any]] = []
         for path in source.files:
             if self.file_format == "parquet":
@@ -192,8 +200,13 @@ class ArrowFileReader(_SplitReader):
             rows = self._table.num_rows
             if split[2] < rows:
                 end = min(split[2] + (self.batch_size or rows), rows)
+                if self.rate is not None:  # as DataGeneratorReader: on the task's clock
+                    if self.started_at is None:
+                        self.started_at = trio.current_time()
+                    await trio.sleep_until(self.started_at + self.emitted / self.rate)
                 piece = self._table.slice(split[2], end - split[2])
                 split[2] = end
+                self.emitted += piece.num_rows
                 columns = [arrow_column(piece.column(i)) for i in range(piece.num_columns)]
                 return Batch(columns[0] if self.single else TupleColumns(columns))
             self.splits.pop(0)

@@ -31,6 +31,7 @@ from weir.columnar.aggregates import (
     window_end,
     window_start,
 )
+from weir.columnar.connectors import ArrowFileSource, BatchSinkFunction, ColumnGeneratorSource
 from weir.columnar.functions import (
     batch_filter,
     batch_map,
@@ -42,6 +43,9 @@ from weir.columnar.functions import (
 
 __all__ = [
     "Aggregates",
+    "ArrowFileSource",
+    "BatchSinkFunction",
+    "ColumnGeneratorSource",
     "RunningAggregates",
     "batch_filter",
     "batch_map",

@@ -1,4 +1,5 @@
-"""``pyflink.common.serialization``'s names: the row-format ``Encoder`` of file sinks.
+"""``pyflink.common.serialization``'s names: the row-format ``Encoder`` and the bulk-format
+``BulkWriterFactory`` of file sinks.
 
 It lives here, below the API and the runtime, because both the file system connector
 (``weir.datastream.connectors.file_system`` re-exports it) and the file sink operator use it.
@@ -10,7 +11,7 @@ from typing import Any
 
 from weir.errors import UsageError
 
-__all__ = ["Encoder"]
+__all__ = ["BulkWriterFactory", "Encoder"]
 
 
 class Encoder:
@@ -34,3 +35,17 @@ class Encoder:
     def encode(self, values: list[Any]) -> bytes:
         """The bytes of ``values``, one line each."""
         return "".join(f"{v}\n" for v in values).encode(self.charset)
+
+
+class BulkWriterFactory:
+    """How a part file of a bulk format (Parquet, CSV) is written: whole batches at a time,
+    the file finished (footer, last block) when it rolls (``pyflink.common.serialization``'s
+    name). The formats' factories are in ``weir.datastream.formats``; ``writer_factory``
+    names the runtime side that writes a part file (``"module:name"`` of
+    ``factory(self, file) -> writer``, imported only when a sink subtask opens a part).
+    """
+
+    writer_factory: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        return {"class": type(self).__name__}

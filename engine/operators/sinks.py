@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from weir.codec.batch import Batch
+from weir.columnar.functions import columns_of
 from weir.core.functions import SinkFunction
 from weir.operators.base import StreamOperator, copy_function
 
@@ -63,7 +64,9 @@ class FunctionSinkOperator(SinkOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        if isinstance(self.function, SinkFunction):
+        if callable(getattr(self.function, "invoke_batch", None)):  # weir.columnar.BatchSinkFunction
+            self._process_columns(batch)
+        elif isinstance(self.function, SinkFunction):
             invoke = self.function.invoke
             for v in batch.as_list():
                 invoke(v, None)
@@ -72,9 +75,34 @@ class FunctionSinkOperator(SinkOperator):
             for v in batch.as_list():
                 f(v)
 
+    def _process_columns(self, batch: Batch) -> None:
+        """A columnar batch in one ``invoke_batch``; a batch of records through ``invoke``, with
+        each record's timestamp in its context."""
+        if not len(batch):
+            return
+        columns = columns_of(batch.values)
+        if columns is not None:
+            self.function.invoke_batch(columns, batch.timestamps)
+            return
+        invoke = self.function.invoke
+        for value, timestamp in zip(batch.as_list(), batch.timestamp_list()):
+            invoke(value, _RecordContext(timestamp))
+
     def close(self) -> None:
         if isinstance(self.function, SinkFunction):
             self.function.close()
+
+
+class _RecordContext:
+    """What a sink function's ``invoke`` learns about its record (PyFlink's ``SinkFunction.Context``)."""
+
+    __slots__ = ("_timestamp",)
+
+    def __init__(self, timestamp: int | None) -> None:
+        self._timestamp = timestamp
+
+    def timestamp(self) -> int | None:
+        return self._timestamp
 
 
 class DiscardingSinkOperator(SinkOperator):

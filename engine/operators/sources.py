@@ -209,10 +209,14 @@ class DataGeneratorReader(_SplitReader):
             indexes = range(start, start + n * stride, stride)
             split[0] = start + n * stride
             self.splits.append(self.splits.pop(0))  # unbounded splits take turns
+        batch = self._generate(indexes)
+        self.emitted += len(batch)
+        return batch
+
+    def _generate(self, indexes: range) -> Batch:
+        """The records at ``indexes``, one generator call each."""
         gen = self.generator
-        values = [gen(i) for i in indexes]
-        self.emitted += len(values)
-        return Batch(values)
+        return Batch([gen(i) for i in indexes])
 
 
 class FileLinesReader(SourceReader):

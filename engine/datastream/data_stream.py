@@ -674,7 +674,7 @@ class WindowedStream:
             if window_function is None
             else fn.wrap_window_function("aggregate(window_function)", window_function)
         )
-        opts = {
+        opts: dict[str, Any] = {
             "function": agg,
             "window_function": wf,
             "accumulator_type": check_type_info("aggregate(accumulator_type)", accumulator_type),

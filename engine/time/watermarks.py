@@ -309,15 +309,17 @@ class TimestampAssignment:
         self.assigner = assigner
         #: the timestamps of a columnar batch as one column: weir.columnar's timestamp_field(i),
         #: or an assigner that returns one field of the record (``lambda e, ts: e[2]``)
-        self._column_of = getattr(assigner, "timestamp_column", None)
-        if self._column_of is None and assigner is not None:
+        column_of: Any = getattr(assigner, "timestamp_column", None)
+        if column_of is None and assigner is not None:
             extract = (
                 assigner._fn if type(assigner) is _CallableTimestampAssigner else assigner.extract_timestamp
             )
             field = FieldColumn(lambda record: extract(record, NO_TIMESTAMP), whole_record=False)
-            self._column_of = lambda values: _integer_column(field.column(values))
-        elif self._column_of is None:
-            self._column_of = lambda values: None
+
+            def column_of(values: Any) -> np.ndarray | None:
+                return _integer_column(field.column(values))
+
+        self._column_of: Any = column_of if column_of is not None else (lambda values: None)
 
     def stamp(self, values: Sequence[Any] | np.ndarray, previous_timestamps: np.ndarray | None) -> np.ndarray:
         """One int64 timestamp per value; ``previous_timestamps`` None means none were set.

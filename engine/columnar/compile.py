@@ -66,7 +66,7 @@ def scalar_loop(owner: Any, f: Any, columns: Any, what: str) -> Any:
         if n == 0:
             return np.empty(0, np.bool_ if what == "filter" else np.float64)
         tuple_out = isinstance(sample, tuple)
-        samples: tuple[Any, ...] = sample if tuple_out else (sample,)
+        samples: Any = sample if tuple_out else (sample,)
         dtypes = [_dtype_of(s, api) for s in samples]
         namespace: dict[str, Any] = {"f": compiled}
         exec(

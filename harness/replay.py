@@ -45,10 +45,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import trio
 import trio.testing
 
-from weir.codec.batch import Batch
+from weir.codec.batch import Batch, TupleColumns
 from weir.common.typeinfo import TypeInformation, Types
 from weir.core.connectors import Source
 from weir.errors import UsageError
@@ -336,8 +337,8 @@ class _Chunk:
     against 10 us for slicing lists converted ahead)."""
 
     __slots__ = (
-        "converted", "intended", "intended_array", "lap", "lists", "next", "rows", "schedule", "shift",
-        "size",
+        "arrays", "intended", "intended_array", "lap", "lists", "next", "rows", "schedule",
+        "shift", "size",
     )  # fmt: skip
 
     def __init__(
@@ -349,8 +350,8 @@ class _Chunk:
         self.shift = shift  # (column, ms) added to that column's values: the lap's event time
         self.size = len(schedule)
         self.next = 0
-        self.converted = 0  # rows [0, converted) are in ``lists``
         self.lists: dict[str, list[Any]] = {}
+        self.arrays: dict[str, np.ndarray | None] = {}
         # open loop: every row's intended time (ns), and rows [0, len(intended)) of it as ints
         self.intended_array: np.ndarray | None = None
         self.intended: list[int] = []
@@ -370,19 +371,49 @@ class _Chunk:
             intended.extend(self.intended_array[have : min(self.size, max(stop, have + PIECE_ROWS))].tolist())
         return intended
 
-    def values(self, start: int, end: int, columns: list[str], intended: list[int]) -> list[tuple[Any, ...]]:
-        if end > self.converted:
-            stop = min(self.size, max(end, self.converted + PIECE_ROWS))
-            piece = self.rows.slice(self.converted, stop - self.converted)
-            for c in columns:
-                column = piece.column(c)
-                if self.shift is not None and self.shift[0] == c:
-                    import pyarrow.compute as pc
+    def values(self, start: int, end: int, columns: list[str], intended: list[int]) -> TupleColumns:
+        """Rows [start, end) as columns, ``intended`` the last: numbers as numpy arrays (views
+        of one conversion per chunk, no Python object per value), strings as lists (converted
+        a piece at a time). A per-record query builds its tuples from them when it reads them."""
+        out: list[Any] = []
+        for c in columns:
+            array = self._array(c)
+            if array is not None:
+                out.append(array[start:end])
+            else:
+                out.append(self._list(c, end)[start:end])
+        out.append(np.array(intended, dtype=np.int64))
+        return TupleColumns(out)
 
-                    column = pc.add(column, self.shift[1])
-                self.lists.setdefault(c, []).extend(column.to_pylist())
-            self.converted = stop
-        return list(zip(*(self.lists[c][start:end] for c in columns), intended))
+    def _array(self, c: str) -> np.ndarray | None:
+        """Column ``c`` of the whole chunk as a numpy array, or None for a column of strings
+        (or one with nulls), which stays Python values."""
+        arrays = self.arrays
+        if c not in arrays:
+            column = self.rows.column(c)
+            array = None
+            if column.null_count == 0 and (
+                pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+            ):
+                array = column.to_numpy()
+                if self.shift is not None and self.shift[0] == c:
+                    array = array + self.shift[1]
+            arrays[c] = array
+        return arrays[c]
+
+    def _list(self, c: str, end: int) -> list[Any]:
+        """Column ``c`` as Python values, at least rows [0, end), a piece at a time."""
+        values = self.lists.setdefault(c, [])
+        have = len(values)
+        if end > have:
+            stop = min(self.size, max(end, have + PIECE_ROWS))
+            column = self.rows.slice(have, stop - have).column(c)
+            if self.shift is not None and self.shift[0] == c:
+                import pyarrow.compute as pc
+
+                column = pc.add(column, self.shift[1])
+            values.extend(column.to_pylist())
+        return values
 
 
 class _Prefetch:

@@ -95,6 +95,8 @@ class ColumnGeneratorSource(Source):
     ``rate_limit`` caps records per second over the whole source.
     """
 
+    produces_columns = True  # its batches are columns (weir plan: vectorized)
+
     reader_factory = "weir.operators.columnar_io:column_generator_reader"
 
     def __init__(
@@ -159,6 +161,8 @@ class ArrowFileSource(Source):
     ``rate_limit`` caps records per second over the whole source (None: as fast as the job
     takes them), as ``DataGeneratorSource``'s does.
     """
+
+    produces_columns = True  # its batches are columns (weir plan: vectorized)
 
     reader_factory = "weir.operators.columnar_io:arrow_file_reader"
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from weir.codec.batch import NO_TIMESTAMP
+from weir.columnar.probe import IDENTITY, probe_key_field
 from weir.graph.stream_graph import StreamGraph, StreamNode
 from weir.graph.transformations import SinkTransformation, SourceTransformation
 
@@ -40,6 +42,9 @@ def explain(node: StreamNode) -> tuple[bool, str]:
         assigner = getattr(strategy, "timestamp_assigner", None)
         if assigner is None or hasattr(assigner, "timestamp_column"):
             return True, "timestamps read as a column" if assigner is not None else "no timestamp assigner"
+        field = probe_key_field(_extract(assigner), None)
+        if field is not None and field != IDENTITY:
+            return True, f"the assigner returns field {field}: read as a column of columnar batches"
         return False, "a timestamp assigner per record (weir.columnar.timestamp_field(i) reads a column)"
     if kind == "window":
         from weir.operators.window import explain as explain_window
@@ -52,6 +57,14 @@ def explain(node: StreamNode) -> tuple[bool, str]:
     return False, f"{kind}: runs record by record"
 
 
+def _extract(assigner: Any) -> Any:
+    """The assigner as a function of the record alone."""
+    from weir.common.watermark_strategy import _CallableTimestampAssigner
+
+    extract = assigner._fn if type(assigner) is _CallableTimestampAssigner else assigner.extract_timestamp
+    return lambda record: extract(record, NO_TIMESTAMP)
+
+
 def _source(source: Any) -> tuple[bool, str]:
     if getattr(source, "produces_columns", False):
         return True, f"{type(source).__name__} emits columns"
@@ -62,6 +75,8 @@ def _sink(sink: Any) -> tuple[bool, str]:
     function = getattr(sink, "sink_function", None) or getattr(sink, "function", None)
     if type(sink).__name__ in ("DiscardingSink", "CollectSink") or hasattr(function, "invoke_batch"):
         return True, f"{type(sink).__name__} takes whole batches"
+    if getattr(sink, "bulk_writer_factory", None) is not None:
+        return True, "FileSink writes whole batches in a bulk format"
     return False, f"{type(sink).__name__} takes records"
 
 

@@ -12,6 +12,8 @@ from weir.errors import UsageError
 class NumberSequenceSource(Source):
     """Emits every long in [start, end], split across subtasks; bounded and replayable."""
 
+    produces_columns = True  # its batches are columns (weir plan: vectorized)
+
     reader_factory = "weir.operators.sources:number_sequence_reader"
 
     def __init__(self, start: int, end: int) -> None:

@@ -78,9 +78,10 @@ class FastPaneMode(WindowOperatorBase):
         #: first in firing order (they were seen first)
         self._spilled: dict[TimeWindow, dict[Any, None]] = {}
         self._backed: set[tuple[Any, TimeWindow]] = set()  # panes with an entry in the backend
-        self._in_memory = 0  # accumulators held in the dicts
         self._next_end: int | None = None  # the smallest max_timestamp of the open windows
         self._checked_keys: set[Any] = set()  # keys whose key group was checked
+        #: a user function reached for keyed state: window function calls set their pane's key
+        self._keyed_firing = False
 
     def _open_fast(self) -> None:
         """A selector that reads one field is applied as a C-level getter."""
@@ -152,10 +153,13 @@ class FastPaneMode(WindowOperatorBase):
     def _fold(self, values: list[Any], keys: list[Any], starts: list[int], size: int) -> None:
         """The hot loop: fold ``values[i]`` into the pane of ``keys[i]`` in the window starting at
         ``starts[i]``, in this order (a run of one window looks it up once; sliding windows
-        alternate between the windows this call has seen)."""
+        alternate between the windows this call has seen). A new pane of a key whose group was
+        checked, with nothing in the backend, starts here; any other goes through ``_first``."""
         first = self._first
         missing = MISSING
         reduce, add = self._reduce, self._agg_add  # one of them is None
+        create = None if add is None else self.function.create_accumulator
+        checked = self._checked_keys
         lo = None  # the current window's start
         seen: dict[int, tuple[TimeWindow, dict[Any, Any]]] = {}  # start -> (window, panes) of this call
         window: Any = None
@@ -171,7 +175,10 @@ class FastPaneMode(WindowOperatorBase):
                 get = panes.get
             acc = get(key, missing)
             if acc is missing:
-                panes[key] = first(key, window, value)
+                if key in checked and not self._backed:
+                    panes[key] = value if create is None else add(value, create())
+                else:
+                    panes[key] = first(key, window, value)
             elif reduce is not None:
                 panes[key] = reduce(acc, value)
             else:
@@ -217,7 +224,6 @@ class FastPaneMode(WindowOperatorBase):
             self.backend.set_current_key(key)
             self.contents.set_current_namespace(window)
             stored = self.contents.get_internal()
-        self._in_memory += 1
         if self.function_kind == "reduce":
             return value if stored is None else self._reduce(stored, value)
         f = self.function
@@ -234,7 +240,11 @@ class FastPaneMode(WindowOperatorBase):
                 self._backed.add((key, window))
             self._spilled.setdefault(window, {}).update(dict.fromkeys(panes))
             panes.clear()
-        self._in_memory = 0
+
+    @property
+    def _in_memory(self) -> int:
+        """Accumulators held in the dicts (few windows are open, so this is cheap)."""
+        return sum(map(len, self._open.values()))
 
     def _update_next_end(self) -> None:
         self._next_end = min((w.end - 1 for w in (*self._open, *self._spilled)), default=None)
@@ -253,45 +263,96 @@ class FastPaneMode(WindowOperatorBase):
         if self._next_end is None or self._next_end > until:
             return
         windows = {w for w in (*self._open, *self._spilled) if w.end - 1 <= until}
+        for window in sorted(windows, key=lambda w: w.end):
+            if self._backed or self._spilled.get(window):
+                self._fire_backed(window)
+            else:
+                self._fire_in_memory(window, self._open.pop(window, {}))
+                self._spilled.pop(window, None)
+        self._update_next_end()
+        self._flush()
+
+    def _fire_in_memory(self, window: TimeWindow, panes: dict[Any, Any]) -> None:
+        """Emit the panes of ``window`` (all in memory, none in the backend), in insertion order:
+        the per-pane work is the user's ``get_result`` and window function, and no more. The
+        backend's current key is set before a window function call only once a user function
+        has reached for keyed state (``_on_state_access``); until then the pane's key is noted
+        in the context, and the hook sets it if the function asks for state during the call."""
+        out = self._out
+        first_out = len(out)
+        get_result = None if self.function_kind == "reduce" else self.function.get_result
+        results: Any = panes.values() if get_result is None else map(get_result, panes.values())
+        wf = self.window_function
+        if wf is None:
+            out.extend(results)
+        else:
+            ctx = self._ctx
+            ctx._window = window
+            ctx._key = MISSING
+            process_window = isinstance(wf, fn.ProcessWindowFunction)
+            call = wf.process if process_window else wf.apply
+            scope: Any = ctx if process_window else window
+            set_key = self.backend.set_current_key
+            window_state = self._window_state_names  # a window function may register some as it runs
+            extend = out.extend
+            for key, result in zip(panes, results):
+                if self._keyed_firing:
+                    set_key(key)
+                ctx._key = key
+                produced = call(key, scope, [result])
+                if produced is not None:
+                    extend(produced)
+                if window_state:
+                    self._clear_window_state(key, window)
+            ctx._key = MISSING
+        self._out_ts.extend([window.end - 1] * (len(out) - first_out))
+
+    def _fire_backed(self, window: TimeWindow) -> None:
+        """Emit the panes of ``window`` when some may be in the backend (spilled or restored)."""
         wf = self.window_function
         get_result = None if self.function_kind == "reduce" else self.function.get_result
         backed = self._backed
         backend, contents = self.backend, self.contents
         out, out_ts = self._out, self._out_ts
-        for window in sorted(windows, key=lambda w: w.end):
-            panes = self._fast_panes(window)
-            self._open.pop(window, None)
-            self._spilled.pop(window, None)
-            ts = window.end - 1
-            for key, acc in panes:
-                if acc is not MISSING:
-                    self._in_memory -= 1
-                if backed and (key, window) in backed:
-                    backed.discard((key, window))
-                    backend.set_current_key(key)
-                    contents.set_current_namespace(window)
-                    if acc is MISSING:
-                        acc = contents.get_internal()
-                    contents.clear()
-                    if acc is None:
-                        continue
-                result = acc if get_result is None else get_result(acc)
-                if wf is None:
-                    out.append(result)
-                    out_ts.append(ts)
+        panes = self._fast_panes(window)
+        self._open.pop(window, None)
+        self._spilled.pop(window, None)
+        ts = window.end - 1
+        for key, acc in panes:
+            if backed and (key, window) in backed:
+                backed.discard((key, window))
+                backend.set_current_key(key)
+                contents.set_current_namespace(window)
+                if acc is MISSING:
+                    acc = contents.get_internal()
+                contents.clear()
+                if acc is None:
+                    continue
+            result = acc if get_result is None else get_result(acc)
+            if wf is None:
+                out.append(result)
+                out_ts.append(ts)
+            else:
+                backend.set_current_key(key)
+                if isinstance(wf, fn.ProcessWindowFunction):
+                    self._ctx._window = window
+                    produced = results_of(wf.process(key, self._ctx, [result]))
                 else:
-                    backend.set_current_key(key)
-                    if isinstance(wf, fn.ProcessWindowFunction):
-                        self._ctx._window = window
-                        produced = results_of(wf.process(key, self._ctx, [result]))
-                    else:
-                        produced = results_of(wf.apply(key, window, [result]))
-                    out.extend(produced)
-                    out_ts.extend([ts] * len(produced))
-                if self._window_state_names:
-                    self._clear_window_state(key, window)
-        self._update_next_end()
-        self._flush()
+                    produced = results_of(wf.apply(key, window, [result]))
+                out.extend(produced)
+                out_ts.extend([ts] * len(produced))
+            if self._window_state_names:
+                self._clear_window_state(key, window)
+
+    def _on_state_access(self) -> None:
+        """A user function reached for keyed state: from now on every window function call
+        runs with its pane's key set, and so does the call under way (if any)."""
+        if self._keyed_firing:
+            return
+        self._keyed_firing = True
+        key = getattr(self._ctx, "_key", MISSING)
+        if key is not MISSING:
+            self.backend.set_current_key(key)
 
     def _snapshot_fast(self) -> None:
         """Write the live accumulators into the backend and one timer per pane into

@@ -209,8 +209,7 @@ class DataGeneratorReader(_SplitReader):
             indexes = range(start, start + n * stride, stride)
             split[0] = start + n * stride
             self.splits.append(self.splits.pop(0))  # unbounded splits take turns
-        gen = self.generator
-        values = [gen(i) for i in indexes]
+        values = list(map(self.generator, indexes))
         self.emitted += len(values)
         return Batch(values)
 

@@ -24,7 +24,9 @@ operator chooses it in its constructor (``op.fast``).
 
 from __future__ import annotations
 
-from operator import itemgetter
+from functools import partial
+from itertools import chain, repeat
+from operator import is_not, itemgetter, length_hint
 from typing import Any
 
 import numpy as np
@@ -42,6 +44,9 @@ from weir.operators.window.shared import (
     probe_agrees,
     probe_key_field,
 )
+
+#: Whether a window function returned something (None: nothing), as a C function.
+_is_not_none = partial(is_not, None)
 
 #: Fast mode on a non-heap backend writes its accumulators to the backend above this many.
 SPILL_PANES = 1 << 18
@@ -82,6 +87,8 @@ class FastPaneMode(WindowOperatorBase):
         self._checked_keys: set[Any] = set()  # keys whose key group was checked
         #: a user function reached for keyed state: window function calls set their pane's key
         self._keyed_firing = False
+        #: (keys, their iterator) of the window ``_fire_in_memory`` runs in C, while it does
+        self._running: tuple[list[Any], Any] | None = None
 
     def _open_fast(self) -> None:
         """A selector that reads one field is applied as a C-level getter."""
@@ -160,6 +167,7 @@ class FastPaneMode(WindowOperatorBase):
         reduce, add = self._reduce, self._agg_add  # one of them is None
         create = None if add is None else self.function.create_accumulator
         checked = self._checked_keys
+        fresh = not self._backed  # nothing in the backend to read back (``_first`` adds nothing there)
         lo = None  # the current window's start
         seen: dict[int, tuple[TimeWindow, dict[Any, Any]]] = {}  # start -> (window, panes) of this call
         window: Any = None
@@ -175,7 +183,7 @@ class FastPaneMode(WindowOperatorBase):
                 get = panes.get
             acc = get(key, missing)
             if acc is missing:
-                if key in checked and not self._backed:
+                if fresh and key in checked:
                     panes[key] = value if create is None else add(value, create())
                 else:
                     panes[key] = first(key, window, value)
@@ -274,37 +282,52 @@ class FastPaneMode(WindowOperatorBase):
 
     def _fire_in_memory(self, window: TimeWindow, panes: dict[Any, Any]) -> None:
         """Emit the panes of ``window`` (all in memory, none in the backend), in insertion order:
-        the per-pane work is the user's ``get_result`` and window function, and no more. The
-        backend's current key is set before a window function call only once a user function
-        has reached for keyed state (``_on_state_access``); until then the pane's key is noted
-        in the context, and the hook sets it if the function asks for state during the call."""
+        the per-pane work is the user's ``get_result`` and window function, and no more.
+
+        The backend's current key is set before each window function call only once a user
+        function has reached for keyed state (``_on_state_access``). Until then the panes run
+        in one loop in C (``map`` over the keys) with nothing noted per pane: if a function
+        asks for state, the hook finds the pane being fired from the key iterator's position,
+        sets its key, and cuts the loop's own key list short after it; the rest of the window
+        then runs with the key set before each call (as do all later windows)."""
         out = self._out
         first_out = len(out)
         get_result = None if self.function_kind == "reduce" else self.function.get_result
-        results: Any = panes.values() if get_result is None else map(get_result, panes.values())
+        results: Any = iter(panes.values()) if get_result is None else map(get_result, panes.values())
         wf = self.window_function
         if wf is None:
             out.extend(results)
         else:
             ctx = self._ctx
             ctx._window = window
-            ctx._key = MISSING
             process_window = isinstance(wf, fn.ProcessWindowFunction)
             call = wf.process if process_window else wf.apply
             scope: Any = ctx if process_window else window
-            set_key = self.backend.set_current_key
             window_state = self._window_state_names  # a window function may register some as it runs
-            extend = out.extend
-            for key, result in zip(panes, results):
-                if self._keyed_firing:
+            keys = list(panes)
+            done = 0
+            if not self._keyed_firing:
+                running = keys.copy()  # the hook may shorten it: never ``keys``
+                iterator = iter(running)
+                self._running = (running, iterator)
+                try:
+                    produced = map(call, iterator, repeat(scope), map(list, zip(results)))
+                    out.extend(chain.from_iterable(filter(_is_not_none, produced)))
+                finally:
+                    self._running = None
+                done = len(running)
+                if window_state and done:  # registered by the last pane, which flipped the hook
+                    self._clear_window_state(running[-1], window)
+            if done < len(keys):
+                set_key = self.backend.set_current_key
+                extend = out.extend
+                for key, result in zip(keys[done:], results):
                     set_key(key)
-                ctx._key = key
-                produced = call(key, scope, [result])
-                if produced is not None:
-                    extend(produced)
-                if window_state:
-                    self._clear_window_state(key, window)
-            ctx._key = MISSING
+                    produced = call(key, scope, [result])
+                    if produced is not None:
+                        extend(produced)
+                    if window_state:
+                        self._clear_window_state(key, window)
         self._out_ts.extend([window.end - 1] * (len(out) - first_out))
 
     def _fire_backed(self, window: TimeWindow) -> None:
@@ -350,9 +373,11 @@ class FastPaneMode(WindowOperatorBase):
         if self._keyed_firing:
             return
         self._keyed_firing = True
-        key = getattr(self._ctx, "_key", MISSING)
-        if key is not MISSING:
-            self.backend.set_current_key(key)
+        if self._running is not None:
+            running, iterator = self._running
+            current = len(running) - length_hint(iterator) - 1  # the iterator is past the pane
+            self.backend.set_current_key(running[current])
+            del running[current + 1 :]  # the C loop ends here; ``_fire_in_memory`` runs the rest
 
     def _snapshot_fast(self) -> None:
         """Write the live accumulators into the backend and one timer per pane into

@@ -57,7 +57,6 @@ from weir.core.window import (
 from weir.operators.base import results_of
 from weir.operators.keyed import _check_key, _key_function
 from weir.operators.window.fast import FastPaneMode
-from weir.operators.window.shared import MISSING
 from weir.time.timers import InternalTimerService
 
 CONTINUE, FIRE, PURGE, FIRE_AND_PURGE = 0, 1, 2, 3
@@ -67,7 +66,6 @@ class _WindowContext(fn.ProcessWindowFunction.Context):
     def __init__(self, operator: WindowOperator) -> None:
         self._operator = operator
         self._window: Any = None
-        self._key: Any = MISSING  # fast mode: the key of the pane being fired
 
     def window(self) -> Any:
         return self._window

@@ -52,7 +52,9 @@ class Emit(ProcessWindowFunction):
         yield (key, context.window().start, count, total)
 
 
-def build(n: int, k: int, parallelism: int, source: str, typed: bool) -> StreamExecutionEnvironment:
+def build(
+    n: int, k: int, parallelism: int, source: str, typed: bool, extra_maps: int = 0
+) -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set_integer("local.number-taskmanager", 1)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
@@ -71,6 +73,8 @@ def build(n: int, k: int, parallelism: int, source: str, typed: bool) -> StreamE
         stream = env.from_source(
             NumberSequenceSource(0, n - 1), WatermarkStrategy.no_watermarks(), "numbers"
         ).map(event, output_type=event_type)
+    for _ in range(extra_maps):  # chained stateless operators before the timestamps
+        stream = stream.map(lambda e: e, output_type=event_type)
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(Duration.of_millis(50)).with_timestamp_assigner(
         lambda e, ts: e[2]
     )
@@ -133,8 +137,8 @@ def streaming_loop(n: int, k: int) -> float:
     return n / (time.process_time() - started)
 
 
-def run_job(n: int, k: int, parallelism: int, source: str, typed: bool) -> float:
-    env = build(n, k, parallelism, source, typed)
+def run_job(n: int, k: int, parallelism: int, source: str, typed: bool, extra_maps: int = 0) -> float:
+    env = build(n, k, parallelism, source, typed, extra_maps)
     started = time.process_time()
     env.execute("per-record window")
     return n / (time.process_time() - started)
@@ -147,6 +151,9 @@ def main() -> None:
     parser.add_argument("--parallelism", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--source", choices=["datagen", "sequence"], default="datagen")
     parser.add_argument("--untyped", action="store_true")
+    parser.add_argument(
+        "--extra-maps", type=int, default=0, help="identity maps chained before the timestamps"
+    )
     parser.add_argument("--profile", action="store_true", help="profile the job (slower), print the top 25")
     args = parser.parse_args()
     run_job(20_000, 100, 1, args.source, not args.untyped)  # warm up: imports, numba caches
@@ -155,12 +162,13 @@ def main() -> None:
             if args.profile:
                 profiler = cProfile.Profile()
                 profiler.enable()
-            rate = run_job(args.events, k, p, args.source, not args.untyped)
+            rate = run_job(args.events, k, p, args.source, not args.untyped, args.extra_maps)
             if args.profile:
                 profiler.disable()
             flat, streaming = flat_loop(args.events, k), streaming_loop(args.events, k)
             print(
-                f"K={k:>6} p={p} {args.source} {'untyped' if args.untyped else 'typed'}: "
+                f"K={k:>6} p={p} {args.source} {'untyped' if args.untyped else 'typed'} "
+                f"+{args.extra_maps} maps: "
                 f"job {rate / 1e6:.3f} M events/s; flat dict loop {flat / 1e6:.3f} M/s "
                 f"(job {rate / flat:.0%}); streaming dict loop {streaming / 1e6:.3f} M/s "
                 f"(job {rate / streaming:.0%})",

@@ -9,7 +9,10 @@ checked when a key first shows up).
 
 A window fires when the watermark (or clock) passes its ``max_timestamp``: its panes in
 insertion order, which is the order the general mode's per-record timers fire in (by time,
-then by registration). Checkpoints see exactly what the general mode would have:
+then by registration). Per pane that is the user's ``get_result`` and window function call,
+run in one loop in C; the backend's current key is set before each call only once a user
+function has reached for keyed state (``_on_state_access``), and the results of a firing
+leave as one batch whose timestamps (each window's ``max_timestamp``) are built per window. Checkpoints see exactly what the general mode would have:
 ``prepare_snapshot_pre_barrier`` writes every live accumulator into the backend and one
 timer per pane into ``self.timers`` (``WindowOperatorBase._write_panes``);
 ``initialize_state`` turns restored timers back into open panes whose accumulators stay in
@@ -68,7 +71,6 @@ class FastPaneMode(WindowOperatorBase):
     _ctx: Any
     _window_state_names: set[str]
     _out: list[Any]
-    _out_ts: list[int]
 
     def _flush(self) -> None:
         raise NotImplementedError
@@ -271,14 +273,25 @@ class FastPaneMode(WindowOperatorBase):
         if self._next_end is None or self._next_end > until:
             return
         windows = {w for w in (*self._open, *self._spilled) if w.end - 1 <= until}
+        if self._out:
+            self._flush()
+        out = self._out
+        stamps: list[int] = []  # of each window, and how many results it had
+        counts: list[int] = []
         for window in sorted(windows, key=lambda w: w.end):
+            before = len(out)
             if self._backed or self._spilled.get(window):
                 self._fire_backed(window)
             else:
                 self._fire_in_memory(window, self._open.pop(window, {}))
                 self._spilled.pop(window, None)
+            stamps.append(window.end - 1)
+            counts.append(len(out) - before)
         self._update_next_end()
-        self._flush()
+        if out:  # results carry their window's max_timestamp
+            self._out = []
+            self._emit(Batch(out, np.repeat(np.array(stamps, dtype=np.int64), counts)))
+        self._flush()  # side outputs
 
     def _fire_in_memory(self, window: TimeWindow, panes: dict[Any, Any]) -> None:
         """Emit the panes of ``window`` (all in memory, none in the backend), in insertion order:
@@ -291,7 +304,6 @@ class FastPaneMode(WindowOperatorBase):
         sets its key, and cuts the loop's own key list short after it; the rest of the window
         then runs with the key set before each call (as do all later windows)."""
         out = self._out
-        first_out = len(out)
         get_result = None if self.function_kind == "reduce" else self.function.get_result
         results: Any = iter(panes.values()) if get_result is None else map(get_result, panes.values())
         wf = self.window_function
@@ -328,7 +340,6 @@ class FastPaneMode(WindowOperatorBase):
                         extend(produced)
                     if window_state:
                         self._clear_window_state(key, window)
-        self._out_ts.extend([window.end - 1] * (len(out) - first_out))
 
     def _fire_backed(self, window: TimeWindow) -> None:
         """Emit the panes of ``window`` when some may be in the backend (spilled or restored)."""
@@ -336,11 +347,10 @@ class FastPaneMode(WindowOperatorBase):
         get_result = None if self.function_kind == "reduce" else self.function.get_result
         backed = self._backed
         backend, contents = self.backend, self.contents
-        out, out_ts = self._out, self._out_ts
+        out = self._out
         panes = self._fast_panes(window)
         self._open.pop(window, None)
         self._spilled.pop(window, None)
-        ts = window.end - 1
         for key, acc in panes:
             if backed and (key, window) in backed:
                 backed.discard((key, window))
@@ -354,7 +364,6 @@ class FastPaneMode(WindowOperatorBase):
             result = acc if get_result is None else get_result(acc)
             if wf is None:
                 out.append(result)
-                out_ts.append(ts)
             else:
                 backend.set_current_key(key)
                 if isinstance(wf, fn.ProcessWindowFunction):
@@ -363,7 +372,6 @@ class FastPaneMode(WindowOperatorBase):
                 else:
                     produced = results_of(wf.apply(key, window, [result]))
                 out.extend(produced)
-                out_ts.extend([ts] * len(produced))
             if self._window_state_names:
                 self._clear_window_state(key, window)
 

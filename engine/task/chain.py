@@ -7,9 +7,9 @@ network outputs, and side outputs go only to the edges that asked for their tag)
 operator sits behind a guard, so a failure names the operator and the subtask; a chained
 edge with a declared type checks every batch against it, since records in a chain are
 never encoded -- except behind a filter or a timestamp assignment, which pass on records of
-their input that fit the same type already (``passes_checked_records``). The chain opens its operators tail first (a successor is ready before its
-predecessor emits), finishes them head first, and drains its writers and async sinks once
-per batch. What it does not do: read input, take checkpoints, or fire timers (the task
+their input that fit the same type already (``passes_checked_records``). The chain opens
+its operators tail first (a successor is ready before its predecessor emits), finishes
+them head first, and drains its writers and async sinks once per batch. What it does not do: read input, take checkpoints, or fire timers (the task
 and its input processor, checkpoint coordinator and timer loop do).
 """
 

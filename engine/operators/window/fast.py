@@ -12,11 +12,12 @@ insertion order, which is the order the general mode's per-record timers fire in
 then by registration). Per pane that is the user's ``get_result`` and window function call,
 run in one loop in C; the backend's current key is set before each call only once a user
 function has reached for keyed state (``_on_state_access``), and the results of a firing
-leave as one batch whose timestamps (each window's ``max_timestamp``) are built per window. Checkpoints see exactly what the general mode would have:
-``prepare_snapshot_pre_barrier`` writes every live accumulator into the backend and one
-timer per pane into ``self.timers`` (``WindowOperatorBase._write_panes``);
-``initialize_state`` turns restored timers back into open panes whose accumulators stay in
-the backend until a record or the firing needs them. On a non-heap backend (LMDB) the
+leave as one batch whose timestamps (each window's ``max_timestamp``) are built per window.
+
+Checkpoints see exactly what the general mode would have: ``prepare_snapshot_pre_barrier``
+writes every live accumulator into the backend and one timer per pane into ``self.timers``
+(``WindowOperatorBase._write_panes``); ``initialize_state`` turns restored timers back into
+open panes whose accumulators stay in the backend until a record or the firing needs them. On a non-heap backend (LMDB) the
 accumulators are written out (spilled) whenever more than ``SPILL_PANES`` are held in
 memory, so memory stays bounded by the keys of the open panes, which the timer service of
 the general mode holds too.

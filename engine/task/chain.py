@@ -6,9 +6,10 @@ to each other (a tree: an operator may feed several chained successors and sever
 network outputs, and side outputs go only to the edges that asked for their tag). Each
 operator sits behind a guard, so a failure names the operator and the subtask; a chained
 edge with a declared type checks every batch against it, since records in a chain are
-never encoded. The chain opens its operators tail first (a successor is ready before its
-predecessor emits), finishes them head first, and drains its writers and async sinks once
-per batch. What it does not do: read input, take checkpoints, or fire timers (the task
+never encoded -- except behind a filter or a timestamp assignment, which pass on records of
+their input that fit the same type already (``passes_checked_records``). The chain opens
+its operators tail first (a successor is ready before its predecessor emits), finishes
+them head first, and drains its writers and async sinks once per batch. What it does not do: read input, take checkpoints, or fire timers (the task
 and its input processor, checkpoint coordinator and timer loop do).
 """
 
@@ -28,6 +29,7 @@ from weir.network.events import WatermarkStatus
 from weir.operators.base import ChainingOutput, OperatorContext, StreamOperator
 from weir.operators.factory import create_operator, create_source
 from weir.operators.sinks import SinkOperator
+from weir.operators.stateless import FilterOperator, TimestampsAndWatermarksOperator
 from weir.state.operator_state import OperatorStateBackend
 from weir.task.channel_selectors import selector_for
 from weir.task.record_writer import FrameCache, RecordWriter
@@ -35,7 +37,7 @@ from weir.task.record_writer import FrameCache, RecordWriter
 if TYPE_CHECKING:
     from weir.task.task import TaskDeployment
 
-__all__ = ["OperatorChain", "OperatorGuard", "edge_type"]
+__all__ = ["OperatorChain", "OperatorGuard", "edge_type", "passes_checked_records"]
 
 
 class WriterTarget:
@@ -187,7 +189,12 @@ class OperatorChain:
             for edge in node.out_edges:
                 if edge.target_id in chain_ids:
                     guard = self.guards[edge.target_id]
-                    process, on_wm = type_checked(guard.process, edge_type(graph, edge)), guard.watermark
+                    checked_type = (
+                        None
+                        if passes_checked_records(graph, edge, by_node[node_id])
+                        else edge_type(graph, edge)
+                    )
+                    process, on_wm = type_checked(guard.process, checked_type), guard.watermark
                     output.add_status_target(guard.status)
                 else:
                     target = writers_by_edge[id(edge)]
@@ -283,6 +290,23 @@ def type_checked(process: Callable[[Batch], None], type_info: Any) -> Callable[[
         process(batch)
 
     return checked
+
+
+#: Operators whose main output holds only record objects of their input (a subset, in order).
+PASS_THROUGH = (FilterOperator, TimestampsAndWatermarksOperator)
+
+
+def passes_checked_records(graph: StreamGraph, edge: StreamEdge, operator: StreamOperator) -> bool:
+    """Whether every record on chained ``edge`` already fits its type, so the check would
+    only repeat one done before: ``operator`` (its producer) passes its input records on
+    unchanged, and each of its inputs has the edge's type, so each was checked on its own
+    chained edge or decoded by a serializer of that type. A record that does not fit is then
+    reported where it was made, naming the operator that made it, as before."""
+    if type(operator) not in PASS_THROUGH or edge.side_output_tag is not None:
+        return False
+    out = edge_type(graph, edge)
+    node = graph.node(edge.source_id)
+    return bool(node.in_edges) and all(edge_type(graph, e) == out for e in node.in_edges)
 
 
 def edge_type(graph: StreamGraph, edge: StreamEdge) -> Any:

@@ -9,11 +9,15 @@ checked when a key first shows up).
 
 A window fires when the watermark (or clock) passes its ``max_timestamp``: its panes in
 insertion order, which is the order the general mode's per-record timers fire in (by time,
-then by registration). Checkpoints see exactly what the general mode would have:
-``prepare_snapshot_pre_barrier`` writes every live accumulator into the backend and one
-timer per pane into ``self.timers`` (``WindowOperatorBase._write_panes``);
-``initialize_state`` turns restored timers back into open panes whose accumulators stay in
-the backend until a record or the firing needs them. On a non-heap backend (LMDB) the
+then by registration). Per pane that is the user's ``get_result`` and window function call,
+run in one loop in C; the backend's current key is set before each call only once a user
+function has reached for keyed state (``_on_state_access``), and the results of a firing
+leave as one batch whose timestamps (each window's ``max_timestamp``) are built per window.
+
+Checkpoints see exactly what the general mode would have: ``prepare_snapshot_pre_barrier``
+writes every live accumulator into the backend and one timer per pane into ``self.timers``
+(``WindowOperatorBase._write_panes``); ``initialize_state`` turns restored timers back into
+open panes whose accumulators stay in the backend until a record or the firing needs them. On a non-heap backend (LMDB) the
 accumulators are written out (spilled) whenever more than ``SPILL_PANES`` are held in
 memory, so memory stays bounded by the keys of the open panes, which the timer service of
 the general mode holds too.
@@ -24,7 +28,9 @@ operator chooses it in its constructor (``op.fast``).
 
 from __future__ import annotations
 
-from operator import itemgetter
+from functools import partial
+from itertools import chain, repeat
+from operator import is_not, itemgetter, length_hint
 from typing import Any
 
 import numpy as np
@@ -42,6 +48,9 @@ from weir.operators.window.shared import (
     probe_agrees,
     probe_key_field,
 )
+
+#: Whether a window function returned something (None: nothing), as a C function.
+_is_not_none = partial(is_not, None)
 
 #: Fast mode on a non-heap backend writes its accumulators to the backend above this many.
 SPILL_PANES = 1 << 18
@@ -63,7 +72,6 @@ class FastPaneMode(WindowOperatorBase):
     _ctx: Any
     _window_state_names: set[str]
     _out: list[Any]
-    _out_ts: list[int]
 
     def _flush(self) -> None:
         raise NotImplementedError
@@ -78,9 +86,12 @@ class FastPaneMode(WindowOperatorBase):
         #: first in firing order (they were seen first)
         self._spilled: dict[TimeWindow, dict[Any, None]] = {}
         self._backed: set[tuple[Any, TimeWindow]] = set()  # panes with an entry in the backend
-        self._in_memory = 0  # accumulators held in the dicts
         self._next_end: int | None = None  # the smallest max_timestamp of the open windows
         self._checked_keys: set[Any] = set()  # keys whose key group was checked
+        #: a user function reached for keyed state: window function calls set their pane's key
+        self._keyed_firing = False
+        #: (keys, their iterator) of the window ``_fire_in_memory`` runs in C, while it does
+        self._running: tuple[list[Any], Any] | None = None
 
     def _open_fast(self) -> None:
         """A selector that reads one field is applied as a C-level getter."""
@@ -152,10 +163,14 @@ class FastPaneMode(WindowOperatorBase):
     def _fold(self, values: list[Any], keys: list[Any], starts: list[int], size: int) -> None:
         """The hot loop: fold ``values[i]`` into the pane of ``keys[i]`` in the window starting at
         ``starts[i]``, in this order (a run of one window looks it up once; sliding windows
-        alternate between the windows this call has seen)."""
+        alternate between the windows this call has seen). A new pane of a key whose group was
+        checked, with nothing in the backend, starts here; any other goes through ``_first``."""
         first = self._first
         missing = MISSING
         reduce, add = self._reduce, self._agg_add  # one of them is None
+        create = None if add is None else self.function.create_accumulator
+        checked = self._checked_keys
+        fresh = not self._backed  # nothing in the backend to read back (``_first`` adds nothing there)
         lo = None  # the current window's start
         seen: dict[int, tuple[TimeWindow, dict[Any, Any]]] = {}  # start -> (window, panes) of this call
         window: Any = None
@@ -171,7 +186,10 @@ class FastPaneMode(WindowOperatorBase):
                 get = panes.get
             acc = get(key, missing)
             if acc is missing:
-                panes[key] = first(key, window, value)
+                if fresh and key in checked:
+                    panes[key] = value if create is None else add(value, create())
+                else:
+                    panes[key] = first(key, window, value)
             elif reduce is not None:
                 panes[key] = reduce(acc, value)
             else:
@@ -217,7 +235,6 @@ class FastPaneMode(WindowOperatorBase):
             self.backend.set_current_key(key)
             self.contents.set_current_namespace(window)
             stored = self.contents.get_internal()
-        self._in_memory += 1
         if self.function_kind == "reduce":
             return value if stored is None else self._reduce(stored, value)
         f = self.function
@@ -234,7 +251,11 @@ class FastPaneMode(WindowOperatorBase):
                 self._backed.add((key, window))
             self._spilled.setdefault(window, {}).update(dict.fromkeys(panes))
             panes.clear()
-        self._in_memory = 0
+
+    @property
+    def _in_memory(self) -> int:
+        """Accumulators held in the dicts (few windows are open, so this is cheap)."""
+        return sum(map(len, self._open.values()))
 
     def _update_next_end(self) -> None:
         self._next_end = min((w.end - 1 for w in (*self._open, *self._spilled)), default=None)
@@ -253,45 +274,119 @@ class FastPaneMode(WindowOperatorBase):
         if self._next_end is None or self._next_end > until:
             return
         windows = {w for w in (*self._open, *self._spilled) if w.end - 1 <= until}
+        if self._out:
+            self._flush()
+        out = self._out
+        stamps: list[int] = []  # of each window, and how many results it had
+        counts: list[int] = []
+        for window in sorted(windows, key=lambda w: w.end):
+            before = len(out)
+            if self._backed or self._spilled.get(window):
+                self._fire_backed(window)
+            else:
+                self._fire_in_memory(window, self._open.pop(window, {}))
+                self._spilled.pop(window, None)
+            stamps.append(window.end - 1)
+            counts.append(len(out) - before)
+        self._update_next_end()
+        if out:  # results carry their window's max_timestamp
+            self._out = []
+            self._emit(Batch(out, np.repeat(np.array(stamps, dtype=np.int64), counts)))
+        self._flush()  # side outputs
+
+    def _fire_in_memory(self, window: TimeWindow, panes: dict[Any, Any]) -> None:
+        """Emit the panes of ``window`` (all in memory, none in the backend), in insertion order:
+        the per-pane work is the user's ``get_result`` and window function, and no more.
+
+        The backend's current key is set before each window function call only once a user
+        function has reached for keyed state (``_on_state_access``). Until then the panes run
+        in one loop in C (``map`` over the keys) with nothing noted per pane: if a function
+        asks for state, the hook finds the pane being fired from the key iterator's position,
+        sets its key, and cuts the loop's own key list short after it; the rest of the window
+        then runs with the key set before each call (as do all later windows)."""
+        out = self._out
+        get_result = None if self.function_kind == "reduce" else self.function.get_result
+        results: Any = iter(panes.values()) if get_result is None else map(get_result, panes.values())
+        wf = self.window_function
+        if wf is None:
+            out.extend(results)
+        else:
+            ctx = self._ctx
+            ctx._window = window
+            process_window = isinstance(wf, fn.ProcessWindowFunction)
+            call = wf.process if process_window else wf.apply
+            scope: Any = ctx if process_window else window
+            window_state = self._window_state_names  # a window function may register some as it runs
+            keys = list(panes)
+            done = 0
+            if not self._keyed_firing:
+                running = keys.copy()  # the hook may shorten it: never ``keys``
+                iterator = iter(running)
+                self._running = (running, iterator)
+                try:
+                    produced = map(call, iterator, repeat(scope), map(list, zip(results)))
+                    out.extend(chain.from_iterable(filter(_is_not_none, produced)))
+                finally:
+                    self._running = None
+                done = len(running)
+                if window_state and done:  # registered by the last pane, which flipped the hook
+                    self._clear_window_state(running[-1], window)
+            if done < len(keys):
+                set_key = self.backend.set_current_key
+                extend = out.extend
+                for key, result in zip(keys[done:], results):
+                    set_key(key)
+                    produced = call(key, scope, [result])
+                    if produced is not None:
+                        extend(produced)
+                    if window_state:
+                        self._clear_window_state(key, window)
+
+    def _fire_backed(self, window: TimeWindow) -> None:
+        """Emit the panes of ``window`` when some may be in the backend (spilled or restored)."""
         wf = self.window_function
         get_result = None if self.function_kind == "reduce" else self.function.get_result
         backed = self._backed
         backend, contents = self.backend, self.contents
-        out, out_ts = self._out, self._out_ts
-        for window in sorted(windows, key=lambda w: w.end):
-            panes = self._fast_panes(window)
-            self._open.pop(window, None)
-            self._spilled.pop(window, None)
-            ts = window.end - 1
-            for key, acc in panes:
-                if acc is not MISSING:
-                    self._in_memory -= 1
-                if backed and (key, window) in backed:
-                    backed.discard((key, window))
-                    backend.set_current_key(key)
-                    contents.set_current_namespace(window)
-                    if acc is MISSING:
-                        acc = contents.get_internal()
-                    contents.clear()
-                    if acc is None:
-                        continue
-                result = acc if get_result is None else get_result(acc)
-                if wf is None:
-                    out.append(result)
-                    out_ts.append(ts)
+        out = self._out
+        panes = self._fast_panes(window)
+        self._open.pop(window, None)
+        self._spilled.pop(window, None)
+        for key, acc in panes:
+            if backed and (key, window) in backed:
+                backed.discard((key, window))
+                backend.set_current_key(key)
+                contents.set_current_namespace(window)
+                if acc is MISSING:
+                    acc = contents.get_internal()
+                contents.clear()
+                if acc is None:
+                    continue
+            result = acc if get_result is None else get_result(acc)
+            if wf is None:
+                out.append(result)
+            else:
+                backend.set_current_key(key)
+                if isinstance(wf, fn.ProcessWindowFunction):
+                    self._ctx._window = window
+                    produced = results_of(wf.process(key, self._ctx, [result]))
                 else:
-                    backend.set_current_key(key)
-                    if isinstance(wf, fn.ProcessWindowFunction):
-                        self._ctx._window = window
-                        produced = results_of(wf.process(key, self._ctx, [result]))
-                    else:
-                        produced = results_of(wf.apply(key, window, [result]))
-                    out.extend(produced)
-                    out_ts.extend([ts] * len(produced))
-                if self._window_state_names:
-                    self._clear_window_state(key, window)
-        self._update_next_end()
-        self._flush()
+                    produced = results_of(wf.apply(key, window, [result]))
+                out.extend(produced)
+            if self._window_state_names:
+                self._clear_window_state(key, window)
+
+    def _on_state_access(self) -> None:
+        """A user function reached for keyed state: from now on every window function call
+        runs with its pane's key set, and so does the call under way (if any)."""
+        if self._keyed_firing:
+            return
+        self._keyed_firing = True
+        if self._running is not None:
+            running, iterator = self._running
+            current = len(running) - length_hint(iterator) - 1  # the iterator is past the pane
+            self.backend.set_current_key(running[current])
+            del running[current + 1 :]  # the C loop ends here; ``_fire_in_memory`` runs the rest
 
     def _snapshot_fast(self) -> None:
         """Write the live accumulators into the backend and one timer per pane into

@@ -98,6 +98,7 @@ class _ScopedState:
     def _get(self, descriptor: Any) -> Any:
         from weir.state.backend import RuntimeStateProvider
 
+        self._operator._on_state_access()
         state = RuntimeStateProvider(self._operator.backend).get_state(descriptor.kind, descriptor)
         state.set_current_namespace(self._namespace)
         if self._namespace is not None:
@@ -179,10 +180,13 @@ class WindowOperator(FastPaneMode):
         self.backend = backend
         self.contents = backend.get_state(self.contents_descriptor)
         self.counts = backend.get_state(self.count_descriptor)
+        self._ctx = _WindowContext(self)
         for f in (self.function, self.window_function):
             if isinstance(f, fn.Function):
-                f.open(self.context.runtime_context())
-        self._ctx = _WindowContext(self)
+                runtime_context = self.context.runtime_context()
+                if self.context.state_provider is not None:
+                    self.context.state_provider.on_access = self._on_state_access
+                f.open(runtime_context)
         f = self.function
         self._reduce = self._agg_add = None
         if self.function_kind == "reduce":

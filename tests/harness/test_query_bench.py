@@ -1,0 +1,63 @@
+"""``weir bench query``: every way of writing the query is checked against the exact answer, and
+a wrong answer fails the command instead of printing a figure."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from weir.cli import main
+from weir.harness import query_bench as qb
+
+
+def _brute_force(events: int, keys: int) -> qb.Checksum:
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i in range(events):
+        ts = i - (i * 7919) % 51
+        group = groups.setdefault(((i * 2654435761) % keys, ts - ts % 1000), [0, 0])
+        group[0] += 1
+        group[1] += i % 100
+    rows = sorted((k, s, c, t) for (k, s), (c, t) in groups.items())
+    return qb.checksum_of(*(np.array([r[j] for r in rows], np.int64) for j in range(4)))
+
+
+@pytest.mark.parametrize("keys", [7, 1000])
+def test_the_exact_answer_is_the_brute_force_one(keys: int) -> None:
+    assert qb.exact_answer(30_000, keys) == _brute_force(30_000, keys)
+
+
+def test_the_checksum_sees_a_changed_row() -> None:
+    key, start, count, total = (np.array([1, 2]), np.array([0, 1000]), np.array([3, 4]), np.array([10, 20]))
+    base = qb.checksum_of(key, start, count, total)
+    assert qb.checksum_of(key, start, count, np.array([10, 21])) != base
+    assert qb.checksum_of(np.array([2, 1]), start, count, total) != base  # rows swapped between keys
+
+
+@pytest.mark.parametrize("parallelism", [1, 2])
+def test_every_way_gives_the_exact_answer(parallelism: int) -> None:
+    report = qb.run_query_bench(100, parallelism, 20_000, "off", "heap")
+    assert report["checksum_ok"]
+    for way in ("columnar", "per_record", "numba", "python"):
+        assert report["figures"][way]["checksum"] == report["expected"]
+        assert report[f"{way}_eps"] > 0
+
+
+def test_a_wrong_answer_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    right_query = qb.python_query
+
+    def wrong(events: int, keys: int) -> Any:
+        right, seconds = right_query(events, keys)
+        return qb.Checksum(right.rows - 1, right.count, right.total, right.hash), seconds
+
+    monkeypatch.setattr(qb, "python_query", wrong)
+    result = CliRunner().invoke(
+        main, ["bench", "query", "--keys", "50", "-p", "1", "--events", "10000", "--json"]
+    )
+    assert result.exit_code != 0
+    line = json.loads(result.stdout.splitlines()[0])
+    assert line["checksum_ok"] is False
+    assert "wrong answer" in result.stderr

@@ -97,7 +97,7 @@ class FieldColumn:
 
     ``function(record)`` is the user's function of one record. ``column(values)`` is that
     field's column when ``values`` is columnar, the probe found a field, the column is a numpy
-    array, and the function agrees with it on the batch's first and last records; else None
+    array or a list (strings), and the function agrees with it on the batch's first and last records; else None
     (the caller calls the function per record). After one disagreement it stays None."""
 
     def __init__(self, function: Any, whole_record: bool = True) -> None:
@@ -106,7 +106,7 @@ class FieldColumn:
         self.field: int | None = None
         self._trusted: bool | None = None  # None: not probed yet (the probe waits for columns)
 
-    def column(self, values: Any) -> np.ndarray | None:
+    def column(self, values: Any) -> np.ndarray | list[Any] | None:
         if self._trusted is None:
             if not (hasattr(values, "columns") or (self.whole_record and isinstance(values, np.ndarray))):
                 return None  # records: the function runs per record anyway, no probe needed
@@ -124,18 +124,26 @@ class FieldColumn:
         else:
             columns = getattr(values, "columns", None)
             assert field is not None
-            if columns is None or not field < len(columns) or not isinstance(columns[field], np.ndarray):
+            if (
+                columns is None
+                or not field < len(columns)
+                or not isinstance(columns[field], np.ndarray | list)
+            ):
                 return None
             column = columns[field]
             if not len(column):
                 return None
             agrees = all(
-                _same(self.function(row_at(columns, i)), column[i].item()) for i in (0, len(column) - 1)
+                _same(self.function(row_at(columns, i)), _item(column[i])) for i in (0, len(column) - 1)
             )
         if not agrees:
             self._trusted = False
             return None
         return column
+
+
+def _item(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _same(expected: Any, got: Any) -> bool:

@@ -83,11 +83,10 @@ class KeyGroupSelector(ChannelSelector):
     CACHE_ENTRIES = 1 << 16
 
     def select(self, batch: Batch, num_channels: int) -> np.ndarray:
-        if self.key_column is not None:
-            column = self.key_column(batch.values)
-            if isinstance(column, np.ndarray):  # weir.columnar's field(i) on a columnar batch
-                return self._channels(column, num_channels)
-        keys = self.keys(batch)
+        column = self.key_column(batch.values)
+        if isinstance(column, np.ndarray):  # a key field of a columnar batch: one hashing call
+            return self._channels(column, num_channels)
+        keys = column if isinstance(column, list) else self.keys(batch)  # a column of strings, or records
         cache = self._cache.get(num_channels)
         if cache is None:
             cache = self._cache[num_channels] = {}

@@ -350,7 +350,7 @@ class TimestampAssignment:
         return np.fromiter(map(extract, records, previous), dtype=np.int64, count=n)
 
 
-def _integer_column(column: np.ndarray | None) -> np.ndarray | None:
-    if column is None or column.dtype.kind not in "iu":
+def _integer_column(column: Any) -> np.ndarray | None:
+    if not isinstance(column, np.ndarray) or column.dtype.kind not in "iu":
         return None
     return column.astype(np.int64, copy=False)

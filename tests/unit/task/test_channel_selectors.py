@@ -108,3 +108,18 @@ def test_a_selector_that_is_not_what_the_probe_saw_is_called_per_record() -> Non
     columns = TupleColumns([np.arange(40, dtype=np.int64), np.arange(40, dtype=np.int64) * 7])
     got = KeyGroupSelector(wrap_key_selector(tricky), 128).select(Batch(columns), 4).tolist()
     assert got == [assign_key_to_parallel_operator(7 * i, 128, 4) for i in range(40)]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=4), min_size=1, max_size=30), st.integers(1, 5))
+def test_a_column_of_string_keys_is_routed_without_building_records(words: list[str], channels: int) -> None:
+    import numpy as np
+
+    from weir import columnar as col
+    from weir.codec.batch import TupleColumns
+
+    columns = TupleColumns([list(words), np.arange(len(words))])
+    want = [assign_key_to_parallel_operator(w, 128, channels) for w in words]
+    for selector in (col.field(0), wrap_key_selector(lambda r: r[0])):
+        assert KeyGroupSelector(selector, 128).select(Batch(columns), channels).tolist() == want
+    assert columns._records is None  # the tuples were never built

@@ -48,8 +48,8 @@ def _batch_columns(batch: Batch, input_type: TypeInformation | None) -> tuple[An
     return columns if columns is not None else to_columns(batch.as_list(), input_type)
 
 
-class ColumnMapOperator(StreamOperator):
-    """``map(batch_map(f))`` / ``map(scalar_map(f))``: the function's columns are the output."""
+class _ColumnOperator(StreamOperator):
+    """One call of a weir.columnar function per batch, over the batch's columns."""
 
     def __init__(self, name: str, function: Any, input_type: TypeInformation | None) -> None:
         super().__init__(name)
@@ -59,16 +59,28 @@ class ColumnMapOperator(StreamOperator):
     def open(self) -> None:
         self.function.open(self.context.runtime_context())
 
+    def close(self) -> None:
+        self.function.close()
+
     def process_batch(self, batch: Batch) -> None:
         n = len(batch)
         self.metrics.records_in += n
-        if n == 0:
-            return
-        out = self.function.map_columns(_batch_columns(batch, self.input_type))
+        if n:
+            self._process_columns(batch, _batch_columns(batch, self.input_type), n)
+
+    def _process_columns(self, batch: Batch, columns: tuple[Any, ...], n: int) -> None:
+        raise NotImplementedError
+
+
+class ColumnMapOperator(_ColumnOperator):
+    """``map(batch_map(f))`` / ``map(scalar_map(f))``: the function's columns are the output."""
+
+    def _process_columns(self, batch: Batch, columns: tuple[Any, ...], n: int) -> None:
+        out = self.function.map_columns(columns)
         if isinstance(out, tuple | list) and out and not isinstance(out[0], int | float | bool | str):
-            columns = [c if isinstance(c, np.ndarray | list) else np.asarray(c) for c in out]
-            self._check_lengths(columns, n)
-            values: Any = TupleColumns(columns)
+            output = [c if isinstance(c, np.ndarray | list) else np.asarray(c) for c in out]
+            self._check_lengths(output, n)
+            values: Any = TupleColumns(output)
         else:
             values = out if isinstance(out, np.ndarray | list) else np.asarray(out)
             self._check_lengths([values], n)
@@ -82,36 +94,15 @@ class ColumnMapOperator(StreamOperator):
                 f"for a batch of {n} records; a batch map returns one value per record in every column"
             )
 
-    def close(self) -> None:
-        self.function.close()
 
-
-class ColumnFilterOperator(StreamOperator):
+class ColumnFilterOperator(_ColumnOperator):
     """``filter(batch_filter(f))`` / ``filter(scalar_filter(f))``: the records whose mask is true."""
 
-    def __init__(self, name: str, function: Any, input_type: TypeInformation | None) -> None:
-        super().__init__(name)
-        self.function = function
-        self.input_type = input_type
-
-    def open(self) -> None:
-        self.function.open(self.context.runtime_context())
-
-    def process_batch(self, batch: Batch) -> None:
-        n = len(batch)
-        self.metrics.records_in += n
-        if n == 0:
-            return
-        mask = self.function.filter_columns(_batch_columns(batch, self.input_type))
+    def _process_columns(self, batch: Batch, columns: tuple[Any, ...], n: int) -> None:
+        mask = self.function.filter_columns(columns)
         if mask.shape != (n,):
             raise UsageError(
                 f"operator '{self.name}': {self.function!r} returned a mask of shape {mask.shape} "
                 f"for a batch of {n} records; a batch filter returns one boolean per record"
             )
-        if mask.all():
-            self._emit(batch)
-        else:
-            self._emit(batch.take(np.flatnonzero(mask)))
-
-    def close(self) -> None:
-        self.function.close()
+        self._emit(batch if mask.all() else batch.take(np.flatnonzero(mask)))

@@ -48,13 +48,17 @@ from weir.core.state import AggregatingStateDescriptor
 from weir.core.window import EventTimeTrigger, ProcessingTimeTrigger, TimeWindow, Trigger, WindowAssigner
 from weir.errors import UsageError
 from weir.operators.window import kernels as wk
+from weir.operators.window import vector
 from weir.operators.window.shared import WindowOperatorBase
 from weir.operators.window.vector import (
     _ASSIGNERS,
+    _MIN_TABLE,
     PaneColumns,
     VectorWindowOperator,
     _DensePanes,
+    _HashPanes,
     _ObjectKeys,
+    _PaneStore,
 )
 from weir.time.timers import InternalTimerService
 
@@ -260,6 +264,17 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 # ----------------------------------------------------------------------------- panes
 
 
+def _concatenate(a: PaneColumns | None, b: PaneColumns | None) -> PaneColumns | None:
+    """Fired rows of two parts of one batch, in order."""
+    if a is None or b is None:
+        return a if b is None else b
+    return PaneColumns(
+        np.concatenate([a.starts, b.starts]), np.concatenate([a.keys, b.keys]),
+        np.concatenate([a.counts, b.counts]),
+        (np.concatenate([a.accs[0], b.accs[0]]), np.concatenate([a.accs[1], b.accs[1]])), None,
+    )  # fmt: skip
+
+
 class _AggregatePanes(_DensePanes):
     """``_DensePanes`` with a count and several slots per pane, and windows that may have fired
     (allowed lateness: they stay until their cleanup time)."""
@@ -308,20 +323,25 @@ class _AggregatePanes(_DensePanes):
         watermark: int,
         lateness: int,
         check_late: bool,
-    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None]:
-        """Fold a batch in: which records landed in a window, the keys new to this store, and
-        the rows fired again by records in windows that fired already (None: none)."""
+    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None, int]:
+        """Fold a batch in: which records landed in a window, the keys new to this store, the
+        rows fired again by records in windows that fired already (None: none), and how many
+        records were folded -- fewer than all when the arrays would grow past ``outgrows``
+        (the operator then moves the panes to the hash store and goes on there)."""
         n = len(times)
         before = self.n_keys
         slots = self._slots(keys)
         new_keys = self.slot_keys[before : self.n_keys] if self.int_keys else keys[:0]
         top = self.n_keys if self.int_keys else (int(slots.max()) + 1 if n else 0)
+        landed = np.empty(n, np.bool_)
         if top > self.key_capacity:
-            self._alloc(self.windows, max(top, 2 * self.key_capacity))
+            wanted = max(top, 2 * self.key_capacity)
+            if self.outgrows(self.windows * wanted):
+                return landed, new_keys, None, 0
+            self._alloc(self.windows, wanted)
         cap = n * self.per_record
         new_positions = np.empty(cap, np.int64)
         new_windows = np.empty(cap, np.int64)
-        landed = np.empty(n, np.bool_)
         fires = cap if check_late and lateness else 0
         fire_w, fire_k, fire_count = (
             np.empty(fires, np.int64),
@@ -342,7 +362,7 @@ class _AggregatePanes(_DensePanes):
                 fire_iacc, fire_facc, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
-            if begin >= n:
+            if begin >= n or self.outgrows(2 * self.cells()):
                 break
             self._alloc(2 * self.windows, self.key_capacity)  # every window slot was open
         f = int(state[wk.FIRES])
@@ -352,7 +372,13 @@ class _AggregatePanes(_DensePanes):
             fired = PaneColumns(
                 self.win_start[fire_w[:f]], fire_keys, fire_count[:f], (fire_iacc[:f], fire_facc[:f]), None
             )
-        return landed, new_keys, fired
+        return landed, new_keys, fired, min(begin, n)
+
+    def outgrows(self, cells: int) -> bool:
+        """Whether arrays of ``cells`` cells are too big and too empty: past ``DENSE_CELLS``
+        while fewer than a quarter of them would hold a live pane (the hash table then
+        needs less memory)."""
+        return cells > vector.DENSE_CELLS and 4 * self.live < cells
 
     def _collect(self, windows: np.ndarray, clear: np.ndarray) -> PaneColumns:
         """The panes of window slots ``windows``, window by window, each in creation order."""
@@ -395,11 +421,16 @@ class _AggregatePanes(_DensePanes):
         return self._collect(windows, np.zeros(len(windows), np.bool_))
 
     def insert(self, columns: PaneColumns) -> bool:
-        """Add panes in this order (a window's panes keep it); a pane that exists is skipped."""
+        """Add panes in this order (a window's panes keep it); a pane that exists is skipped.
+        False (and nothing added) if the arrays would grow too big and too empty."""
         if not len(columns):
             return True
         slots = self._slots(columns.keys.astype(np.int64))
         windows = len(np.unique(columns.starts)) + int(self.win_live.sum())
+        keys = max(self.key_capacity, int(slots.max()) + 1)
+        cells = max(1 << (windows - 1).bit_length(), self.windows) * keys
+        if cells > vector.DENSE_CELLS and 4 * (self.live + len(columns)) < cells:
+            return False
         self._key_room(slots)
         if windows > self.windows:
             self._alloc(1 << (windows - 1).bit_length(), self.key_capacity)
@@ -418,6 +449,113 @@ class _AggregatePanes(_DensePanes):
             self.count[w, slot] = count
             self.iacc[w, slot] = iaccs[i]
             self.facc[w, slot] = faccs[i]
+        return True
+
+
+class _AggregateHashPanes(_HashPanes):
+    """Panes in one hash table of rows (``kernels.hash_aggregate``): a count, a ``fired`` flag
+    and the creation seq per row, the slots in ``iacc``/``facc`` rows beside it. Memory follows
+    the live panes, whatever the number of keys and open windows. The operator moves its panes
+    here once when the dense arrays would grow too big and too empty (``outgrows``)."""
+
+    def __init__(self, mi: int, mf: int, size: int, slide: int, offset: int) -> None:
+        _PaneStore.__init__(self, wk.SUM, np.int64, size, slide, offset, False)
+        self.mi, self.mf = mi, mf
+        self.firsts = None
+        self.state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+        self.table = wk.empty_table(_MIN_TABLE, wk.PANE_AGGREGATE)
+        self.iacc = np.zeros((_MIN_TABLE, mi), np.int64)
+        self.facc = np.zeros((_MIN_TABLE, mf), np.float64)
+
+    def _resize(self, rows: np.ndarray, size: int) -> None:
+        table = wk.empty_table(size, wk.PANE_AGGREGATE)
+        iacc, facc = np.zeros((size, self.mi), np.int64), np.zeros((size, self.mf), np.float64)
+        wk.hash_aggregate_reinsert(self.table, self.iacc, self.facc, rows, table, iacc, facc)
+        self.table, self.iacc, self.facc = table, iacc, facc
+
+    def fold(
+        self,
+        times: np.ndarray,
+        keys: np.ndarray,
+        ivals: np.ndarray,
+        fvals: np.ndarray,
+        plan_ops: tuple[np.ndarray, np.ndarray],
+        watermark: int,
+        lateness: int,
+        check_late: bool,
+    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None, int]:
+        """As ``_AggregatePanes.fold``; the keys are those of the new panes, and every record
+        is folded."""
+        n = len(times)
+        cap = n * self.per_record
+        self._reserve(cap)
+        new_positions = np.empty(cap, np.int64)
+        landed = np.empty(n, np.bool_)
+        fires = cap if check_late and lateness else 0
+        fire_start, fire_key, fire_count = (np.empty(fires, np.int64) for _ in range(3))
+        fire_iacc, fire_facc = np.empty((fires, self.mi), np.int64), np.empty((fires, self.mf), np.float64)
+        iops, fops = plan_ops
+        wk.hash_aggregate(
+            times, keys, ivals, fvals, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
+            check_late, self.table, self.iacc, self.facc, self.state, new_positions, landed, fire_start,
+            fire_key, fire_count, fire_iacc, fire_facc,
+        )  # fmt: skip
+        f = int(self.state[wk.FIRES])
+        fired = None
+        if f:
+            fired = PaneColumns(
+                fire_start[:f], fire_key[:f], fire_count[:f], (fire_iacc[:f], fire_facc[:f]), None
+            )
+        return landed, keys[new_positions[: int(self.state[wk.NEW])]], fired, n
+
+    def _panes(self, rows: np.ndarray) -> PaneColumns:
+        """Rows ``rows`` as pane columns, in firing order (windows by start, then creation)."""
+        table = self.table  # field first, then rows: fancy indexing of whole rows is slow
+        starts = table["start"][rows]
+        rows = rows[np.lexsort((table["seq"][rows], starts))]
+        return PaneColumns(
+            table["start"][rows], table["key"][rows], table["count"][rows], (self.iacc[rows], self.facc[rows]),
+            None, table["fired"][rows] != 0,
+        )  # fmt: skip
+
+    def next_end(self) -> int | None:
+        return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
+
+    def take(self, until: int, lateness: int) -> PaneColumns | None:
+        """As ``_AggregatePanes.take``: the panes that have not fired and whose
+        ``max_timestamp`` is at or before ``until``, in firing order, now marked fired; every
+        pane past its cleanup time (``max_timestamp + lateness <= until``) is removed."""
+        state, last = self.state, self.size - 1
+        if min(int(state[wk.MIN_START]) + last, int(state[wk.MIN_FIRED]) + last + lateness) > until:
+            return None
+        due = np.empty(self.live, np.int64)
+        n_due = wk.hash_aggregate_take(self.table, self.size, lateness, until, due, state)
+        columns = self._panes(due[:n_due])
+        wk.hash_aggregate_remove(self.table, self.iacc, self.facc, self.size, lateness, until, state)
+        m = self.live
+        if len(self.table) > 8 * self._size_for(m):
+            self._resize(self._live_rows(), self._size_for(m))
+        return columns if len(columns) else None
+
+    def export(self) -> PaneColumns:
+        """Every live pane, in firing order, with its fired flag (nothing is removed)."""
+        return self._panes(self._live_rows())
+
+    def insert(self, columns: PaneColumns) -> bool:
+        """Add panes in this order (their creation order follows it); a pane that exists is
+        skipped (a fired flag is kept)."""
+        n = len(columns)
+        if not n:
+            return True
+        self._reserve(n)
+        iaccs, faccs = columns.accs
+        fired = columns.fired if columns.fired is not None else np.zeros(n, np.bool_)
+        wk.hash_aggregate_insert(
+            self.table, self.iacc, self.facc, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
+            columns.counts.astype(np.int64), fired.astype(np.bool_),
+            np.asarray(iaccs, np.int64).reshape(n, self.mi), np.asarray(faccs, np.float64).reshape(n, self.mf),
+            self.state, np.empty(n, np.int64),
+        )  # fmt: skip
         return True
 
 
@@ -461,7 +599,9 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self.vectorized_reason = "vectorized"
 
     def _new_store(self, dense: bool, int_keys: bool) -> Any:
-        return _AggregatePanes(self.mi, self.mf, self.size, self.slide, self.offset, int_keys)
+        if dense:
+            return _AggregatePanes(self.mi, self.mf, self.size, self.slide, self.offset, int_keys)
+        return _AggregateHashPanes(self.mi, self.mf, self.size, self.slide, self.offset)
 
     # -- records -------------------------------------------------------------------------------
     def process_batch(self, batch: Batch) -> None:
@@ -473,10 +613,20 @@ class AggregatesWindowOperator(VectorWindowOperator):
         times = self._times(batch)
         keys = self._keys(values, n)
         ivals, fvals = slot_columns(self.aggregates, values, n, f"operator '{self.name}'")
-        panes: _AggregatePanes = self.panes  # type: ignore[assignment]
-        landed, new_keys, fired = panes.fold(
-            times, keys, ivals, fvals, self._ops, self.current_watermark, self.lateness, self.event_time
-        )
+        panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
+        args = (self._ops, self.current_watermark, self.lateness, self.event_time)
+        landed, new_keys, fired, done = panes.fold(times, keys, ivals, fvals, *args)
+        if done < n:  # the dense arrays would grow too big and too empty: go on in the hash table
+            self._replace_store(dense=False)
+            rest = slice(done, n)
+            rest_landed, rest_keys, rest_fired, _ = self.panes.fold(  # type: ignore[union-attr]
+                times[rest], keys[rest], ivals[rest], fvals[rest], *args
+            )
+            landed[rest] = rest_landed
+            new_keys = np.concatenate([new_keys, rest_keys])
+            fired = _concatenate(fired, rest_fired)
+        elif isinstance(panes, _AggregatePanes) and panes.outgrows(panes.cells()):
+            self._replace_store(dense=False)
         if self._objects is None and len(new_keys):
             self.check_new_keys(new_keys)
         if fired is not None:
@@ -494,7 +644,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
 
     # -- time ----------------------------------------------------------------------------------
     def _fire(self, until: int) -> None:
-        panes: _AggregatePanes = self.panes  # type: ignore[assignment]
+        panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
         due = panes.take(until, self.lateness)
         if due is not None and len(due):
             self._emit_rows(due)

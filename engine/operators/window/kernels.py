@@ -64,10 +64,12 @@ __all__ = [
     "MAX",
     "MEAN",
     "MIN",
+    "MIN_FIRED",
     "MIN_START",
     "NEW",
     "NO_START",
     "OPS",
+    "PANE_AGGREGATE",
     "PANE_FLOAT",
     "PANE_INT",
     "SEQ",
@@ -83,6 +85,12 @@ __all__ = [
     "dense_collect",
     "empty_table",
     "fold_reference",
+    "hash_aggregate",
+    "hash_aggregate_insert",
+    "hash_aggregate_reinsert",
+    "hash_aggregate_remove",
+    "hash_aggregate_take",
+    "hash_aggregate_take_reference",
     "insert_panes",
     "int_key_slots",
     "int_key_slots_reference",
@@ -954,3 +962,308 @@ def aggregate_reference(
                 fires.append((start, k, c + 1, list(pane[2])))
         landed.append(hit)
     return new_positions, landed, fires
+
+
+# ----------------------------------------------------------------------------- several aggregates, hashed
+#
+# The hash store of ``Aggregates``: one open-addressing table of rows ``PANE_AGGREGATE`` (start,
+# key, seq, count, fired), probed as the built-ins' table is (``_slot``), with the slots of row
+# ``h`` in ``iacc[h, :]`` and ``facc[h, :]`` beside it (one layout, so one compiled kernel, for
+# every mix of slots). Memory follows the live panes, whatever the number of keys and open
+# windows. ``fired`` marks a pane whose window fired already and that waits for late records
+# until its cleanup time (allowed lateness).
+
+PANE_AGGREGATE = np.dtype(
+    [("start", "<i8"), ("key", "<i8"), ("seq", "<i8"), ("count", "<i8"), ("fired", "<i8")]
+)
+#: Slot of the hash store's ``state`` (``LIVE``, ``MIN_START``, ``NEW``, ``SEQ``, this,
+#: ``FIRES``): the smallest window start of a fired pane; ``MIN_START`` is then the smallest of
+#: a pane that has not fired (or may have: it only errs low).
+MIN_FIRED = 4
+
+
+@njit(cache=True)
+def hash_aggregate(
+    times: Int64Array,
+    keys: Int64Array,
+    ivals: Any,
+    fvals: Any,
+    iops: Int64Array,
+    fops: Int64Array,
+    size: int,
+    slide: int,
+    offset: int,
+    watermark: int,
+    lateness: int,
+    check_late: bool,
+    table: Any,
+    iacc: Any,
+    facc: Any,
+    state: Int64Array,
+    new_positions: Int64Array,
+    landed: npt.NDArray[np.bool_],
+    fire_start: Int64Array,
+    fire_key: Int64Array,
+    fire_count: Int64Array,
+    fire_iacc: Any,
+    fire_facc: Any,
+) -> None:
+    """``dense_aggregate`` on the hash table of panes: fold every slot of every record into
+    its panes in arrival order; a window is late once ``max_timestamp + lateness <=
+    watermark`` (``check_late``); a record landing in a window at or behind the watermark
+    marks its pane fired and fires it again (row ``state[FIRES]`` of ``fire_*``). The caller
+    keeps the table at most half full for every pane the call may create."""
+    n = times.shape[0]
+    mi = iops.shape[0]
+    mf = fops.shape[0]
+    live = state[LIVE]
+    min_start = state[MIN_START]
+    min_fired = state[MIN_FIRED]
+    seq = state[SEQ]
+    fresh = 0
+    fires = 0
+    cached_t0 = np.int64(1)
+    cached_t1 = np.int64(0)  # an empty range [cached_t0, cached_t1)
+    cached_start = np.int64(0)
+    for i in range(n):
+        t = times[i]
+        k = keys[i]
+        if cached_t0 <= t < cached_t1:
+            start = cached_start
+        else:
+            start = t - (t - offset) % slide
+            cached_start = start
+            cached_t0 = start
+            cached_t1 = start + slide
+        hit = False
+        while start > t - size:
+            end = start + size - 1
+            if check_late and end + lateness <= watermark:
+                break  # this window is late, and so is every earlier one of this record
+            hit = True
+            behind = check_late and end <= watermark
+            h = _slot(table, start, k)
+            row = table[h]
+            c = row.count
+            if row.seq < 0:
+                row.start = start
+                row.key = k
+                row.seq = seq
+                row.fired = 0
+                c = 0
+                seq += 1
+                live += 1
+                new_positions[fresh] = i
+                fresh += 1
+                if not behind and start < min_start:
+                    min_start = start
+            if behind:
+                row.fired = 1
+                if start < min_fired:
+                    min_fired = start
+            for s in range(mi):
+                op = iops[s]
+                v = ivals[i, s]
+                if c == 0 or op == LAST:
+                    iacc[h, s] = v
+                elif op == SUM:
+                    iacc[h, s] = iacc[h, s] + v
+                elif (op == MIN and v < iacc[h, s]) or (op == MAX and v > iacc[h, s]):
+                    iacc[h, s] = v
+            for s in range(mf):
+                op = fops[s]
+                fv = fvals[i, s]
+                if c == 0 or op == LAST:
+                    facc[h, s] = fv
+                elif op == SUM:
+                    facc[h, s] = facc[h, s] + fv
+                elif (op == MIN and fv < facc[h, s]) or (op == MAX and fv > facc[h, s]):
+                    facc[h, s] = fv
+            row.count = c + 1
+            if behind:  # fired already: fire again
+                fire_start[fires] = start
+                fire_key[fires] = k
+                fire_count[fires] = c + 1
+                for s in range(mi):
+                    fire_iacc[fires, s] = iacc[h, s]
+                for s in range(mf):
+                    fire_facc[fires, s] = facc[h, s]
+                fires += 1
+            start -= slide
+        landed[i] = hit
+    state[LIVE] = live
+    state[MIN_START] = min_start
+    state[MIN_FIRED] = min_fired
+    state[NEW] = fresh
+    state[SEQ] = seq
+    state[FIRES] = fires
+
+
+@njit(cache=True)
+def hash_aggregate_reinsert(
+    old: Any, old_iacc: Any, old_facc: Any, rows: Int64Array, table: Any, iacc: Any, facc: Any
+) -> None:
+    """Copy rows ``rows`` of table ``old`` and their slots into the empty ``table`` (after
+    firing or to resize)."""
+    for j in range(rows.shape[0]):
+        r = rows[j]
+        src = old[r]
+        h = _slot(table, src.start, src.key)
+        dst = table[h]
+        dst.start = src.start
+        dst.key = src.key
+        dst.seq = src.seq
+        dst.count = src.count
+        dst.fired = src.fired
+        iacc[h, :] = old_iacc[r, :]
+        facc[h, :] = old_facc[r, :]
+
+
+@njit(cache=True)
+def hash_aggregate_insert(
+    table: Any,
+    iacc: Any,
+    facc: Any,
+    starts: Int64Array,
+    keys: Int64Array,
+    counts: Int64Array,
+    fired: npt.NDArray[np.bool_],
+    iaccs: Any,
+    faccs: Any,
+    state: Int64Array,
+    seqs: Int64Array,
+) -> None:
+    """Add panes given as columns (restoring, or moving from the dense store), in order;
+    ``seqs[j]`` is the sequence number pane ``j`` got, or -1 if it existed already (then only
+    its ``fired`` flag may be set)."""
+    for j in range(starts.shape[0]):
+        start = starts[j]
+        h = _slot(table, start, keys[j])
+        row = table[h]
+        seqs[j] = -1
+        if fired[j]:
+            if start < state[MIN_FIRED]:
+                state[MIN_FIRED] = start
+        elif start < state[MIN_START]:
+            state[MIN_START] = start
+        if row.seq >= 0:
+            if fired[j]:
+                row.fired = 1
+            continue
+        seqs[j] = state[SEQ]
+        row.start = start
+        row.key = keys[j]
+        row.seq = state[SEQ]
+        row.count = counts[j]
+        row.fired = 1 if fired[j] else 0
+        iacc[h, :] = iaccs[j, :]
+        facc[h, :] = faccs[j, :]
+        state[SEQ] += 1
+        state[LIVE] += 1
+
+
+@njit(cache=True)
+def _delete(table: Any, iacc: Any, facc: Any, h: int) -> None:
+    """Empty row ``h`` of a linear-probing table, moving later rows of its cluster back so
+    every pane stays reachable from its home row (no tombstones)."""
+    mask = table.shape[0] - 1
+    hole = h
+    j = h
+    while True:
+        j = (j + 1) & mask
+        row = table[j]
+        if row.seq < 0:
+            break
+        home = np.int64(_mix(np.uint64(row.start) * _GOLDEN ^ np.uint64(row.key)) & np.uint64(mask))
+        # the row may fill the hole unless its home lies cyclically in (hole, j]
+        if (j > hole and (home <= hole or home > j)) or (j < hole and home <= hole and home > j):
+            dst = table[hole]
+            dst.start = row.start
+            dst.key = row.key
+            dst.seq = row.seq
+            dst.count = row.count
+            dst.fired = row.fired
+            iacc[hole, :] = iacc[j, :]
+            facc[hole, :] = facc[j, :]
+            hole = j
+    table[hole].seq = -1
+
+
+@njit(cache=True)
+def hash_aggregate_take(
+    table: Any,
+    size: int,
+    lateness: int,
+    until: int,
+    due: Int64Array,
+    state: Int64Array,
+) -> int:
+    """Fire the hash store up to time ``until``: writes to ``due`` the rows of the panes
+    that have not fired and whose ``max_timestamp`` is at or before ``until`` (table order;
+    returns how many), marks them fired, and sets ``MIN_START``/``MIN_FIRED`` over the panes
+    that stay. The caller reads the due rows, then calls ``hash_aggregate_remove`` with
+    ``until``: panes past their cleanup time (``max_timestamp + lateness <= until``) go."""
+    last = size - 1
+    n_due = 0
+    min_start = NO_START
+    min_fired = NO_START
+    for h in range(table.shape[0]):
+        row = table[h]
+        if row.seq < 0:
+            continue
+        start = row.start
+        if row.fired == 0 and start <= until - last:
+            due[n_due] = h
+            n_due += 1
+            row.fired = 1
+        if start <= until - last - lateness:
+            continue  # removed by hash_aggregate_remove
+        if row.fired != 0:
+            if start < min_fired:
+                min_fired = start
+        elif start < min_start:
+            min_start = start
+    state[MIN_START] = min_start
+    state[MIN_FIRED] = min_fired
+    return n_due
+
+
+@njit(cache=True)
+def hash_aggregate_remove(
+    table: Any, iacc: Any, facc: Any, size: int, lateness: int, until: int, state: Int64Array
+) -> None:
+    """Remove every pane past its cleanup time (``start + size - 1 + lateness <= until``)."""
+    cutoff = until - (size - 1) - lateness
+    n = 0
+    for h in range(table.shape[0]):
+        if table[h].seq >= 0 and table[h].start <= cutoff:
+            n += 1
+    starts = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    n = 0
+    for h in range(table.shape[0]):
+        row = table[h]
+        if row.seq >= 0 and row.start <= cutoff:
+            starts[n] = row.start
+            keys[n] = row.key
+            n += 1
+    for j in range(n):
+        _delete(table, iacc, facc, _slot(table, starts[j], keys[j]))
+    state[LIVE] -= n
+
+
+def hash_aggregate_take_reference(
+    panes: dict[tuple[int, int], list[Any]], size: int, lateness: int, until: int
+) -> list[tuple[int, int]]:
+    """Twin of ``hash_aggregate_take`` + ``hash_aggregate_remove`` on a dict ``(start, key) ->
+    [seq, count, fired, ...]``: the due panes in firing order (by start, then seq); marks
+    them fired and removes the panes past their cleanup time."""
+    due = sorted(
+        (pane for pane, v in panes.items() if not v[2] and pane[0] + size - 1 <= until),
+        key=lambda pane: (pane[0], panes[pane][0]),
+    )
+    for pane in due:
+        panes[pane][2] = True
+    for pane in [p for p in panes if p[0] + size - 1 + lateness <= until]:
+        del panes[pane]
+    return due

@@ -4,8 +4,8 @@
   (panes, counts, slots, creation order, new-pane positions, late flags, rows fired by late
   records), the dense one stopping and resuming when it runs out of window slots;
   ``hash_aggregate_insert`` and ``hash_aggregate_reinsert`` keep every pane;
-  ``hash_aggregate_take`` + ``hash_aggregate_remove`` agree with their twin (and every pane
-  left stays reachable by probing);
+  ``hash_aggregate_fire`` agrees with its twin (and every pane left stays reachable by
+  probing); ``firing_order`` with ``lexsort``;
   ``running_aggregate`` agrees with ``fold_reference``.
 - The vectorized window operator and the per-record ``WindowOperator`` running the same
   ``Aggregates`` see the same random disordered batches, watermarks, late records and
@@ -332,7 +332,7 @@ def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject)
     lateness=st.integers(0, 8),
     untils=st.lists(st.integers(-15, 20), min_size=1, max_size=4),
 )
-def test_hash_aggregate_take_agrees_with_its_reference(
+def test_hash_aggregate_fire_agrees_with_its_reference(
     panes: list[tuple[int, int, bool]], size: int, lateness: int, untils: list[int]
 ) -> None:
     table = wk.empty_table(256, wk.PANE_AGGREGATE)  # up to 78% full: removal shifts rows back
@@ -349,13 +349,17 @@ def test_hash_aggregate_take_agrees_with_its_reference(
     for start, k, f in panes:
         expected.setdefault((start, k), [len(expected), 1, False])[2] |= f
     for until in sorted(untils):
-        due = np.empty(len(table), np.int64)
-        n_due = wk.hash_aggregate_take(table, size, lateness, until, due, state)
-        rows = due[:n_due]
-        rows = rows[np.lexsort((table["seq"][rows], table["start"][rows]))]
-        got_due = list(zip(table["start"][rows].tolist(), table["key"][rows].tolist()))
-        wk.hash_aggregate_remove(table, iacc, facc, size, lateness, until, state)
-        assert got_due == wk.hash_aggregate_take_reference(expected, size, lateness, until)
+        out = [np.empty(n, np.int64) for _ in range(4)]
+        out_iacc, out_facc = np.empty((n, 1), np.int64), np.empty((n, 1))
+        n_due = wk.hash_aggregate_fire(
+            table, iacc, facc, size, lateness, until, *out, out_iacc, out_facc, state
+        )
+        out_start, out_key, out_seq, out_count = (a[:n_due] for a in out)
+        assert (out_count == 1).all() and (out_iacc[:n_due, 0] == out_key * 3).all()
+        assert (out_facc[:n_due, 0] == out_start / 2).all()
+        order = np.lexsort((out_seq, out_start))
+        got_due = list(zip(out_start[order].tolist(), out_key[order].tolist()))
+        assert got_due == wk.hash_aggregate_fire_reference(expected, size, lateness, until)
         live = np.flatnonzero(table["seq"] >= 0)
         got = {
             (int(table["start"][h]), int(table["key"][h])): [int(table["seq"][h]), 1, bool(table["fired"][h])]
@@ -374,6 +378,26 @@ def test_hash_aggregate_take_agrees_with_its_reference(
         for start, k in expected:  # every pane is still reachable by probing
             h = int(np.flatnonzero((table["start"] == start) & (table["key"] == k) & (table["seq"] >= 0))[0])
             assert wk._slot(table, start, k) == h
+
+
+@KERNEL_SETTINGS
+@given(
+    slide=st.integers(1, 1000),
+    offset=st.integers(-5000, 5000),
+    windows=st.lists(st.integers(0, 3000), min_size=0, max_size=300),
+    seq_gaps=st.lists(st.integers(1, 20), min_size=300, max_size=300),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_firing_order_agrees_with_lexsort(
+    slide: int, offset: int, windows: list[int], seq_gaps: list[int], shuffle: Any
+) -> None:
+    n = len(windows)
+    starts = np.array([offset + w * slide for w in windows], np.int64)
+    seqs = np.cumsum(seq_gaps[:n]).astype(np.int64)  # unique, gaps: some spans are too wide
+    shuffle.shuffle(seqs)
+    order = np.empty(n, np.int64)
+    if wk.firing_order(starts, seqs, slide, order):
+        assert order.tolist() == np.lexsort((seqs, starts)).tolist()
 
 
 @KERNEL_SETTINGS

@@ -511,12 +511,19 @@ class _AggregateHashPanes(_HashPanes):
     def _panes(self, rows: np.ndarray) -> PaneColumns:
         """Rows ``rows`` as pane columns, in firing order (windows by start, then creation)."""
         table = self.table  # field first, then rows: fancy indexing of whole rows is slow
-        starts = table["start"][rows]
-        rows = rows[np.lexsort((table["seq"][rows], starts))]
+        rows = rows[self._firing_order(table["start"][rows], table["seq"][rows])]
         return PaneColumns(
             table["start"][rows], table["key"][rows], table["count"][rows], (self.iacc[rows], self.facc[rows]),
             None, table["fired"][rows] != 0,
         )  # fmt: skip
+
+    def _firing_order(self, starts: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """The order of panes by window start, then creation (``kernels.firing_order``, else
+        ``lexsort``)."""
+        order = np.empty(len(starts), np.int64)
+        if wk.firing_order(starts, seqs, self.slide, order):
+            return order
+        return np.lexsort((seqs, starts))
 
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
@@ -528,10 +535,15 @@ class _AggregateHashPanes(_HashPanes):
         state, last = self.state, self.size - 1
         if min(int(state[wk.MIN_START]) + last, int(state[wk.MIN_FIRED]) + last + lateness) > until:
             return None
-        due = np.empty(self.live, np.int64)
-        n_due = wk.hash_aggregate_take(self.table, self.size, lateness, until, due, state)
-        columns = self._panes(due[:n_due])
-        wk.hash_aggregate_remove(self.table, self.iacc, self.facc, self.size, lateness, until, state)
+        m = self.live
+        starts, keys, seqs, counts = (np.empty(m, np.int64) for _ in range(4))
+        iaccs, faccs = np.empty((m, self.mi), np.int64), np.empty((m, self.mf), np.float64)
+        n = wk.hash_aggregate_fire(
+            self.table, self.iacc, self.facc, self.size, lateness, until, starts, keys, seqs, counts, iaccs,
+            faccs, state,
+        )  # fmt: skip
+        order = self._firing_order(starts[:n], seqs[:n])
+        columns = PaneColumns(starts[order], keys[order], counts[order], (iaccs[order], faccs[order]), None)
         m = self.live
         if len(self.table) > 8 * self._size_for(m):
             self._resize(self._live_rows(), self._size_for(m))

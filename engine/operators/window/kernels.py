@@ -84,13 +84,13 @@ __all__ = [
     "dense_aggregate_collect",
     "dense_collect",
     "empty_table",
+    "firing_order",
     "fold_reference",
     "hash_aggregate",
+    "hash_aggregate_fire",
+    "hash_aggregate_fire_reference",
     "hash_aggregate_insert",
     "hash_aggregate_reinsert",
-    "hash_aggregate_remove",
-    "hash_aggregate_take",
-    "hash_aggregate_take_reference",
     "insert_panes",
     "int_key_slots",
     "int_key_slots_reference",
@@ -1163,99 +1163,98 @@ def hash_aggregate_insert(
 
 
 @njit(cache=True)
-def _delete(table: Any, iacc: Any, facc: Any, h: int) -> None:
-    """Empty row ``h`` of a linear-probing table, moving later rows of its cluster back so
-    every pane stays reachable from its home row (no tombstones)."""
-    mask = table.shape[0] - 1
-    hole = h
-    j = h
-    while True:
-        j = (j + 1) & mask
-        row = table[j]
-        if row.seq < 0:
-            break
-        home = np.int64(_mix(np.uint64(row.start) * _GOLDEN ^ np.uint64(row.key)) & np.uint64(mask))
-        # the row may fill the hole unless its home lies cyclically in (hole, j]
-        if (j > hole and (home <= hole or home > j)) or (j < hole and home <= hole and home > j):
-            dst = table[hole]
-            dst.start = row.start
-            dst.key = row.key
-            dst.seq = row.seq
-            dst.count = row.count
-            dst.fired = row.fired
-            iacc[hole, :] = iacc[j, :]
-            facc[hole, :] = facc[j, :]
-            hole = j
-    table[hole].seq = -1
+def _home(table: Any, start: Any, key: Any) -> Any:
+    """The row a pane's probe starts at (as in ``_slot``)."""
+    mask = np.uint64(table.shape[0] - 1)
+    return np.int64(_mix(np.uint64(start) * _GOLDEN ^ np.uint64(key)) & mask)
 
 
 @njit(cache=True)
-def hash_aggregate_take(
+def hash_aggregate_fire(
     table: Any,
+    iacc: Any,
+    facc: Any,
     size: int,
     lateness: int,
     until: int,
-    due: Int64Array,
+    out_start: Int64Array,
+    out_key: Int64Array,
+    out_seq: Int64Array,
+    out_count: Int64Array,
+    out_iacc: Any,
+    out_facc: Any,
     state: Int64Array,
 ) -> int:
-    """Fire the hash store up to time ``until``: writes to ``due`` the rows of the panes
-    that have not fired and whose ``max_timestamp`` is at or before ``until`` (table order;
-    returns how many), marks them fired, and sets ``MIN_START``/``MIN_FIRED`` over the panes
-    that stay. The caller reads the due rows, then calls ``hash_aggregate_remove`` with
-    ``until``: panes past their cleanup time (``max_timestamp + lateness <= until``) go."""
+    """Fire the hash store up to time ``until`` in one sweep of the table: the panes that have
+    not fired and whose ``max_timestamp`` is at or before ``until`` are copied to ``out_*``
+    (table order; returns how many) and marked fired; panes past their cleanup time
+    (``max_timestamp + lateness <= until``) are removed; ``LIVE``, ``MIN_START`` and
+    ``MIN_FIRED`` follow. Removal needs no tombstones: the sweep starts after an empty row and
+    moves every pane that stays back to the first empty row of its probe path, so no empty
+    row lies between a pane's home and its row (the table is at most half full)."""
+    n = table.shape[0]
+    mask = n - 1
     last = size - 1
+    origin = 0
+    while table[origin].seq >= 0:
+        origin += 1
     n_due = 0
+    removed = 0
     min_start = NO_START
     min_fired = NO_START
-    for h in range(table.shape[0]):
+    mi = iacc.shape[1]
+    mf = facc.shape[1]
+    for step in range(1, n + 1):
+        h = (origin + step) & mask
         row = table[h]
         if row.seq < 0:
             continue
         start = row.start
         if row.fired == 0 and start <= until - last:
-            due[n_due] = h
+            out_start[n_due] = start
+            out_key[n_due] = row.key
+            out_seq[n_due] = row.seq
+            out_count[n_due] = row.count
+            for s in range(mi):
+                out_iacc[n_due, s] = iacc[h, s]
+            for s in range(mf):
+                out_facc[n_due, s] = facc[h, s]
             n_due += 1
             row.fired = 1
         if start <= until - last - lateness:
-            continue  # removed by hash_aggregate_remove
+            row.seq = -1
+            removed += 1
+            continue
         if row.fired != 0:
             if start < min_fired:
                 min_fired = start
         elif start < min_start:
             min_start = start
+        j = _home(table, start, row.key)
+        while j != h and table[j].seq >= 0:
+            j = (j + 1) & mask
+        if j != h:  # an earlier row of its probe path was emptied: move there
+            dst = table[j]
+            dst.start = start
+            dst.key = row.key
+            dst.seq = row.seq
+            dst.count = row.count
+            dst.fired = row.fired
+            for s in range(mi):
+                iacc[j, s] = iacc[h, s]
+            for s in range(mf):
+                facc[j, s] = facc[h, s]
+            row.seq = -1
+    state[LIVE] -= removed
     state[MIN_START] = min_start
     state[MIN_FIRED] = min_fired
     return n_due
 
 
-@njit(cache=True)
-def hash_aggregate_remove(
-    table: Any, iacc: Any, facc: Any, size: int, lateness: int, until: int, state: Int64Array
-) -> None:
-    """Remove every pane past its cleanup time (``start + size - 1 + lateness <= until``)."""
-    cutoff = until - (size - 1) - lateness
-    n = 0
-    for h in range(table.shape[0]):
-        if table[h].seq >= 0 and table[h].start <= cutoff:
-            n += 1
-    starts = np.empty(n, np.int64)
-    keys = np.empty(n, np.int64)
-    n = 0
-    for h in range(table.shape[0]):
-        row = table[h]
-        if row.seq >= 0 and row.start <= cutoff:
-            starts[n] = row.start
-            keys[n] = row.key
-            n += 1
-    for j in range(n):
-        _delete(table, iacc, facc, _slot(table, starts[j], keys[j]))
-    state[LIVE] -= n
-
-
-def hash_aggregate_take_reference(
+def hash_aggregate_fire_reference(
     panes: dict[tuple[int, int], list[Any]], size: int, lateness: int, until: int
 ) -> list[tuple[int, int]]:
-    """Twin of ``hash_aggregate_take`` + ``hash_aggregate_remove`` on a dict ``(start, key) ->
+    """Twin of ``hash_aggregate_fire`` on a dict ``(start, key) ->
     [seq, count, fired, ...]``: the due panes in firing order (by start, then seq); marks
     them fired and removes the panes past their cleanup time."""
     due = sorted(
@@ -1267,3 +1266,40 @@ def hash_aggregate_take_reference(
     for pane in [p for p in panes if p[0] + size - 1 + lateness <= until]:
         del panes[pane]
     return due
+
+
+@njit(cache=True)
+def firing_order(starts: Int64Array, seqs: Int64Array, slide: int, order: Int64Array) -> bool:
+    """Write to ``order`` the permutation sorting panes by window start, then creation
+    (``seqs`` unique): a counting sort by seq, then a stable counting sort by window index
+    (starts differ by multiples of ``slide``), O(panes + seq span + windows). False (and
+    ``order`` unset) when the spans are too wide for that; the caller then sorts."""
+    n = starts.shape[0]
+    if n == 0:
+        return True
+    lo, hi = starts[0], starts[0]
+    first, top = seqs[0], seqs[0]
+    for i in range(n):
+        lo = min(lo, starts[i])
+        hi = max(hi, starts[i])
+        first = min(first, seqs[i])
+        top = max(top, seqs[i])
+    windows = (hi - lo) // slide + 1
+    span = top - first + 1
+    if span > 4 * n + 1024 or windows > n + 1024:
+        return False
+    by_seq = np.full(span, -1, np.int64)
+    for i in range(n):
+        by_seq[seqs[i] - first] = i
+    counts = np.zeros(windows + 1, np.int64)
+    for i in range(n):
+        counts[(starts[i] - lo) // slide + 1] += 1
+    for w in range(windows):
+        counts[w + 1] += counts[w]
+    for p in range(span):
+        i = by_seq[p]
+        if i >= 0:
+            w = (starts[i] - lo) // slide
+            order[counts[w]] = i
+            counts[w] += 1
+    return True

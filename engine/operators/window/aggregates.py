@@ -3,14 +3,22 @@
 Theory of operation
 -------------------
 ``AggregatesWindowOperator`` is the vectorized window operator (``VectorWindowOperator``: key
-probe, key slots, dense pane store, checkpoints in the canonical form) running the
+probe, key slots, pane stores, checkpoints in the canonical form) running the
 declarative ``Aggregates(key(), window_start(), count(), sum(1), max(2), ...)`` instead of
 one built-in. A pane holds a count and one accumulator per aggregate of a field (a *slot*):
-int64 slots and float64 slots in two arrays ``[window slot, key slot, slot]`` of
-``_AggregatePanes``; one numba call per batch (``kernels.dense_aggregate``) assigns windows,
-creates panes and folds every slot of every record in arrival order, as
-``Aggregates.add`` does (the first value, then ``acc + v``; ``min``/``max`` replace only on
-a strictly smaller/larger value; ``first`` keeps, ``last`` replaces; int64 sums wrap).
+int64 slots and float64 slots. One numba call per batch assigns windows, creates panes and
+folds every slot of every record in arrival order, as ``Aggregates.add`` does (the first
+value, then ``acc + v``; ``min``/``max`` replace only on a strictly smaller/larger value;
+``first`` keeps, ``last`` replaces; int64 sums wrap).
+
+Pane stores: panes start in the dense arrays ``[window slot, key slot, slot]`` of
+``_AggregatePanes`` (``kernels.dense_aggregate``; a ``fired`` flag per window). When those
+would grow past ``vector.DENSE_CELLS`` while under a quarter of their cells would be live
+(``_AggregatePanes.outgrows``: many keys spread over many open windows), the operator moves
+the panes once, even in the middle of a batch, into ``_AggregateHashPanes``: one
+open-addressing table of rows ``(start, key, seq, count, fired)`` with the slots in two
+arrays beside it (``kernels.hash_aggregate``), whose memory follows the live panes. Both give
+the same rows in the same order.
 
 Eligibility (``aggregates_plan``; the reason is kept for ``weir plan``): tumbling or sliding
 windows in event or processing time with the default trigger and no evictor, no window

@@ -42,9 +42,16 @@ and is called again, after the caller added slots, from that record. ``int_key_s
 maps int64 keys to dense key slots (a direct array for small non-negative keys, else an
 open-addressing table).
 
+``dense_aggregate`` and ``hash_aggregate`` fold several slots per pane for
+``weir.columnar.Aggregates`` (dense arrays, or a table of rows ``PANE_AGGREGATE`` with the
+slots in arrays beside it); ``hash_aggregate_fire`` fires and prunes that table in one sweep
+and ``firing_order`` puts the fired panes in order (see the sections below).
+
 Pure: no I/O, no clock. Every kernel uses ``cache=True``; ``tests/property`` holds
-``accumulate`` and ``dense_accumulate`` to their twin ``accumulate_reference`` and
-``int_key_slots`` to ``int_key_slots_reference``.
+``accumulate`` and ``dense_accumulate`` to their twin ``accumulate_reference``,
+``int_key_slots`` to ``int_key_slots_reference``, ``dense_aggregate`` and
+``hash_aggregate`` to ``aggregate_reference``, ``hash_aggregate_fire`` to
+``hash_aggregate_fire_reference`` and ``firing_order`` to ``numpy.lexsort``.
 """
 
 from __future__ import annotations
@@ -938,8 +945,8 @@ def aggregate_reference(
     check_late: bool,
     panes: dict[tuple[int, int], list[Any]],
 ) -> tuple[list[int], list[bool], list[tuple[int, int, int, list[Any]]]]:
-    """Twin of ``dense_aggregate`` on a dict: ``panes`` maps (start, key) -> [seq, count, accs]
-    (``values[i]``: record ``i``'s value per slot). Returns the positions of the records that
+    """Twin of ``dense_aggregate`` and ``hash_aggregate`` on a dict: ``panes`` maps (start,
+    key) -> [seq, count, accs] (``values[i]``: record ``i``'s value per slot). Returns the positions of the records that
     created panes, per record whether it landed in a window, and the rows fired by records
     in windows at or behind the watermark: (start, key, count, accumulators)."""
     new_positions: list[int] = []

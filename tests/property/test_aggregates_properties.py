@@ -207,6 +207,18 @@ def slot_ops(data: st.DataObject) -> tuple[list[bool], list[int], np.ndarray, np
     return floats, ops, iops, fops
 
 
+def fields(table: np.ndarray, mi: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Views of a hash store table: its columns by name, its int64 slots, its float64 slots."""
+    columns = {
+        name: table[:, c]
+        for name, c in (
+            ("start", wk.ROW_START), ("key", wk.ROW_KEY), ("seq", wk.ROW_SEQ), ("count", wk.ROW_COUNT),
+            ("fired", wk.ROW_FIRED),
+        )
+    }  # fmt: skip
+    return columns, table[:, wk.ROW_SLOTS : wk.ROW_SLOTS + mi], table.view(np.float64)[:, wk.ROW_SLOTS + mi :]
+
+
 def mixed(floats: list[bool], ints: Any, flts: Any) -> list[Any]:
     """One pane's slots in the Aggregates' order, from its int64 and float64 slots."""
     i, f = iter(ints), iter(flts)
@@ -222,8 +234,8 @@ def test_hash_aggregate_agrees_with_its_reference(
     floats, ops, iops, fops = slot_ops(data)
     mi, mf = len(iops), len(fops)
     rows_ = 1 << 9  # at most 3 batches x 30 records x 3 windows: never more than half full
-    table = wk.empty_table(rows_, wk.PANE_AGGREGATE)
-    iacc, facc = np.zeros((rows_, mi), np.int64), np.zeros((rows_, mf), np.float64)
+    table = wk.empty_rows(rows_, mi + mf)
+    t, iacc, facc = fields(table, mi)
     state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
     panes: dict[tuple[int, int], list[Any]] = {}
     behind: set[tuple[int, int]] = set()
@@ -246,7 +258,7 @@ def test_hash_aggregate_agrees_with_its_reference(
         fire_iacc, fire_facc = np.empty((cap, mi), np.int64), np.empty((cap, mf), np.float64)
         wk.hash_aggregate(
             np.array(times, np.int64), np.array(keys, np.int64), ivals, fvals, iops, fops, size, slide, offset,
-            watermark, lateness, check_late, table, iacc, facc, state, new_positions, landed, *fire, fire_iacc,
+            watermark, lateness, check_late, table, table.view(np.float64), state, new_positions, landed, *fire, fire_iacc,
             fire_facc,
         )  # fmt: skip
         expected_new, expected_landed, expected_fires = wk.aggregate_reference(
@@ -261,15 +273,15 @@ def test_hash_aggregate_agrees_with_its_reference(
         assert fired == expected_fires
         behind |= {(start, k) for start, k, _, _ in expected_fires}
         watermark = data.draw(st.integers(watermark, 300))
-    live = np.flatnonzero(table["seq"] >= 0).tolist()
+    live = np.flatnonzero(t["seq"] >= 0).tolist()
     got = {
-        (int(table["start"][h]), int(table["key"][h])): [
-            int(table["seq"][h]), int(table["count"][h]), mixed(floats, iacc[h].tolist(), facc[h].tolist())
+        (int(t["start"][h]), int(t["key"][h])): [
+            int(t["seq"][h]), int(t["count"][h]), mixed(floats, iacc[h].tolist(), facc[h].tolist())
         ]
         for h in live
     }  # fmt: skip
     assert got == panes
-    assert {pane for pane, h in zip(got, live) if table["fired"][h]} == behind
+    assert {pane for pane, h in zip(got, live) if t["fired"][h]} == behind
     assert int(state[wk.LIVE]) == len(panes)
     unfired = [start for start, k in panes if (start, k) not in behind]
     assert int(state[wk.MIN_START]) == builtins.min(unfired, default=wk.NO_START)
@@ -301,20 +313,18 @@ def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject)
             pane, [len(expected), counts[j], False, iaccs[j].tolist(), faccs[j].tolist()]
         )
         entry[2] = entry[2] or fired[j]
-    table = wk.empty_table(256, wk.PANE_AGGREGATE)
-    iacc, facc = np.zeros((256, mi), np.int64), np.zeros((256, mf), np.float64)
+    table = wk.empty_rows(256, mi + mf)
     state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
     seqs = np.empty(n, np.int64)
     wk.hash_aggregate_insert(
-        table, iacc, facc, np.array([s for s, _ in panes], np.int64), np.array([k for _, k in panes], np.int64),
+        table, table.view(np.float64), np.array([s for s, _ in panes], np.int64), np.array([k for _, k in panes], np.int64),
         np.array(counts, np.int64), np.array(fired, np.bool_), iaccs, faccs, state, seqs,
     )  # fmt: skip
     firsts = [pane not in panes[:j] for j, pane in enumerate(panes)]
     assert seqs.tolist() == [expected[p][0] if first else -1 for p, first in zip(panes, firsts)]
-    bigger = wk.empty_table(1024, wk.PANE_AGGREGATE)
-    iacc2, facc2 = np.zeros((1024, mi), np.int64), np.zeros((1024, mf), np.float64)
-    wk.hash_aggregate_reinsert(table, iacc, facc, np.flatnonzero(table["seq"] >= 0), bigger, iacc2, facc2)
-    for t, ia, fa in ((table, iacc, facc), (bigger, iacc2, facc2)):
+    bigger = wk.empty_rows(1024, mi + mf)
+    wk.hash_aggregate_reinsert(table, np.flatnonzero(table[:, wk.ROW_SEQ] >= 0), bigger)
+    for t, ia, fa in (fields(table, mi), fields(bigger, mi)):
         got = {
             (int(t["start"][h]), int(t["key"][h])): [
                 int(t["seq"][h]), int(t["count"][h]), bool(t["fired"][h]), ia[h].tolist(), fa[h].tolist()
@@ -335,14 +345,14 @@ def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject)
 def test_hash_aggregate_fire_agrees_with_its_reference(
     panes: list[tuple[int, int, bool]], size: int, lateness: int, untils: list[int]
 ) -> None:
-    table = wk.empty_table(256, wk.PANE_AGGREGATE)  # up to 78% full: removal shifts rows back
-    iacc, facc = np.zeros((256, 1), np.int64), np.zeros((256, 1), np.float64)
+    table = wk.empty_rows(256, 2)  # up to 78% full: removal shifts rows back
+    t, iacc, facc = fields(table, 1)
     state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
     n = len(panes)
     starts, keys = np.array([p[0] for p in panes], np.int64), np.array([p[1] for p in panes], np.int64)
     fired = np.array([p[2] for p in panes], np.bool_)
     wk.hash_aggregate_insert(
-        table, iacc, facc, starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
+        table, table.view(np.float64), starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
         starts.reshape(n, 1) / 2, state, np.empty(n, np.int64),
     )  # fmt: skip
     expected: dict[tuple[int, int], list[Any]] = {}
@@ -352,7 +362,7 @@ def test_hash_aggregate_fire_agrees_with_its_reference(
         out = [np.empty(n, np.int64) for _ in range(4)]
         out_iacc, out_facc = np.empty((n, 1), np.int64), np.empty((n, 1))
         n_due = wk.hash_aggregate_fire(
-            table, iacc, facc, size, lateness, until, *out, out_iacc, out_facc, state
+            table, table.view(np.float64), size, lateness, until, *out, out_iacc, out_facc, state
         )
         out_start, out_key, out_seq, out_count = (a[:n_due] for a in out)
         assert (out_count == 1).all() and (out_iacc[:n_due, 0] == out_key * 3).all()
@@ -360,15 +370,13 @@ def test_hash_aggregate_fire_agrees_with_its_reference(
         order = np.lexsort((out_seq, out_start))
         got_due = list(zip(out_start[order].tolist(), out_key[order].tolist()))
         assert got_due == wk.hash_aggregate_fire_reference(expected, size, lateness, until)
-        live = np.flatnonzero(table["seq"] >= 0)
+        live = np.flatnonzero(t["seq"] >= 0)
         got = {
-            (int(table["start"][h]), int(table["key"][h])): [int(table["seq"][h]), 1, bool(table["fired"][h])]
+            (int(t["start"][h]), int(t["key"][h])): [int(t["seq"][h]), 1, bool(t["fired"][h])]
             for h in live.tolist()
         }
         assert got == expected
-        assert (iacc[live, 0] == table["key"][live] * 3).all() and (
-            facc[live, 0] == table["start"][live] / 2
-        ).all()
+        assert (iacc[live, 0] == t["key"][live] * 3).all() and (facc[live, 0] == t["start"][live] / 2).all()
         assert int(state[wk.LIVE]) == len(expected)
         unfired = [s for (s, _), v in expected.items() if not v[2]]
         assert int(state[wk.MIN_START]) == builtins.min(unfired, default=wk.NO_START)
@@ -376,8 +384,8 @@ def test_hash_aggregate_fire_agrees_with_its_reference(
             (s for (s, _), v in expected.items() if v[2]), default=wk.NO_START
         )
         for start, k in expected:  # every pane is still reachable by probing
-            h = int(np.flatnonzero((table["start"] == start) & (table["key"] == k) & (table["seq"] >= 0))[0])
-            assert wk._slot(table, start, k) == h
+            h = int(np.flatnonzero((t["start"] == start) & (t["key"] == k) & (t["seq"] >= 0))[0])
+            assert wk._row(table, start, k) == h
 
 
 @KERNEL_SETTINGS

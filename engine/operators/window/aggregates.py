@@ -16,8 +16,8 @@ Pane stores: panes start in the dense arrays ``[window slot, key slot, slot]`` o
 would grow past ``vector.DENSE_CELLS`` while under a quarter of their cells would be live
 (``_AggregatePanes.outgrows``: many keys spread over many open windows), the operator moves
 the panes once, even in the middle of a batch, into ``_AggregateHashPanes``: one
-open-addressing table of rows ``(start, key, seq, count, fired)`` with the slots in two
-arrays beside it (``kernels.hash_aggregate``), whose memory follows the live panes. Both give
+open-addressing table of int64 rows ``(start, key, seq, count, fired, slots...)``
+(``kernels.hash_aggregate``), whose memory follows the live panes. Both give
 the same rows in the same order.
 
 Eligibility (``aggregates_plan``; the reason is kept for ``weir plan``): tumbling or sliding
@@ -461,25 +461,30 @@ class _AggregatePanes(_DensePanes):
 
 
 class _AggregateHashPanes(_HashPanes):
-    """Panes in one hash table of rows (``kernels.hash_aggregate``): a count, a ``fired`` flag
-    and the creation seq per row, the slots in ``iacc``/``facc`` rows beside it. Memory follows
-    the live panes, whatever the number of keys and open windows. The operator moves its panes
-    here once when the dense arrays would grow too big and too empty (``outgrows``)."""
+    """Panes in one hash table of int64 rows (``kernels.hash_aggregate``): window start, key,
+    creation seq, count, ``fired`` flag, then the int64 slots and the float64 slots (read
+    through ``ftable``, a float64 view of the same memory). Memory follows the live panes,
+    whatever the number of keys and open windows. The operator moves its panes here once when
+    the dense arrays would grow too big and too empty (``outgrows``)."""
 
     def __init__(self, mi: int, mf: int, size: int, slide: int, offset: int) -> None:
         _PaneStore.__init__(self, wk.SUM, np.int64, size, slide, offset, False)
         self.mi, self.mf = mi, mf
         self.firsts = None
         self.state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
-        self.table = wk.empty_table(_MIN_TABLE, wk.PANE_AGGREGATE)
-        self.iacc = np.zeros((_MIN_TABLE, mi), np.int64)
-        self.facc = np.zeros((_MIN_TABLE, mf), np.float64)
+        self._use(wk.empty_rows(_MIN_TABLE, mi + mf))
+
+    def _use(self, table: np.ndarray) -> None:
+        self.table = table
+        self.ftable = table.view(np.float64)
 
     def _resize(self, rows: np.ndarray, size: int) -> None:
-        table = wk.empty_table(size, wk.PANE_AGGREGATE)
-        iacc, facc = np.zeros((size, self.mi), np.int64), np.zeros((size, self.mf), np.float64)
-        wk.hash_aggregate_reinsert(self.table, self.iacc, self.facc, rows, table, iacc, facc)
-        self.table, self.iacc, self.facc = table, iacc, facc
+        table = wk.empty_rows(size, self.mi + self.mf)
+        wk.hash_aggregate_reinsert(self.table, rows, table)
+        self._use(table)
+
+    def _live_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.table[:, wk.ROW_SEQ] >= 0)
 
     def fold(
         self,
@@ -505,7 +510,7 @@ class _AggregateHashPanes(_HashPanes):
         iops, fops = plan_ops
         wk.hash_aggregate(
             times, keys, ivals, fvals, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
-            check_late, self.table, self.iacc, self.facc, self.state, new_positions, landed, fire_start,
+            check_late, self.table, self.ftable, self.state, new_positions, landed, fire_start,
             fire_key, fire_count, fire_iacc, fire_facc,
         )  # fmt: skip
         f = int(self.state[wk.FIRES])
@@ -518,11 +523,13 @@ class _AggregateHashPanes(_HashPanes):
 
     def _panes(self, rows: np.ndarray) -> PaneColumns:
         """Rows ``rows`` as pane columns, in firing order (windows by start, then creation)."""
-        table = self.table  # field first, then rows: fancy indexing of whole rows is slow
-        rows = rows[self._firing_order(table["start"][rows], table["seq"][rows])]
+        table, slots = self.table, wk.ROW_SLOTS
+        rows = rows[self._firing_order(table[rows, wk.ROW_START], table[rows, wk.ROW_SEQ])]
+        picked = table[rows]
         return PaneColumns(
-            table["start"][rows], table["key"][rows], table["count"][rows], (self.iacc[rows], self.facc[rows]),
-            None, table["fired"][rows] != 0,
+            picked[:, wk.ROW_START].copy(), picked[:, wk.ROW_KEY].copy(), picked[:, wk.ROW_COUNT].copy(),
+            (picked[:, slots : slots + self.mi].copy(), picked[:, slots + self.mi :].view(np.float64).copy()),
+            None, picked[:, wk.ROW_FIRED] != 0,
         )  # fmt: skip
 
     def _firing_order(self, starts: np.ndarray, seqs: np.ndarray) -> np.ndarray:
@@ -547,8 +554,8 @@ class _AggregateHashPanes(_HashPanes):
         starts, keys, seqs, counts = (np.empty(m, np.int64) for _ in range(4))
         iaccs, faccs = np.empty((m, self.mi), np.int64), np.empty((m, self.mf), np.float64)
         n = wk.hash_aggregate_fire(
-            self.table, self.iacc, self.facc, self.size, lateness, until, starts, keys, seqs, counts, iaccs,
-            faccs, state,
+            self.table, self.ftable, self.size, lateness, until, starts, keys, seqs, counts, iaccs, faccs,
+            state,
         )  # fmt: skip
         order = self._firing_order(starts[:n], seqs[:n])
         columns = PaneColumns(starts[order], keys[order], counts[order], (iaccs[order], faccs[order]), None)
@@ -571,7 +578,7 @@ class _AggregateHashPanes(_HashPanes):
         iaccs, faccs = columns.accs
         fired = columns.fired if columns.fired is not None else np.zeros(n, np.bool_)
         wk.hash_aggregate_insert(
-            self.table, self.iacc, self.facc, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
+            self.table, self.ftable, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
             columns.counts.astype(np.int64), fired.astype(np.bool_),
             np.asarray(iaccs, np.int64).reshape(n, self.mi), np.asarray(faccs, np.float64).reshape(n, self.mf),
             self.state, np.empty(n, np.int64),

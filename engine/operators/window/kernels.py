@@ -43,8 +43,8 @@ maps int64 keys to dense key slots (a direct array for small non-negative keys, 
 open-addressing table).
 
 ``dense_aggregate`` and ``hash_aggregate`` fold several slots per pane for
-``weir.columnar.Aggregates`` (dense arrays, or a table of rows ``PANE_AGGREGATE`` with the
-slots in arrays beside it); ``hash_aggregate_fire`` fires and prunes that table in one sweep
+``weir.columnar.Aggregates`` (dense arrays, or one int64 table of rows holding the pane and
+its slots); ``hash_aggregate_fire`` fires and prunes that table in one sweep
 and ``firing_order`` puts the fired panes in order (see the sections below).
 
 Pure: no I/O, no clock. Every kernel uses ``cache=True``; ``tests/property`` holds
@@ -76,9 +76,14 @@ __all__ = [
     "NEW",
     "NO_START",
     "OPS",
-    "PANE_AGGREGATE",
     "PANE_FLOAT",
     "PANE_INT",
+    "ROW_COUNT",
+    "ROW_FIRED",
+    "ROW_KEY",
+    "ROW_SEQ",
+    "ROW_SLOTS",
+    "ROW_START",
     "SEQ",
     "SLOT_OPS",
     "STOP",
@@ -90,6 +95,7 @@ __all__ = [
     "dense_aggregate",
     "dense_aggregate_collect",
     "dense_collect",
+    "empty_rows",
     "empty_table",
     "firing_order",
     "fold_reference",
@@ -973,20 +979,45 @@ def aggregate_reference(
 
 # ----------------------------------------------------------------------------- several aggregates, hashed
 #
-# The hash store of ``Aggregates``: one open-addressing table of rows ``PANE_AGGREGATE`` (start,
-# key, seq, count, fired), probed as the built-ins' table is (``_slot``), with the slots of row
-# ``h`` in ``iacc[h, :]`` and ``facc[h, :]`` beside it (one layout, so one compiled kernel, for
-# every mix of slots). Memory follows the live panes, whatever the number of keys and open
-# windows. ``fired`` marks a pane whose window fired already and that waits for late records
-# until its cleanup time (allowed lateness).
+# The hash store of ``Aggregates``: one open-addressing table probed as the built-ins' table is,
+# an int64 array ``table[row, column]`` whose columns are the pane's window start, key, creation
+# seq (-1: an empty row), count, ``fired`` flag, then its int64 slots and its float64 slots
+# (``ftable``: a float64 view of the same memory, read at the float slots' columns). A record
+# touches one row, so mostly one cache line, and one compiled kernel serves every mix of slots.
+# Memory follows the live panes, whatever the number of keys and open windows. ``fired`` marks
+# a pane whose window fired already and that waits for late records until its cleanup time
+# (allowed lateness).
 
-PANE_AGGREGATE = np.dtype(
-    [("start", "<i8"), ("key", "<i8"), ("seq", "<i8"), ("count", "<i8"), ("fired", "<i8")]
-)
+ROW_START, ROW_KEY, ROW_SEQ, ROW_COUNT, ROW_FIRED, ROW_SLOTS = 0, 1, 2, 3, 4, 5
 #: Slot of the hash store's ``state`` (``LIVE``, ``MIN_START``, ``NEW``, ``SEQ``, this,
 #: ``FIRES``): the smallest window start of a fired pane; ``MIN_START`` is then the smallest of
 #: a pane that has not fired (or may have: it only errs low).
 MIN_FIRED = 4
+
+
+def empty_rows(size: int, slots: int) -> np.ndarray:
+    """A hash store table of ``size`` (a power of two) empty rows with ``slots`` slots."""
+    table = np.zeros((size, ROW_SLOTS + slots), np.int64)
+    table[:, ROW_SEQ] = -1
+    return table
+
+
+@njit(cache=True)
+def _home(table: Any, start: Any, key: Any) -> Any:
+    """The row a pane's probe starts at (the hash of ``_slot``)."""
+    mask = np.uint64(table.shape[0] - 1)
+    return np.int64(_mix(np.uint64(start) * _GOLDEN ^ np.uint64(key)) & mask)
+
+
+@njit(cache=True)
+def _row(table: Any, start: Any, key: Any) -> Any:
+    """The row of pane (start, key), or the empty row where it would go."""
+    mask = table.shape[0] - 1
+    h = _home(table, start, key)
+    while True:
+        if table[h, ROW_SEQ] < 0 or (table[h, ROW_START] == start and table[h, ROW_KEY] == key):
+            return h
+        h = (h + 1) & mask
 
 
 @njit(cache=True)
@@ -1004,8 +1035,7 @@ def hash_aggregate(
     lateness: int,
     check_late: bool,
     table: Any,
-    iacc: Any,
-    facc: Any,
+    ftable: Any,
     state: Int64Array,
     new_positions: Int64Array,
     landed: npt.NDArray[np.bool_],
@@ -1023,6 +1053,7 @@ def hash_aggregate(
     n = times.shape[0]
     mi = iops.shape[0]
     mf = fops.shape[0]
+    fs = ROW_SLOTS + mi  # the first float slot's column
     live = state[LIVE]
     min_start = state[MIN_START]
     min_fired = state[MIN_FIRED]
@@ -1049,14 +1080,13 @@ def hash_aggregate(
                 break  # this window is late, and so is every earlier one of this record
             hit = True
             behind = check_late and end <= watermark
-            h = _slot(table, start, k)
-            row = table[h]
-            c = row.count
-            if row.seq < 0:
-                row.start = start
-                row.key = k
-                row.seq = seq
-                row.fired = 0
+            h = _row(table, start, k)
+            c = table[h, ROW_COUNT]
+            if table[h, ROW_SEQ] < 0:
+                table[h, ROW_START] = start
+                table[h, ROW_KEY] = k
+                table[h, ROW_SEQ] = seq
+                table[h, ROW_FIRED] = 0
                 c = 0
                 seq += 1
                 live += 1
@@ -1065,36 +1095,38 @@ def hash_aggregate(
                 if not behind and start < min_start:
                     min_start = start
             if behind:
-                row.fired = 1
+                table[h, ROW_FIRED] = 1
                 if start < min_fired:
                     min_fired = start
             for s in range(mi):
                 op = iops[s]
                 v = ivals[i, s]
+                col = ROW_SLOTS + s
                 if c == 0 or op == LAST:
-                    iacc[h, s] = v
+                    table[h, col] = v
                 elif op == SUM:
-                    iacc[h, s] = iacc[h, s] + v
-                elif (op == MIN and v < iacc[h, s]) or (op == MAX and v > iacc[h, s]):
-                    iacc[h, s] = v
+                    table[h, col] = table[h, col] + v
+                elif (op == MIN and v < table[h, col]) or (op == MAX and v > table[h, col]):
+                    table[h, col] = v
             for s in range(mf):
                 op = fops[s]
                 fv = fvals[i, s]
+                col = fs + s
                 if c == 0 or op == LAST:
-                    facc[h, s] = fv
+                    ftable[h, col] = fv
                 elif op == SUM:
-                    facc[h, s] = facc[h, s] + fv
-                elif (op == MIN and fv < facc[h, s]) or (op == MAX and fv > facc[h, s]):
-                    facc[h, s] = fv
-            row.count = c + 1
+                    ftable[h, col] = ftable[h, col] + fv
+                elif (op == MIN and fv < ftable[h, col]) or (op == MAX and fv > ftable[h, col]):
+                    ftable[h, col] = fv
+            table[h, ROW_COUNT] = c + 1
             if behind:  # fired already: fire again
                 fire_start[fires] = start
                 fire_key[fires] = k
                 fire_count[fires] = c + 1
                 for s in range(mi):
-                    fire_iacc[fires, s] = iacc[h, s]
+                    fire_iacc[fires, s] = table[h, ROW_SLOTS + s]
                 for s in range(mf):
-                    fire_facc[fires, s] = facc[h, s]
+                    fire_facc[fires, s] = ftable[h, fs + s]
                 fires += 1
             start -= slide
         landed[i] = hit
@@ -1107,30 +1139,17 @@ def hash_aggregate(
 
 
 @njit(cache=True)
-def hash_aggregate_reinsert(
-    old: Any, old_iacc: Any, old_facc: Any, rows: Int64Array, table: Any, iacc: Any, facc: Any
-) -> None:
-    """Copy rows ``rows`` of table ``old`` and their slots into the empty ``table`` (after
-    firing or to resize)."""
+def hash_aggregate_reinsert(old: Any, rows: Int64Array, table: Any) -> None:
+    """Copy rows ``rows`` of table ``old`` into the empty ``table`` (to resize)."""
     for j in range(rows.shape[0]):
         r = rows[j]
-        src = old[r]
-        h = _slot(table, src.start, src.key)
-        dst = table[h]
-        dst.start = src.start
-        dst.key = src.key
-        dst.seq = src.seq
-        dst.count = src.count
-        dst.fired = src.fired
-        iacc[h, :] = old_iacc[r, :]
-        facc[h, :] = old_facc[r, :]
+        table[_row(table, old[r, ROW_START], old[r, ROW_KEY]), :] = old[r, :]
 
 
 @njit(cache=True)
 def hash_aggregate_insert(
     table: Any,
-    iacc: Any,
-    facc: Any,
+    ftable: Any,
     starts: Int64Array,
     keys: Int64Array,
     counts: Int64Array,
@@ -1143,44 +1162,39 @@ def hash_aggregate_insert(
     """Add panes given as columns (restoring, or moving from the dense store), in order;
     ``seqs[j]`` is the sequence number pane ``j`` got, or -1 if it existed already (then only
     its ``fired`` flag may be set)."""
+    mi = iaccs.shape[1]
+    mf = faccs.shape[1]
     for j in range(starts.shape[0]):
         start = starts[j]
-        h = _slot(table, start, keys[j])
-        row = table[h]
+        h = _row(table, start, keys[j])
         seqs[j] = -1
         if fired[j]:
             if start < state[MIN_FIRED]:
                 state[MIN_FIRED] = start
         elif start < state[MIN_START]:
             state[MIN_START] = start
-        if row.seq >= 0:
+        if table[h, ROW_SEQ] >= 0:
             if fired[j]:
-                row.fired = 1
+                table[h, ROW_FIRED] = 1
             continue
         seqs[j] = state[SEQ]
-        row.start = start
-        row.key = keys[j]
-        row.seq = state[SEQ]
-        row.count = counts[j]
-        row.fired = 1 if fired[j] else 0
-        iacc[h, :] = iaccs[j, :]
-        facc[h, :] = faccs[j, :]
+        table[h, ROW_START] = start
+        table[h, ROW_KEY] = keys[j]
+        table[h, ROW_SEQ] = state[SEQ]
+        table[h, ROW_COUNT] = counts[j]
+        table[h, ROW_FIRED] = 1 if fired[j] else 0
+        for s in range(mi):
+            table[h, ROW_SLOTS + s] = iaccs[j, s]
+        for s in range(mf):
+            ftable[h, ROW_SLOTS + mi + s] = faccs[j, s]
         state[SEQ] += 1
         state[LIVE] += 1
 
 
 @njit(cache=True)
-def _home(table: Any, start: Any, key: Any) -> Any:
-    """The row a pane's probe starts at (as in ``_slot``)."""
-    mask = np.uint64(table.shape[0] - 1)
-    return np.int64(_mix(np.uint64(start) * _GOLDEN ^ np.uint64(key)) & mask)
-
-
-@njit(cache=True)
 def hash_aggregate_fire(
     table: Any,
-    iacc: Any,
-    facc: Any,
+    ftable: Any,
     size: int,
     lateness: int,
     until: int,
@@ -1202,56 +1216,46 @@ def hash_aggregate_fire(
     n = table.shape[0]
     mask = n - 1
     last = size - 1
+    mi = out_iacc.shape[1]
+    mf = out_facc.shape[1]
     origin = 0
-    while table[origin].seq >= 0:
+    while table[origin, ROW_SEQ] >= 0:
         origin += 1
     n_due = 0
     removed = 0
     min_start = NO_START
     min_fired = NO_START
-    mi = iacc.shape[1]
-    mf = facc.shape[1]
     for step in range(1, n + 1):
         h = (origin + step) & mask
-        row = table[h]
-        if row.seq < 0:
+        if table[h, ROW_SEQ] < 0:
             continue
-        start = row.start
-        if row.fired == 0 and start <= until - last:
+        start = table[h, ROW_START]
+        if table[h, ROW_FIRED] == 0 and start <= until - last:
             out_start[n_due] = start
-            out_key[n_due] = row.key
-            out_seq[n_due] = row.seq
-            out_count[n_due] = row.count
+            out_key[n_due] = table[h, ROW_KEY]
+            out_seq[n_due] = table[h, ROW_SEQ]
+            out_count[n_due] = table[h, ROW_COUNT]
             for s in range(mi):
-                out_iacc[n_due, s] = iacc[h, s]
+                out_iacc[n_due, s] = table[h, ROW_SLOTS + s]
             for s in range(mf):
-                out_facc[n_due, s] = facc[h, s]
+                out_facc[n_due, s] = ftable[h, ROW_SLOTS + mi + s]
             n_due += 1
-            row.fired = 1
+            table[h, ROW_FIRED] = 1
         if start <= until - last - lateness:
-            row.seq = -1
+            table[h, ROW_SEQ] = -1
             removed += 1
             continue
-        if row.fired != 0:
+        if table[h, ROW_FIRED] != 0:
             if start < min_fired:
                 min_fired = start
         elif start < min_start:
             min_start = start
-        j = _home(table, start, row.key)
-        while j != h and table[j].seq >= 0:
+        j = _home(table, start, table[h, ROW_KEY])
+        while j != h and table[j, ROW_SEQ] >= 0:
             j = (j + 1) & mask
         if j != h:  # an earlier row of its probe path was emptied: move there
-            dst = table[j]
-            dst.start = start
-            dst.key = row.key
-            dst.seq = row.seq
-            dst.count = row.count
-            dst.fired = row.fired
-            for s in range(mi):
-                iacc[j, s] = iacc[h, s]
-            for s in range(mf):
-                facc[j, s] = facc[h, s]
-            row.seq = -1
+            table[j, :] = table[h, :]
+            table[h, ROW_SEQ] = -1
     state[LIVE] -= removed
     state[MIN_START] = min_start
     state[MIN_FIRED] = min_fired

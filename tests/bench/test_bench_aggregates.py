@@ -3,9 +3,11 @@
 The team target's query: key_by field 0 -> 1 s tumbling event-time window ->
 ``Aggregates(key(), window_start(), count(), sum(1))``, 2 M events, one per ms, out of order
 by up to 50 ms, in batches of 4,096 records as ``TupleColumns`` (as a typed stream is
-decoded), a watermark after each batch (max seen - 50 ms). At K = 10,000 almost every pane
-holds one record, so output rows ~ input records: the emit path is measured too (the
-output ``TupleColumns`` are built, not turned into tuples). Prints records/s.
+decoded), a watermark after each batch (max seen - 50 ms), or after every 100th batch
+(``rare``: ~400 windows open at once, as in ``weir bench query`` whose periodic watermark
+fires rarely; at K = 10,000 the panes then move to the hash table). At K = 10,000 almost
+every pane holds one record, so output rows ~ input records: the emit path is measured too
+(the output ``TupleColumns`` are built, not turned into tuples). Prints records/s.
 
 Run with ``pytest tests/bench/test_bench_aggregates.py -m bench -s``.
 """
@@ -42,19 +44,20 @@ class Counting(Output):
         self.rows += len(batch)
 
 
-def batches(keys: int) -> list[tuple[Batch, int]]:
+def batches(keys: int, every: int) -> list[tuple[Batch, int | None]]:
     rng = np.random.default_rng(7)
     times = np.arange(EVENTS, dtype=np.int64) + rng.integers(0, 50, EVENTS)
     k = rng.integers(0, keys, EVENTS)
     v = rng.integers(-100, 100, EVENTS)
-    out = []
-    for lo in range(0, EVENTS, BATCH):
+    out: list[tuple[Batch, int | None]] = []
+    for j, lo in enumerate(range(0, EVENTS, BATCH)):
         hi = min(lo + BATCH, EVENTS)
-        out.append((Batch(TupleColumns([k[lo:hi], v[lo:hi]]), times[lo:hi]), int(times[:hi].max()) - 50))
+        watermark = int(times[:hi].max()) - 50 if j % every == every - 1 else None
+        out.append((Batch(TupleColumns([k[lo:hi], v[lo:hi]]), times[lo:hi]), watermark))
     return out
 
 
-def run(prepared: list[tuple[Batch, int]]) -> int:
+def run(prepared: list[tuple[Batch, int | None]]) -> int:
     agg = Aggregates(key(), window_start(), count(), sum(1))
     assigner = TumblingEventTimeWindows.of(1_000)
     plan, _ = aggregates_plan(
@@ -76,15 +79,20 @@ def run(prepared: list[tuple[Batch, int]]) -> int:
     op.open()
     for batch, watermark in prepared:
         op.process_batch(batch)
-        op.process_watermark(watermark)
+        if watermark is not None:
+            op.process_watermark(watermark)
     op.process_watermark((1 << 63) - 1)
     return out.rows
 
 
+@pytest.mark.parametrize("every", [1, 100], ids=["watermark-each-batch", "rare"])
 @pytest.mark.parametrize("keys", [100, 10_000])
-def test_aggregates_window_operator(benchmark: Any, keys: int) -> None:
-    prepared = batches(keys)
+def test_aggregates_window_operator(benchmark: Any, keys: int, every: int) -> None:
+    prepared = batches(keys, every)
     rows = benchmark.pedantic(run, args=(prepared,), rounds=3, iterations=1, warmup_rounds=1)
     assert rows > 0
     seconds = benchmark.stats.stats.median
-    print(f"\nAggregates window, K = {keys:,}: {EVENTS / seconds / 1e6:.2f} M records/s ({rows:,} rows out)")
+    print(
+        f"\nAggregates window, K = {keys:,}, a watermark every {every} batches: "
+        f"{EVENTS / seconds / 1e6:.2f} M records/s ({rows:,} rows out)"
+    )

@@ -1,18 +1,27 @@
 """Vectorized ``Aggregates`` / ``RunningAggregates`` = the per-record path, on random input.
 
-- ``dense_aggregate`` agrees with its twin ``aggregate_reference`` (panes, counts, slots,
-  creation order, new-pane positions, late flags, rows fired by late records), stopping and
-  resuming when it runs out of window slots; ``running_aggregate`` with ``fold_reference``.
+- ``dense_aggregate`` and ``hash_aggregate`` agree with their twin ``aggregate_reference``
+  (panes, counts, slots, creation order, new-pane positions, late flags, rows fired by late
+  records), the dense one stopping and resuming when it runs out of window slots;
+  ``hash_aggregate_insert`` and ``hash_aggregate_reinsert`` keep every pane;
+  ``hash_aggregate_fire`` agrees with its twin (and every pane left stays reachable by
+  probing); ``firing_order`` with ``lexsort``;
+  ``running_aggregate`` agrees with ``fold_reference``.
 - The vectorized window operator and the per-record ``WindowOperator`` running the same
   ``Aggregates`` see the same random disordered batches, watermarks, late records and
   allowed lateness: same records in the same order, same late side output and drop count;
-  a checkpoint taken at a random cut from either restores into the other.
+  a checkpoint taken at a random cut from either restores into the other. Each of the
+  vectorized operators runs on the dense store, the hash store, or switches from the first
+  to the second when it needs more window slots (``STORES``).
 - ``RunningAggregatesOperator`` and the per-record ``KeyedProcessOperator`` running
   ``RunningAggregates``: same records; a checkpoint crosses both ways.
 """
 
 from __future__ import annotations
 
+import builtins
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -47,6 +56,7 @@ from weir.operators.keyed import KeyedProcessOperator
 from weir.operators.running import RunningAggregatesOperator
 from weir.operators.window import WindowOperator
 from weir.operators.window import kernels as wk
+from weir.operators.window import vector as vw
 from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan, slot_layout
 from weir.state import create_keyed_backend
 
@@ -62,6 +72,22 @@ OUTPUTS = st.lists(
     max_size=5,
 )
 FUNCTIONS = {"sum": sum, "min": min, "max": max, "mean": mean, "first": first, "last": last}
+
+
+#: ``DENSE_CELLS`` per store: the default (the tests' panes fit in the dense arrays), 0 (the
+#: first batch moves the panes to the hash table), the first dense arrays' cells (the panes
+#: move, in the middle of a batch, when the arrays would grow).
+STORES = {"dense": vw.DENSE_CELLS, "hash": 0, "switch": 4 * vw._MIN_TABLE}
+
+
+@contextmanager
+def store(name: str) -> Iterator[None]:
+    dense_cells = vw.DENSE_CELLS
+    vw.DENSE_CELLS = STORES[name]
+    try:
+        yield
+    finally:
+        vw.DENSE_CELLS = dense_cells
 
 
 def outputs_of(drawn: list[tuple[str, int]], windowed: bool) -> list[Any]:
@@ -167,6 +193,221 @@ def test_dense_aggregate_agrees_with_its_reference(
     assert got == {pane: [c, accs] for pane, (_, c, accs) in panes.items()}
 
 
+def slot_ops(data: st.DataObject) -> tuple[list[bool], list[int], np.ndarray, np.ndarray]:
+    floats = data.draw(st.lists(st.booleans(), max_size=4))
+    ops = data.draw(
+        st.lists(
+            st.sampled_from([wk.SUM, wk.MIN, wk.MAX, wk.FIRST, wk.LAST]),
+            min_size=len(floats),
+            max_size=len(floats),
+        )
+    )
+    iops = np.array([op for op, f in zip(ops, floats) if not f], np.int64)
+    fops = np.array([op for op, f in zip(ops, floats) if f], np.int64)
+    return floats, ops, iops, fops
+
+
+def fields(table: np.ndarray, mi: int) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Views of a hash store table: its columns by name, its int64 slots, its float64 slots."""
+    columns = {
+        name: table[:, c]
+        for name, c in (
+            ("start", wk.ROW_START), ("key", wk.ROW_KEY), ("seq", wk.ROW_SEQ), ("count", wk.ROW_COUNT),
+            ("fired", wk.ROW_FIRED),
+        )
+    }  # fmt: skip
+    return columns, table[:, wk.ROW_SLOTS : wk.ROW_SLOTS + mi], table.view(np.float64)[:, wk.ROW_SLOTS + mi :]
+
+
+def mixed(floats: list[bool], ints: Any, flts: Any) -> list[Any]:
+    """One pane's slots in the Aggregates' order, from its int64 and float64 slots."""
+    i, f = iter(ints), iter(flts)
+    return [next(f) if is_float else next(i) for is_float in floats]
+
+
+@KERNEL_SETTINGS
+@given(shape=shapes(), lateness=st.integers(0, 60), check_late=st.booleans(), data=st.data())
+def test_hash_aggregate_agrees_with_its_reference(
+    shape: tuple[int, int, int], lateness: int, check_late: bool, data: st.DataObject
+) -> None:
+    size, slide, offset = shape
+    floats, ops, iops, fops = slot_ops(data)
+    mi, mf = len(iops), len(fops)
+    rows_ = 1 << 9  # at most 3 batches x 30 records x 3 windows: never more than half full
+    table = wk.empty_rows(rows_, mi + mf)
+    t, iacc, facc = fields(table, mi)
+    state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+    panes: dict[tuple[int, int], list[Any]] = {}
+    behind: set[tuple[int, int]] = set()
+    watermark = -(1 << 62)
+    for _ in range(data.draw(st.integers(1, 3))):
+        n = data.draw(st.integers(0, 30))
+        times = data.draw(st.lists(st.integers(-200, 400), min_size=n, max_size=n))
+        keys = data.draw(
+            st.lists(st.integers(-3, 5) | st.sampled_from([2**62, -(2**63)]), min_size=n, max_size=n)
+        )
+        rows = [
+            [data.draw(st.floats(-1e6, 1e6) if f else st.integers(-1000, 1000)) for f in floats]
+            for _ in range(n)
+        ]
+        ivals = np.array([[v for v, f in zip(r, floats) if not f] for r in rows], np.int64).reshape(n, mi)
+        fvals = np.array([[v for v, f in zip(r, floats) if f] for r in rows], np.float64).reshape(n, mf)
+        cap = n * 3
+        new_positions, landed = np.empty(cap, np.int64), np.empty(n, np.bool_)
+        fire = [np.empty(cap, np.int64) for _ in range(3)]
+        fire_iacc, fire_facc = np.empty((cap, mi), np.int64), np.empty((cap, mf), np.float64)
+        wk.hash_aggregate(
+            np.array(times, np.int64), np.array(keys, np.int64), ivals, fvals, iops, fops, size, slide, offset,
+            watermark, lateness, check_late, table, table.view(np.float64), state, new_positions, landed, *fire, fire_iacc,
+            fire_facc,
+        )  # fmt: skip
+        expected_new, expected_landed, expected_fires = wk.aggregate_reference(
+            times, keys, rows, ops, size, slide, offset, watermark, lateness, check_late, panes
+        )
+        assert new_positions[: state[wk.NEW]].tolist() == expected_new
+        assert landed.tolist() == expected_landed
+        fired = [
+            (int(fire[0][j]), int(fire[1][j]), int(fire[2][j]), mixed(floats, fire_iacc[j].tolist(), fire_facc[j].tolist()))
+            for j in range(int(state[wk.FIRES]))
+        ]  # fmt: skip
+        assert fired == expected_fires
+        behind |= {(start, k) for start, k, _, _ in expected_fires}
+        watermark = data.draw(st.integers(watermark, 300))
+    live = np.flatnonzero(t["seq"] >= 0).tolist()
+    got = {
+        (int(t["start"][h]), int(t["key"][h])): [
+            int(t["seq"][h]), int(t["count"][h]), mixed(floats, iacc[h].tolist(), facc[h].tolist())
+        ]
+        for h in live
+    }  # fmt: skip
+    assert got == panes
+    assert {pane for pane, h in zip(got, live) if t["fired"][h]} == behind
+    assert int(state[wk.LIVE]) == len(panes)
+    unfired = [start for start, k in panes if (start, k) not in behind]
+    assert int(state[wk.MIN_START]) == builtins.min(unfired, default=wk.NO_START)
+    assert int(state[wk.MIN_FIRED]) == builtins.min((start for start, _ in behind), default=wk.NO_START)
+
+
+@KERNEL_SETTINGS
+@given(data=st.data())
+def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject) -> None:
+    mi, mf = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
+    n = data.draw(st.integers(0, 60))
+    panes = data.draw(
+        st.lists(
+            st.tuples(st.integers(-50, 50), st.integers(-3, 3) | st.sampled_from([2**62, -(2**63)])),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    counts = data.draw(st.lists(st.integers(1, 9), min_size=n, max_size=n))
+    fired = data.draw(st.lists(st.booleans(), min_size=n, max_size=n))
+    iaccs = np.array(
+        data.draw(st.lists(st.integers(-(2**62), 2**62), min_size=n * mi, max_size=n * mi)), np.int64
+    )
+    faccs = np.array(data.draw(st.lists(st.floats(-1e9, 1e9), min_size=n * mf, max_size=n * mf)), np.float64)
+    iaccs, faccs = iaccs.reshape(n, mi), faccs.reshape(n, mf)
+    expected: dict[tuple[int, int], list[Any]] = {}
+    for j, pane in enumerate(panes):  # the twin: the first of equal panes wins; a fired flag sticks
+        entry = expected.setdefault(
+            pane, [len(expected), counts[j], False, iaccs[j].tolist(), faccs[j].tolist()]
+        )
+        entry[2] = entry[2] or fired[j]
+    table = wk.empty_rows(256, mi + mf)
+    state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+    seqs = np.empty(n, np.int64)
+    wk.hash_aggregate_insert(
+        table, table.view(np.float64), np.array([s for s, _ in panes], np.int64), np.array([k for _, k in panes], np.int64),
+        np.array(counts, np.int64), np.array(fired, np.bool_), iaccs, faccs, state, seqs,
+    )  # fmt: skip
+    firsts = [pane not in panes[:j] for j, pane in enumerate(panes)]
+    assert seqs.tolist() == [expected[p][0] if first else -1 for p, first in zip(panes, firsts)]
+    bigger = wk.empty_rows(1024, mi + mf)
+    wk.hash_aggregate_reinsert(table, np.flatnonzero(table[:, wk.ROW_SEQ] >= 0), bigger)
+    for t, ia, fa in (fields(table, mi), fields(bigger, mi)):
+        got = {
+            (int(t["start"][h]), int(t["key"][h])): [
+                int(t["seq"][h]), int(t["count"][h]), bool(t["fired"][h]), ia[h].tolist(), fa[h].tolist()
+            ]
+            for h in np.flatnonzero(t["seq"] >= 0).tolist()
+        }  # fmt: skip
+        assert got == expected
+    assert int(state[wk.LIVE]) == len(expected)
+
+
+@KERNEL_SETTINGS
+@given(
+    panes=st.lists(st.tuples(st.integers(-10, 10), st.integers(-3, 40), st.booleans()), max_size=200),
+    size=st.integers(1, 5),
+    lateness=st.integers(0, 8),
+    untils=st.lists(st.integers(-15, 20), min_size=1, max_size=4),
+)
+def test_hash_aggregate_fire_agrees_with_its_reference(
+    panes: list[tuple[int, int, bool]], size: int, lateness: int, untils: list[int]
+) -> None:
+    table = wk.empty_rows(256, 2)  # up to 78% full: removal shifts rows back
+    t, iacc, facc = fields(table, 1)
+    state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+    n = len(panes)
+    starts, keys = np.array([p[0] for p in panes], np.int64), np.array([p[1] for p in panes], np.int64)
+    fired = np.array([p[2] for p in panes], np.bool_)
+    wk.hash_aggregate_insert(
+        table, table.view(np.float64), starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
+        starts.reshape(n, 1) / 2, state, np.empty(n, np.int64),
+    )  # fmt: skip
+    expected: dict[tuple[int, int], list[Any]] = {}
+    for start, k, f in panes:
+        expected.setdefault((start, k), [len(expected), 1, False])[2] |= f
+    for until in sorted(untils):
+        out = [np.empty(n, np.int64) for _ in range(4)]
+        out_iacc, out_facc = np.empty((n, 1), np.int64), np.empty((n, 1))
+        n_due = wk.hash_aggregate_fire(
+            table, table.view(np.float64), size, lateness, until, *out, out_iacc, out_facc, state
+        )
+        out_start, out_key, out_seq, out_count = (a[:n_due] for a in out)
+        assert (out_count == 1).all() and (out_iacc[:n_due, 0] == out_key * 3).all()
+        assert (out_facc[:n_due, 0] == out_start / 2).all()
+        order = np.lexsort((out_seq, out_start))
+        got_due = list(zip(out_start[order].tolist(), out_key[order].tolist()))
+        assert got_due == wk.hash_aggregate_fire_reference(expected, size, lateness, until)
+        live = np.flatnonzero(t["seq"] >= 0)
+        got = {
+            (int(t["start"][h]), int(t["key"][h])): [int(t["seq"][h]), 1, bool(t["fired"][h])]
+            for h in live.tolist()
+        }
+        assert got == expected
+        assert (iacc[live, 0] == t["key"][live] * 3).all() and (facc[live, 0] == t["start"][live] / 2).all()
+        assert int(state[wk.LIVE]) == len(expected)
+        unfired = [s for (s, _), v in expected.items() if not v[2]]
+        assert int(state[wk.MIN_START]) == builtins.min(unfired, default=wk.NO_START)
+        assert int(state[wk.MIN_FIRED]) == builtins.min(
+            (s for (s, _), v in expected.items() if v[2]), default=wk.NO_START
+        )
+        for start, k in expected:  # every pane is still reachable by probing
+            h = int(np.flatnonzero((t["start"] == start) & (t["key"] == k) & (t["seq"] >= 0))[0])
+            assert wk._row(table, start, k) == h
+
+
+@KERNEL_SETTINGS
+@given(
+    slide=st.integers(1, 1000),
+    offset=st.integers(-5000, 5000),
+    windows=st.lists(st.integers(0, 3000), min_size=0, max_size=300),
+    seq_gaps=st.lists(st.integers(1, 20), min_size=300, max_size=300),
+    shuffle=st.randoms(use_true_random=False),
+)
+def test_firing_order_agrees_with_lexsort(
+    slide: int, offset: int, windows: list[int], seq_gaps: list[int], shuffle: Any
+) -> None:
+    n = len(windows)
+    starts = np.array([offset + w * slide for w in windows], np.int64)
+    seqs = np.cumsum(seq_gaps[:n]).astype(np.int64)  # unique, gaps: some spans are too wide
+    shuffle.shuffle(seqs)
+    order = np.empty(n, np.int64)
+    if wk.firing_order(starts, seqs, slide, order):
+        assert order.tolist() == np.lexsort((seqs, starts)).tolist()
+
+
 @KERNEL_SETTINGS
 @given(data=st.data())
 def test_running_aggregate_agrees_with_the_reference(data: st.DataObject) -> None:
@@ -267,7 +508,7 @@ def play(runs_: list[Run], steps: list[tuple[list[tuple[Any, int]], int]]) -> No
 @given(
     drawn=OUTPUTS, shape=shapes(), lateness=st.sampled_from([0, 0, 30, 200]), side=st.booleans(),
     run=runs(), direction=st.sampled_from(["vector->record", "record->vector", "vector->vector"]),
-    lmdb=st.booleans(),
+    lmdb=st.booleans(), stores=st.tuples(st.sampled_from(sorted(STORES)), st.sampled_from(sorted(STORES))),
 )  # fmt: skip
 def test_vectorized_aggregates_equal_the_per_record_path(
     drawn: list[tuple[str, int]],
@@ -277,8 +518,10 @@ def test_vectorized_aggregates_equal_the_per_record_path(
     run: tuple[list[tuple[list[tuple[Any, int]], int]], int],
     direction: str,
     lmdb: bool,
+    stores: tuple[str, str],
     tmp_path_factory: Any,
 ) -> None:
+    """``stores``: the store of the vectorized operator before the checkpoint, and after."""
     size, slide, offset = shape
     assigner = (
         TumblingEventTimeWindows(size, offset)
@@ -288,7 +531,8 @@ def test_vectorized_aggregates_equal_the_per_record_path(
     tag = OutputTag("late") if side else None
     steps, cut = run
     per_record, vector = (Run(op) for op in window_pair(drawn, assigner, lateness, tag))
-    play([per_record, vector], [*steps, ([], MAX_WM)])
+    with store(stores[0]):
+        play([per_record, vector], [*steps, ([], MAX_WM)])
     assert vector.records() == per_record.records()
     assert vector.output.side == per_record.output.side
     assert vector.op.metrics.late_records_dropped == per_record.op.metrics.late_records_dropped
@@ -300,14 +544,18 @@ def test_vectorized_aggregates_equal_the_per_record_path(
         "lmdb" if lmdb else "hashmap", "op", 128, KeyGroupRange(0, 127), path=path / "a"
     )
     first_run = Run(ops[before], backend)
-    play([first_run], steps[:cut])
-    snapshot = first_run.checkpoint()
+    with store(stores[0]):
+        play([first_run], steps[:cut])
+        snapshot = first_run.checkpoint()
     later = window_pair(drawn, assigner, lateness, tag)[0 if after == "record" else 1]
-    second = Run(later, create_keyed_backend("hashmap", "op", 128, KeyGroupRange(0, 127)), restore=[snapshot])
-    second.op.current_watermark = (
-        first_run.op.current_watermark
-    )  # a task restores no watermark: the next one comes
-    play([second], [*steps[cut:], ([], MAX_WM)])
+    with store(stores[1]):
+        second = Run(
+            later, create_keyed_backend("hashmap", "op", 128, KeyGroupRange(0, 127)), restore=[snapshot]
+        )
+        second.op.current_watermark = (
+            first_run.op.current_watermark
+        )  # a task restores no watermark: the next one comes
+        play([second], [*steps[cut:], ([], MAX_WM)])
     assert first_run.records() + second.records() == per_record.records()
 
 

@@ -3,14 +3,22 @@
 Theory of operation
 -------------------
 ``AggregatesWindowOperator`` is the vectorized window operator (``VectorWindowOperator``: key
-probe, key slots, dense pane store, checkpoints in the canonical form) running the
+probe, key slots, pane stores, checkpoints in the canonical form) running the
 declarative ``Aggregates(key(), window_start(), count(), sum(1), max(2), ...)`` instead of
 one built-in. A pane holds a count and one accumulator per aggregate of a field (a *slot*):
-int64 slots and float64 slots in two arrays ``[window slot, key slot, slot]`` of
-``_AggregatePanes``; one numba call per batch (``kernels.dense_aggregate``) assigns windows,
-creates panes and folds every slot of every record in arrival order, as
-``Aggregates.add`` does (the first value, then ``acc + v``; ``min``/``max`` replace only on
-a strictly smaller/larger value; ``first`` keeps, ``last`` replaces; int64 sums wrap).
+int64 slots and float64 slots. One numba call per batch assigns windows, creates panes and
+folds every slot of every record in arrival order, as ``Aggregates.add`` does (the first
+value, then ``acc + v``; ``min``/``max`` replace only on a strictly smaller/larger value;
+``first`` keeps, ``last`` replaces; int64 sums wrap).
+
+Pane stores: panes start in the dense arrays ``[window slot, key slot, slot]`` of
+``_AggregatePanes`` (``kernels.dense_aggregate``; a ``fired`` flag per window). When those
+would grow past ``vector.DENSE_CELLS`` while under a quarter of their cells would be live
+(``_AggregatePanes.outgrows``: many keys spread over many open windows), the operator moves
+the panes once, even in the middle of a batch, into ``_AggregateHashPanes``: one
+open-addressing table of int64 rows ``(start, key, seq, count, fired, slots...)``
+(``kernels.hash_aggregate``), whose memory follows the live panes. Both give
+the same rows in the same order.
 
 Eligibility (``aggregates_plan``; the reason is kept for ``weir plan``): tumbling or sliding
 windows in event or processing time with the default trigger and no evictor, no window
@@ -48,13 +56,17 @@ from weir.core.state import AggregatingStateDescriptor
 from weir.core.window import EventTimeTrigger, ProcessingTimeTrigger, TimeWindow, Trigger, WindowAssigner
 from weir.errors import UsageError
 from weir.operators.window import kernels as wk
+from weir.operators.window import vector
 from weir.operators.window.shared import WindowOperatorBase
 from weir.operators.window.vector import (
     _ASSIGNERS,
+    _MIN_TABLE,
     PaneColumns,
     VectorWindowOperator,
     _DensePanes,
+    _HashPanes,
     _ObjectKeys,
+    _PaneStore,
 )
 from weir.time.timers import InternalTimerService
 
@@ -260,6 +272,17 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 # ----------------------------------------------------------------------------- panes
 
 
+def _concatenate(a: PaneColumns | None, b: PaneColumns | None) -> PaneColumns | None:
+    """Fired rows of two parts of one batch, in order."""
+    if a is None or b is None:
+        return a if b is None else b
+    return PaneColumns(
+        np.concatenate([a.starts, b.starts]), np.concatenate([a.keys, b.keys]),
+        np.concatenate([a.counts, b.counts]),
+        (np.concatenate([a.accs[0], b.accs[0]]), np.concatenate([a.accs[1], b.accs[1]])), None,
+    )  # fmt: skip
+
+
 class _AggregatePanes(_DensePanes):
     """``_DensePanes`` with a count and several slots per pane, and windows that may have fired
     (allowed lateness: they stay until their cleanup time)."""
@@ -308,20 +331,25 @@ class _AggregatePanes(_DensePanes):
         watermark: int,
         lateness: int,
         check_late: bool,
-    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None]:
-        """Fold a batch in: which records landed in a window, the keys new to this store, and
-        the rows fired again by records in windows that fired already (None: none)."""
+    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None, int]:
+        """Fold a batch in: which records landed in a window, the keys new to this store, the
+        rows fired again by records in windows that fired already (None: none), and how many
+        records were folded -- fewer than all when the arrays would grow past ``outgrows``
+        (the operator then moves the panes to the hash store and goes on there)."""
         n = len(times)
         before = self.n_keys
         slots = self._slots(keys)
         new_keys = self.slot_keys[before : self.n_keys] if self.int_keys else keys[:0]
         top = self.n_keys if self.int_keys else (int(slots.max()) + 1 if n else 0)
+        landed = np.empty(n, np.bool_)
         if top > self.key_capacity:
-            self._alloc(self.windows, max(top, 2 * self.key_capacity))
+            wanted = max(top, 2 * self.key_capacity)
+            if self.outgrows(self.windows * wanted):
+                return landed, new_keys, None, 0
+            self._alloc(self.windows, wanted)
         cap = n * self.per_record
         new_positions = np.empty(cap, np.int64)
         new_windows = np.empty(cap, np.int64)
-        landed = np.empty(n, np.bool_)
         fires = cap if check_late and lateness else 0
         fire_w, fire_k, fire_count = (
             np.empty(fires, np.int64),
@@ -342,7 +370,7 @@ class _AggregatePanes(_DensePanes):
                 fire_iacc, fire_facc, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
-            if begin >= n:
+            if begin >= n or self.outgrows(2 * self.cells()):
                 break
             self._alloc(2 * self.windows, self.key_capacity)  # every window slot was open
         f = int(state[wk.FIRES])
@@ -352,7 +380,13 @@ class _AggregatePanes(_DensePanes):
             fired = PaneColumns(
                 self.win_start[fire_w[:f]], fire_keys, fire_count[:f], (fire_iacc[:f], fire_facc[:f]), None
             )
-        return landed, new_keys, fired
+        return landed, new_keys, fired, min(begin, n)
+
+    def outgrows(self, cells: int) -> bool:
+        """Whether arrays of ``cells`` cells are too big and too empty: past ``DENSE_CELLS``
+        while fewer than a quarter of them would hold a live pane (the hash table then
+        needs less memory)."""
+        return cells > vector.DENSE_CELLS and 4 * self.live < cells
 
     def _collect(self, windows: np.ndarray, clear: np.ndarray) -> PaneColumns:
         """The panes of window slots ``windows``, window by window, each in creation order."""
@@ -395,11 +429,16 @@ class _AggregatePanes(_DensePanes):
         return self._collect(windows, np.zeros(len(windows), np.bool_))
 
     def insert(self, columns: PaneColumns) -> bool:
-        """Add panes in this order (a window's panes keep it); a pane that exists is skipped."""
+        """Add panes in this order (a window's panes keep it); a pane that exists is skipped.
+        False (and nothing added) if the arrays would grow too big and too empty."""
         if not len(columns):
             return True
         slots = self._slots(columns.keys.astype(np.int64))
         windows = len(np.unique(columns.starts)) + int(self.win_live.sum())
+        keys = max(self.key_capacity, int(slots.max()) + 1)
+        cells = max(1 << (windows - 1).bit_length(), self.windows) * keys
+        if cells > vector.DENSE_CELLS and 4 * (self.live + len(columns)) < cells:
+            return False
         self._key_room(slots)
         if windows > self.windows:
             self._alloc(1 << (windows - 1).bit_length(), self.key_capacity)
@@ -418,6 +457,132 @@ class _AggregatePanes(_DensePanes):
             self.count[w, slot] = count
             self.iacc[w, slot] = iaccs[i]
             self.facc[w, slot] = faccs[i]
+        return True
+
+
+class _AggregateHashPanes(_HashPanes):
+    """Panes in one hash table of int64 rows (``kernels.hash_aggregate``): window start, key,
+    creation seq, count, ``fired`` flag, then the int64 slots and the float64 slots (read
+    through ``ftable``, a float64 view of the same memory). Memory follows the live panes,
+    whatever the number of keys and open windows. The operator moves its panes here once when
+    the dense arrays would grow too big and too empty (``outgrows``)."""
+
+    def __init__(self, mi: int, mf: int, size: int, slide: int, offset: int) -> None:
+        _PaneStore.__init__(self, wk.SUM, np.int64, size, slide, offset, False)
+        self.mi, self.mf = mi, mf
+        self.firsts = None
+        self.state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+        self._use(wk.empty_rows(_MIN_TABLE, mi + mf))
+
+    def _use(self, table: np.ndarray) -> None:
+        self.table = table
+        self.ftable = table.view(np.float64)
+
+    def _resize(self, rows: np.ndarray, size: int) -> None:
+        table = wk.empty_rows(size, self.mi + self.mf)
+        wk.hash_aggregate_reinsert(self.table, rows, table)
+        self._use(table)
+
+    def _live_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.table[:, wk.ROW_SEQ] >= 0)
+
+    def fold(
+        self,
+        times: np.ndarray,
+        keys: np.ndarray,
+        ivals: np.ndarray,
+        fvals: np.ndarray,
+        plan_ops: tuple[np.ndarray, np.ndarray],
+        watermark: int,
+        lateness: int,
+        check_late: bool,
+    ) -> tuple[np.ndarray, np.ndarray, PaneColumns | None, int]:
+        """As ``_AggregatePanes.fold``; the keys are those of the new panes, and every record
+        is folded."""
+        n = len(times)
+        cap = n * self.per_record
+        self._reserve(cap)
+        new_positions = np.empty(cap, np.int64)
+        landed = np.empty(n, np.bool_)
+        fires = cap if check_late and lateness else 0
+        fire_start, fire_key, fire_count = (np.empty(fires, np.int64) for _ in range(3))
+        fire_iacc, fire_facc = np.empty((fires, self.mi), np.int64), np.empty((fires, self.mf), np.float64)
+        iops, fops = plan_ops
+        wk.hash_aggregate(
+            times, keys, ivals, fvals, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
+            check_late, self.table, self.ftable, self.state, new_positions, landed, fire_start,
+            fire_key, fire_count, fire_iacc, fire_facc,
+        )  # fmt: skip
+        f = int(self.state[wk.FIRES])
+        fired = None
+        if f:
+            fired = PaneColumns(
+                fire_start[:f], fire_key[:f], fire_count[:f], (fire_iacc[:f], fire_facc[:f]), None
+            )
+        return landed, keys[new_positions[: int(self.state[wk.NEW])]], fired, n
+
+    def _panes(self, rows: np.ndarray) -> PaneColumns:
+        """Rows ``rows`` as pane columns, in firing order (windows by start, then creation)."""
+        table, slots = self.table, wk.ROW_SLOTS
+        rows = rows[self._firing_order(table[rows, wk.ROW_START], table[rows, wk.ROW_SEQ])]
+        picked = table[rows]
+        return PaneColumns(
+            picked[:, wk.ROW_START].copy(), picked[:, wk.ROW_KEY].copy(), picked[:, wk.ROW_COUNT].copy(),
+            (picked[:, slots : slots + self.mi].copy(), picked[:, slots + self.mi :].view(np.float64).copy()),
+            None, picked[:, wk.ROW_FIRED] != 0,
+        )  # fmt: skip
+
+    def _firing_order(self, starts: np.ndarray, seqs: np.ndarray) -> np.ndarray:
+        """The order of panes by window start, then creation (``kernels.firing_order``, else
+        ``lexsort``)."""
+        order = np.empty(len(starts), np.int64)
+        if wk.firing_order(starts, seqs, self.slide, order):
+            return order
+        return np.lexsort((seqs, starts))
+
+    def next_end(self) -> int | None:
+        return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
+
+    def take(self, until: int, lateness: int) -> PaneColumns | None:
+        """As ``_AggregatePanes.take``: the panes that have not fired and whose
+        ``max_timestamp`` is at or before ``until``, in firing order, now marked fired; every
+        pane past its cleanup time (``max_timestamp + lateness <= until``) is removed."""
+        state, last = self.state, self.size - 1
+        if min(int(state[wk.MIN_START]) + last, int(state[wk.MIN_FIRED]) + last + lateness) > until:
+            return None
+        m = self.live
+        starts, keys, seqs, counts = (np.empty(m, np.int64) for _ in range(4))
+        iaccs, faccs = np.empty((m, self.mi), np.int64), np.empty((m, self.mf), np.float64)
+        n = wk.hash_aggregate_fire(
+            self.table, self.ftable, self.size, lateness, until, starts, keys, seqs, counts, iaccs, faccs,
+            state,
+        )  # fmt: skip
+        order = self._firing_order(starts[:n], seqs[:n])
+        columns = PaneColumns(starts[order], keys[order], counts[order], (iaccs[order], faccs[order]), None)
+        m = self.live
+        if len(self.table) > 8 * self._size_for(m):
+            self._resize(self._live_rows(), self._size_for(m))
+        return columns if len(columns) else None
+
+    def export(self) -> PaneColumns:
+        """Every live pane, in firing order, with its fired flag (nothing is removed)."""
+        return self._panes(self._live_rows())
+
+    def insert(self, columns: PaneColumns) -> bool:
+        """Add panes in this order (their creation order follows it); a pane that exists is
+        skipped (a fired flag is kept)."""
+        n = len(columns)
+        if not n:
+            return True
+        self._reserve(n)
+        iaccs, faccs = columns.accs
+        fired = columns.fired if columns.fired is not None else np.zeros(n, np.bool_)
+        wk.hash_aggregate_insert(
+            self.table, self.ftable, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
+            columns.counts.astype(np.int64), fired.astype(np.bool_),
+            np.asarray(iaccs, np.int64).reshape(n, self.mi), np.asarray(faccs, np.float64).reshape(n, self.mf),
+            self.state, np.empty(n, np.int64),
+        )  # fmt: skip
         return True
 
 
@@ -461,7 +626,9 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self.vectorized_reason = "vectorized"
 
     def _new_store(self, dense: bool, int_keys: bool) -> Any:
-        return _AggregatePanes(self.mi, self.mf, self.size, self.slide, self.offset, int_keys)
+        if dense:
+            return _AggregatePanes(self.mi, self.mf, self.size, self.slide, self.offset, int_keys)
+        return _AggregateHashPanes(self.mi, self.mf, self.size, self.slide, self.offset)
 
     # -- records -------------------------------------------------------------------------------
     def process_batch(self, batch: Batch) -> None:
@@ -473,10 +640,20 @@ class AggregatesWindowOperator(VectorWindowOperator):
         times = self._times(batch)
         keys = self._keys(values, n)
         ivals, fvals = slot_columns(self.aggregates, values, n, f"operator '{self.name}'")
-        panes: _AggregatePanes = self.panes  # type: ignore[assignment]
-        landed, new_keys, fired = panes.fold(
-            times, keys, ivals, fvals, self._ops, self.current_watermark, self.lateness, self.event_time
-        )
+        panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
+        args = (self._ops, self.current_watermark, self.lateness, self.event_time)
+        landed, new_keys, fired, done = panes.fold(times, keys, ivals, fvals, *args)
+        if done < n:  # the dense arrays would grow too big and too empty: go on in the hash table
+            self._replace_store(dense=False)
+            rest = slice(done, n)
+            rest_landed, rest_keys, rest_fired, _ = self.panes.fold(  # type: ignore[union-attr]
+                times[rest], keys[rest], ivals[rest], fvals[rest], *args
+            )
+            landed[rest] = rest_landed
+            new_keys = np.concatenate([new_keys, rest_keys])
+            fired = _concatenate(fired, rest_fired)
+        elif isinstance(panes, _AggregatePanes) and panes.outgrows(panes.cells()):
+            self._replace_store(dense=False)
         if self._objects is None and len(new_keys):
             self.check_new_keys(new_keys)
         if fired is not None:
@@ -494,7 +671,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
 
     # -- time ----------------------------------------------------------------------------------
     def _fire(self, until: int) -> None:
-        panes: _AggregatePanes = self.panes  # type: ignore[assignment]
+        panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
         due = panes.take(until, self.lateness)
         if due is not None and len(due):
             self._emit_rows(due)

@@ -1,4 +1,5 @@
-"""Which ``Aggregates``/``RunningAggregates`` run vectorized, and why; errors; rescaling.
+"""Which ``Aggregates``/``RunningAggregates`` run vectorized, and why; errors; rescaling;
+when the panes move from the dense arrays to the hash table.
 
 The record-for-record comparisons with the per-record path (random input, allowed
 lateness, side outputs, checkpoints crossing paths) are in
@@ -10,8 +11,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
+from weir.codec.batch import Batch, TupleColumns
 from weir.columnar import Aggregates, RunningAggregates, count, first, key, last, mean, sum, window_start
 from weir.columnar.aggregates import AggregatesWindowFunction
 from weir.common import Types
@@ -29,12 +32,21 @@ from weir.keys import KeyGroupRange, assign_to_key_group
 from weir.operators import running
 from weir.operators.factory import create_operator
 from weir.operators.window import WindowOperator, create_window_operator, explain
+from weir.operators.window import vector as vw
 from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan
 
 from .test_vector_window import MAX_WM, Run, play
 
 ROW = Types.TUPLE([Types.LONG(), Types.LONG(), Types.DOUBLE(), Types.STRING()])
 TUMBLING = TumblingEventTimeWindows.of(1_000)
+
+
+@pytest.fixture(params=["dense", "hash"])
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test with the dense pane arrays, and again with the hash table of panes."""
+    if request.param == "hash":
+        monkeypatch.setattr(vw, "DENSE_CELLS", 0)  # the first batch moves the panes to the hash table
+    return str(request.param)
 
 
 def window_nodes(env: StreamExecutionEnvironment, kind: str) -> list[Any]:
@@ -109,13 +121,13 @@ def pair(lateness: int = 0) -> tuple[Any, Any]:
     )  # fmt: skip
 
 
-def test_a_field_that_is_not_a_number_is_a_clear_error() -> None:
+def test_a_field_that_is_not_a_number_is_a_clear_error(store: str) -> None:
     run = Run(pair()[1])
     with pytest.raises(UsageError, match=r"field 1 must be a number.*'x'"):
         run.batch([((1, "x", 0.5, "a"), 10)])
 
 
-def test_restored_state_that_is_no_accumulator_is_a_clear_error() -> None:
+def test_restored_state_that_is_no_accumulator_is_a_clear_error(store: str) -> None:
     run = Run(pair()[0])
     run.batch([((1, 2, 0.5, "a"), 10)])
     snapshot = run.checkpoint()
@@ -130,7 +142,7 @@ def test_restored_state_that_is_no_accumulator_is_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize("lateness", [0, 700])
-def test_a_checkpoint_rescales_over_two_key_group_ranges(lateness: int) -> None:
+def test_a_checkpoint_rescales_over_two_key_group_ranges(lateness: int, store: str) -> None:
     rng = random.Random(5)
     events = [
         ((rng.randrange(40), rng.randrange(100), rng.randrange(8) / 4, "s"), i * 7 + rng.randrange(900))
@@ -160,3 +172,52 @@ def test_a_checkpoint_rescales_over_two_key_group_ranges(lateness: int) -> None:
         got += half.records()
     assert sorted(map(repr, got)) == sorted(map(repr, whole.records()))
     assert MAX_WM
+
+
+PAIR = Types.TUPLE([Types.LONG(), Types.LONG()])
+
+
+def count_and_sum(keys: int) -> tuple[Run, list[tuple[tuple[int, int, int, int], int]], dict[str, Any]]:
+    """300 s of events, one per ms, over ``keys`` keys, with no watermark until the end (so
+    ~300 windows are open at once, as when the periodic watermark fires rarely), run through
+    ``Aggregates(key(), window_start(), count(), sum(1))``; and the answer from a dict, in
+    firing order (windows by start, panes in creation order)."""
+    agg = Aggregates(key(), window_start(), count(), sum(1))
+    plan, _ = aggregates_plan(
+        {"spec": agg.spec, "input_type": PAIR}, TUMBLING, TUMBLING.get_default_trigger(), None
+    )
+    assert plan is not None
+    run = Run(
+        AggregatesWindowOperator("w", wrap_key_selector(lambda r: r[0]), TUMBLING, plan, PAIR, None, agg)
+    )
+    rng = np.random.default_rng(3)
+    n = 300_000
+    times = np.arange(n, dtype=np.int64) + rng.integers(0, 50, n)
+    k, v = rng.integers(0, keys, n), rng.integers(-100, 100, n)
+    for lo in range(0, n, 4_096):
+        part = slice(lo, lo + 4_096)
+        run.op.process_batch(Batch(TupleColumns([k[part], v[part]]), times[part]))
+    stats = run.op.statistics()
+    run.watermark(MAX_WM)
+    panes: dict[tuple[int, int], list[int]] = {}
+    for t, key_, value in zip(times.tolist(), k.tolist(), v.tolist()):
+        pane = panes.setdefault((t - t % 1_000, key_), [0, 0])
+        pane[0] += 1
+        pane[1] += value
+    expected = [
+        ((key_, start, c, total), start + 999)
+        for (start, key_), (c, total) in sorted(panes.items(), key=lambda item: item[0][0])  # stable
+    ]
+    return run, expected, stats
+
+
+def test_many_open_windows_of_many_keys_move_the_panes_to_the_hash_table() -> None:
+    run, expected, stats = count_and_sum(10_000)
+    assert stats["store"] == "hash"  # dense: 300 windows x 10,000+ key slots, 90% empty
+    assert run.records() == expected
+
+
+def test_many_open_windows_of_few_keys_stay_in_the_dense_arrays() -> None:
+    run, expected, stats = count_and_sum(100)
+    assert stats["store"] == "dense"  # 512 window slots x 1,024 key slots: under DENSE_CELLS
+    assert run.records() == expected

@@ -303,6 +303,7 @@ class Run:
         self.env = build_job(ds, config, self.run, self.sink, self.work_dir)
         self.checkpoints_completed = 0
         self.restarts = 0
+        self.restart_log: list[str] = []
 
     def execute(self) -> Run:
         warm_up()  # the latency kernel, before any record is measured
@@ -316,6 +317,8 @@ class Run:
     def _record(self, outcome: Any) -> None:
         self.checkpoints_completed = int(outcome.get_accumulator_result("checkpoints_completed") or 0)
         self.restarts = int(outcome.get_accumulator_result("restarts") or 0)
+        self.restart_log = list(outcome.get_accumulator_result("restart_log") or [])
+        self.sink.commit_finished()
 
     async def execute_async(self) -> Run:
         from weir.cluster.client import run_stream_graph

@@ -117,6 +117,12 @@ class LatencySink(Sink):
     def last_arrival_ns(self) -> int:
         return max((s.last_arrival_ns for s in self.subtasks.values()), default=0)
 
+    def commit_finished(self) -> None:
+        """The job FINISHED: every row its last attempt received is part of the output (as
+        Flink's two-phase-commit sinks commit on the job's final checkpoint)."""
+        for subtask in self.subtasks.values():
+            subtask.commit(None)
+
     def rows(self) -> list[tuple[Any, ...]]:
         return [row for s in self.subtasks.values() for row in s.rows]
 
@@ -261,8 +267,10 @@ class LatencySinkOperator(SinkOperator):
         self.state.commit(checkpoint_id)
 
     def finish(self) -> None:
+        # The end of the input. What came after the last checkpoint is final only once the job
+        # has FINISHED (``LatencySink.commit_finished``): the job may still fail and restart
+        # from that checkpoint while other tasks run, and then it comes again.
         self.flush()
-        self.state.commit(None)  # the end of the input: everything received is final
 
     def close(self) -> None:
         if hasattr(self, "state"):

@@ -233,6 +233,8 @@ class JobMaster:
         await self._apply_checkpoint_retention()
         runtime_ms = int((trio.current_time() - started) * 1000)
         accumulators: dict[str, Any] = {"restarts": self.restarts}
+        if self.restart_log:
+            accumulators["restart_log"] = list(self.restart_log)  # which restart, when, and its cause
         if self.checkpoints is not None:
             accumulators["checkpoints_completed"] = len(self.checkpoints.completed)
             accumulators["checkpoint_stats"] = [r.to_json() for r in self.checkpoints.history.finished]

@@ -133,7 +133,10 @@ def _snapshot_executor() -> ThreadPoolExecutor:
 
 
 class _BackendClosing(Exception):
-    """A snapshot read stopped because its backend is closing."""
+    """A snapshot read stopped because its backend is closing (its task finished or was
+    cancelled): the checkpoint is declined without counting as a failed one."""
+
+    task_closing = True
 
 
 class PendingLmdbSnapshot(PendingKeyedStateSnapshot):

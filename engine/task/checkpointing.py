@@ -254,7 +254,13 @@ class SubtaskCheckpointCoordinator:
             )
         except Exception as exc:
             if d.on_checkpoint_decline is not None:
-                d.on_checkpoint_decline(d.execution_id, checkpoint_id, f"{type(exc).__name__}: {exc}")
+                # the task finished and closed its state while the files were written: not a
+                # failure of checkpointing (Flink's CHECKPOINT_DECLINED_TASK_CLOSING is not
+                # counted toward the tolerated failures either)
+                closing = getattr(exc, "task_closing", False)
+                d.on_checkpoint_decline(
+                    d.execution_id, checkpoint_id, f"{type(exc).__name__}: {exc}", not closing
+                )
             return
         timing = self._checkpoint_timing.pop(checkpoint_id, {})
         if d.on_checkpoint_metrics is not None:

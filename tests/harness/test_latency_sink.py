@@ -57,3 +57,27 @@ async def test_a_restored_checkpoint_commits_the_rows_it_pre_committed(
     fresh = OneInputStreamOperatorTestHarness(sink.create_operator("latency sink"))
     fresh.open()  # a start without a checkpoint commits nothing more
     assert sorted(sink.rows()) == [("a",), ("b",)]
+
+
+async def test_rows_after_the_last_checkpoint_are_final_only_when_the_job_finished(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The sink's input ended, then the job restarted from the beginning (a checkpoint failed
+    while other tasks ran): the first attempt's rows are not part of the output, the rows of
+    the attempt that finished are, once."""
+    run = ReplayRun()
+    run.anchor(now_ns())
+    sink = LatencySink(run, collect=True)
+    first = OneInputStreamOperatorTestHarness(sink.create_operator("latency sink"))
+    first.open()
+    first.process_elements([("a", now_ns()), ("b", now_ns())])
+    first.end_input()  # finish: the end of the input
+    first.close()
+    assert sink.rows() == []
+    second = OneInputStreamOperatorTestHarness(sink.create_operator("latency sink"))
+    second.open()
+    second.process_elements([("a", now_ns()), ("b", now_ns())])
+    second.end_input()
+    second.close()
+    sink.commit_finished()
+    assert sorted(sink.rows()) == [("a",), ("b",)]

@@ -111,12 +111,29 @@ class SubtaskCheckpointCoordinator:
         always the full, canonical snapshot). Keyed snapshots are taken with ``snapshot_async``:
         here only what does not grow with the state; the entries are encoded in the
         asynchronous part (``write_operator_snapshots``), except for an operator that declares
-        ``shares_state_objects`` (it mutates objects it also handed to the backend)."""
+        ``shares_state_objects`` (it mutates objects it also handed to the backend). An operator
+        with ``defer_pane_snapshots`` (the fast window mode) freezes the panes it holds outside
+        its backend at the barrier and hands them over as ``pane_snapshot``, which is merged into
+        the keyed and timer snapshots in the asynchronous part; before an incremental snapshot
+        it writes them into the backend instead (a run holds the backend's own entries)."""
         d = self.d
         started = time.perf_counter()
         first = self._first_barrier_ms.pop(checkpoint_id, None)
         timing = self._checkpoint_timing.setdefault(checkpoint_id, {})
         timing["alignment_ms"] = 0.0 if first is None else float(d.processing_time_ms() - first)
+        storage = d.checkpoint_storage
+        incremental = {}
+        for op in self.chain.operators:
+            backend = op.context.keyed_backend
+            incremental[id(op)] = (
+                not full
+                and storage is not None
+                and backend is not None
+                and getattr(backend, "incremental_checkpointing", False)
+            )
+            if hasattr(op, "defer_pane_snapshots"):
+                # panes merge into a canonical snapshot; an incremental run takes them written out
+                op.defer_pane_snapshots = not incremental[id(op)]
         for node_id in d.job_vertex.chained_node_ids:
             self.chain.guards[node_id].call("prepare_snapshot_pre_barrier", checkpoint_id)
         await self.chain.drain()
@@ -137,13 +154,18 @@ class SubtaskCheckpointCoordinator:
                 timer_snapshot = internal.snapshot()
             keyed: Any = None
             if backend is not None:
-                storage = d.checkpoint_storage
-                if not full and storage is not None and getattr(backend, "incremental_checkpointing", False):
+                if incremental[id(op)]:
+                    assert storage is not None
                     keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete)
                 elif getattr(op, "shares_state_objects", False):
                     keyed = backend.snapshot()  # it mutates objects it also put in the backend
                 else:
                     keyed = backend.snapshot_async()  # the rest happens in write_and_acknowledge
+            panes = getattr(op, "pane_snapshot", None)
+            if panes is not None:  # frozen at the barrier; merged in the asynchronous phase
+                op.pane_snapshot = None  # type: ignore[attr-defined]
+                keyed = panes.keyed(keyed)
+                timer_snapshot = panes.pending_timers(timer_snapshot)
             out.append(
                 OperatorSnapshot(
                     operator_id=ctx.operator_id,

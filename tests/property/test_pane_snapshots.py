@@ -23,12 +23,15 @@ from hypothesis import strategies as st
 from tests.unit.operators.test_vector_window import MAX_WM, Run, disordered, play, steps_of
 from tests.unit.operators.test_window_perf_fast_mode import SLIDING, TUMBLING, Average, general
 from weir.core.functions import wrap_key_selector, wrap_reduce
+from weir.core.window import TimeWindow
 from weir.datastream import AggregateFunction
 from weir.keys import KeyGroupRange
 from weir.operators.window import WindowOperator
 from weir.operators.window import fast as fast_module
-from weir.state import create_keyed_backend
+from weir.state import create_keyed_backend, serde
 from weir.state.panes import MutableAccumulatorError, _all_immutable, is_immutable
+from weir.state.state_file import decode_state_file, encode_state_file
+from weir.time.timers import Timer, TimerSnapshot
 
 
 class ListSum(AggregateFunction):
@@ -214,3 +217,30 @@ def test_is_immutable_accepts_only_scalars_and_tuples_of_them(value: Any) -> Non
         return all(map(reference, v)) if isinstance(v, tuple) else True
 
     assert is_immutable(value) == reference(value) == _all_immutable([value, 0, value])
+
+
+_timers = st.lists(
+    st.builds(
+        Timer,
+        st.integers(-(1 << 63), (1 << 63) - 1),
+        st.integers() | st.text(max_size=5) | st.tuples(st.integers(), st.text(max_size=3)),
+        st.none()
+        | st.builds(lambda s, n: TimeWindow(s, s + n), st.integers(-1000, 1000), st.integers(1, 50)),
+        st.integers(0, 32767),
+    ),
+    max_size=30,
+).map(tuple)
+
+
+@given(event=_timers, processing=_timers, old=st.booleans())
+def test_timer_snapshots_round_trip_through_a_state_file_packed_and_in_the_earlier_form(
+    event: tuple[Timer, ...], processing: tuple[Timer, ...], old: bool
+) -> None:
+    snapshot = TimerSnapshot(KeyGroupRange(0, 127), event, processing)
+    payload = {"keyed": None, "timers": snapshot}
+    with pytest.MonkeyPatch.context() as patch:
+        if old:  # files written before timers were packed: one weir.Timer each
+            patch.setitem(serde._by_type, TimerSnapshot, serde._by_name["weir.TimerSnapshot"])
+        data = encode_state_file(payload)
+    assert (b"weir.PackedTimerSnapshot" in data) is not old
+    assert decode_state_file(data, "test", trusted=False)["timers"] == snapshot

@@ -28,6 +28,7 @@ to take its later snapshots the synchronous way.
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
@@ -97,9 +98,11 @@ class PaneSnapshot:
         self.event_time = event_time
         self.max_parallelism = max_parallelism
         self._on_mutable = on_mutable
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._checked = False
         #: per namespace: (keys in firing order, their key groups) -- built once, by whichever result() is first
         self._ordered: list[tuple[list[Any], np.ndarray]] | None = None
+        self._raw_keys: list[tuple[dict[Any, Any], list[Any], list[bytes]]] | None = None
 
     # -- the asynchronous phase ------------------------------------------------------------------
     def _key_groups(self, keys: list[Any]) -> np.ndarray:
@@ -111,12 +114,11 @@ class PaneSnapshot:
         ]
         return np.concatenate(parts)
 
-    def _order(self) -> list[tuple[list[Any], np.ndarray]]:
-        """Per namespace the keys in firing order (backed ones first) and their key groups;
-        checks the accumulators first (``MutableAccumulatorError``)."""
+    def _check(self) -> None:
+        """Every frozen accumulator is immutable, else ``MutableAccumulatorError`` (checked once)."""
         with self._lock:
-            if self._ordered is not None:
-                return self._ordered
+            if self._checked:
+                return
             for _, _, in_memory, _ in self.windows:
                 values = list(in_memory.values())
                 for i in range(0, len(values), BATCH):
@@ -129,6 +131,13 @@ class PaneSnapshot:
                             "checkpoints of this operator write their panes synchronously"
                         )
                     time.sleep(0)
+            self._checked = True
+
+    def _order(self) -> list[tuple[list[Any], np.ndarray]]:
+        """Per namespace the keys in firing order (backed ones first) and their key groups."""
+        with self._lock:
+            if self._ordered is not None:
+                return self._ordered
             ordered = []
             for _, _, in_memory, backed in self.windows:
                 if backed:
@@ -140,21 +149,65 @@ class PaneSnapshot:
             self._ordered = ordered
             return ordered
 
-    def _entries(self) -> dict[int, list[SnapshotEntry]]:
-        """The in-memory panes' canonical entries per key group (unsorted)."""
-        ordered = self._order()
-        by_group: dict[int, list[SnapshotEntry]] = {}
-        name = self.state_name
-        for (namespace, _, in_memory, backed), (keys, groups) in zip(self.windows, ordered):
-            if not in_memory:
-                continue
-            ns = encode_key(namespace)
-            if backed:  # the in-memory panes' key groups, by position
+    def _in_memory(self) -> Iterator[tuple[Hashable, dict[Any, Any], list[Any], np.ndarray]]:
+        """Per namespace: its in-memory panes, their keys and their key groups."""
+        for (namespace, _, in_memory, backed), (keys, groups) in zip(self.windows, self._order()):
+            if backed and in_memory:  # the in-memory panes' key groups, by position
                 where = {k: i for i, k in enumerate(keys)}
                 mine = list(in_memory)
-                mine_groups = groups[[where[k] for k in mine]]
-            else:
-                mine, mine_groups = keys, groups
+                yield namespace, in_memory, mine, groups[[where[k] for k in mine]]
+            elif in_memory:
+                yield namespace, in_memory, keys, groups
+
+    def _raw(self) -> list[tuple[dict[Any, Any], list[Any], list[bytes]]]:
+        """Per namespace with in-memory panes: the panes, their keys and their raw LMDB keys
+        (key group, key, namespace), built once."""
+        with self._lock:
+            if self._raw_keys is None:
+                raw = []
+                for namespace, in_memory, keys, groups in self._in_memory():
+                    ns = encode_key(namespace)
+                    prefixes = groups.astype(">u2").tobytes()
+                    raws: list[bytes] = []
+                    for i in range(0, len(keys), BATCH):
+                        kbs = encode_many(keys[i : i + BATCH])
+                        heads = [prefixes[2 * j : 2 * j + 2] for j in range(i, i + len(kbs))]
+                        raws.extend(map(b"".join, zip(heads, kbs, repeat(ns))))
+                        time.sleep(0)
+                    raw.append((in_memory, keys, raws))
+                self._raw_keys = raw
+            return self._raw_keys
+
+    def raw_keys(self) -> set[bytes]:
+        """The raw LMDB keys of the in-memory panes (no accumulator check)."""
+        return {k for _, _, raws in self._raw() for k in raws}
+
+    def merge_run(
+        self, entries: list[tuple[int, bytes, bytes | None]], index: int
+    ) -> list[tuple[int, bytes, bytes | None]]:
+        """An incremental run's ``entries`` (sorted by key group, state index, raw key) with the
+        in-memory panes' entries of state ``index`` in, replacing the backend's older ones."""
+        self._check()
+        run: list[tuple[int, bytes, bytes | None]] = []
+        for in_memory, keys, raws in self._raw():
+            values = list(map(in_memory.__getitem__, keys))
+            for i in range(0, len(keys), BATCH):
+                run.extend(zip(repeat(index), raws[i : i + BATCH], encode_many(values[i : i + BATCH])))
+                time.sleep(0)
+        if not run:
+            return entries
+        run.sort(key=_raw_key)
+        mine = set(map(_raw_key, run))
+        kept = [e for e in entries if e[0] != index or e[1] not in mine]
+        return list(heapq.merge(kept, run, key=_run_order))
+
+    def _entries(self) -> dict[int, list[SnapshotEntry]]:
+        """The in-memory panes' canonical entries per key group (unsorted)."""
+        self._check()
+        by_group: dict[int, list[SnapshotEntry]] = {}
+        name = self.state_name
+        for namespace, in_memory, mine, mine_groups in self._in_memory():
+            ns = encode_key(namespace)
             values = list(map(in_memory.__getitem__, mine))
             for i in range(0, len(mine), BATCH):
                 batch = mine[i : i + BATCH]
@@ -243,6 +296,15 @@ class PaneSnapshot:
 
 def _timestamp(timer: Timer) -> int:
     return timer.timestamp
+
+
+def _raw_key(entry: tuple[int, bytes, bytes | None]) -> bytes:
+    return entry[1]
+
+
+def _run_order(entry: tuple[int, bytes, bytes | None]) -> tuple[bytes, int, bytes]:
+    """A run's order: key group (the raw key's first two bytes), state index, raw key."""
+    return entry[1][:2], entry[0], entry[1]
 
 
 class _MergedKeyedSnapshot(PendingKeyedStateSnapshot):

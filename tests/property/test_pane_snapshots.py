@@ -22,13 +22,15 @@ from hypothesis import strategies as st
 
 from tests.unit.operators.test_vector_window import MAX_WM, Run, disordered, play, steps_of
 from tests.unit.operators.test_window_perf_fast_mode import SLIDING, TUMBLING, Average, general
+from weir.checkpoint.storage import CheckpointStorage
 from weir.core.functions import wrap_key_selector, wrap_reduce
 from weir.core.window import TimeWindow
 from weir.datastream import AggregateFunction
 from weir.keys import KeyGroupRange
 from weir.operators.window import WindowOperator
 from weir.operators.window import fast as fast_module
-from weir.state import create_keyed_backend, serde
+from weir.state import LmdbKeyedStateBackend, create_keyed_backend, serde
+from weir.state.incremental import load_for_restore
 from weir.state.panes import MutableAccumulatorError, _all_immutable, is_immutable
 from weir.state.state_file import decode_state_file, encode_state_file
 from weir.time.timers import Timer, TimerSnapshot
@@ -244,3 +246,66 @@ def test_timer_snapshots_round_trip_through_a_state_file_packed_and_in_the_earli
         data = encode_state_file(payload)
     assert (b"weir.PackedTimerSnapshot" in data) is not old
     assert decode_state_file(data, "test", trusted=False)["timers"] == snapshot
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    plan=st.lists(st.tuples(st.integers(1, 12), st.booleans(), st.booleans()), min_size=3, max_size=8),
+    sliding=st.booleans(),
+    spill=st.sampled_from([4, 1 << 18]),
+)
+def test_incremental_runs_with_frozen_panes_restore_the_state_of_each_barrier(
+    seed: int, plan: list[tuple[int, bool, bool]], sliding: bool, spill: int
+) -> None:
+    """Checkpoints into an incremental LMDB chain with the panes merged into each run (some
+    not completed, some written only after the next barrier) restore exactly what the
+    synchronous way held at their barrier."""
+    assigner = SLIDING if sliding else TUMBLING
+    steps = steps_of(disordered(400, seed, record("tuple-reduce"), disorder_ms=1_500), seed + 1)
+    with tempfile.TemporaryDirectory() as tmp, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fast_module, "SPILL_PANES", spill)
+        root = Path(tmp)
+        storage = CheckpointStorage(root / "checkpoints", "job")
+        live = LmdbKeyedStateBackend("op", 128, KeyGroupRange(0, 127), path=root / "live", incremental=True)
+        restored: list[Any] = []
+        complete: set[int] = set()
+        try:
+            deferred = Run(make("tuple-reduce", assigner), live)
+            reference = Run(make("tuple-reduce", assigner))
+
+            def finish(taken: tuple[int, Any, Any, Any, bool]) -> None:
+                checkpoint_id, pending, timers, expected, done = taken
+                written = pending.write(storage)
+                if done:
+                    complete.add(checkpoint_id)
+                fresh = LmdbKeyedStateBackend(
+                    "op", 128, KeyGroupRange(0, 127), path=root / f"restored-{checkpoint_id}"
+                )
+                restored.append(fresh)
+                fresh.restore(
+                    [load_for_restore(written.handle, written.handle.chain, storage.read_state_file)]
+                )
+                assert (fresh.snapshot(), timers.result()) == expected
+
+            at, previous = 0, None
+            for checkpoint_id, (length, done, late) in enumerate(plan, 1):
+                play([deferred, reference], steps[at : at + length], end=False)
+                at += length
+                if previous is not None and not late:
+                    finish(previous)
+                deferred.op.defer_pane_snapshots = True
+                deferred.op.prepare_snapshot_pre_barrier(checkpoint_id)
+                panes, deferred.op.pane_snapshot = deferred.op.pane_snapshot, None
+                assert panes is not None
+                pending = live.snapshot_incremental(checkpoint_id, complete.__contains__, panes)
+                timers = panes.pending_timers(deferred.op.timers.snapshot_async())
+                taken = (checkpoint_id, pending, timers, reference.checkpoint(), done)
+                if previous is not None and late:
+                    finish(previous)
+                previous = taken
+            assert previous is not None
+            finish(previous)
+        finally:
+            for backend in (live, *restored):
+                backend.dispose()

@@ -16,7 +16,9 @@ deadline. ``PaneSnapshot`` is that form taken without stopping the job:
   and merges the entries into the backend's snapshot of the barrier (an in-memory pane
   replaces the backend's entry of the same key and window, which is older) and the
   timers into the timer snapshot, so the files hold exactly what writing the panes into
-  the backend and the timer service at the barrier would have given.
+  the backend and the timer service at the barrier would have given. An incremental
+  LMDB run takes them too (``merge_run``, raw LMDB keys); the backend then counts their
+  keys (``raw_keys``) as changed for its next snapshot, which re-reads them.
 
 This is sound only while the frozen accumulators cannot change after the barrier: an
 accumulator is read by value, never copied. The operator decides which accumulators

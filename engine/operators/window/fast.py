@@ -25,7 +25,7 @@ cannot change after the barrier: an immutable type (numbers, strings, bytes, Non
 of those). An ``aggregate`` whose ``create_accumulator()`` is mutable, a window whose
 first or last accumulator is, and every snapshot after the asynchronous phase found one
 (that checkpoint is declined) take the synchronous way instead, as do snapshots the task
-does not defer (incremental LMDB checkpoints, the test harness): ``prepare_snapshot_pre_barrier``
+does not defer (the test harness): ``prepare_snapshot_pre_barrier``
 writes every live accumulator into the backend and one timer per pane into ``self.timers``
 (``WindowOperatorBase._write_panes``), sharing the accumulator objects with the backend
 (``shares_state_objects``). ``initialize_state`` turns restored timers back into open

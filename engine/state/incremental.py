@@ -575,8 +575,10 @@ class SnapshotHistory:
         changes: Mapping[str, set[bytes]],
         states: Sequence[StateMetaInfo],
         is_complete: Callable[[int], bool],
+        force_run: bool = False,
     ) -> SnapshotPlan:
-        """Plan the snapshot of ``checkpoint_id``; ``changes`` are the keys written since the previous plan."""
+        """Plan the snapshot of ``checkpoint_id``; ``changes`` are the keys written since the previous plan.
+        ``force_run``: entries from outside the backend join the run, so it is never UNCHANGED."""
         last = self._attempts[-1].checkpoint_id if self._attempts else self.base_checkpoint_id
         if last is not None and checkpoint_id <= last:
             raise UsageError(
@@ -606,7 +608,7 @@ class SnapshotHistory:
             kind, reason = FULL, f"the base chain has {len(base.chain)} files (max {self.max_chain_length})"
         elif sum(f.size_bytes for f in base.chain[1:]) > base.chain[0].size_bytes:
             kind, reason = FULL, "the deltas of the base chain outweigh its base"
-        elif not covered and states == base.states:
+        elif not covered and states == base.states and not force_run:
             kind, reason = UNCHANGED, "nothing changed since the base"
         if kind == FULL:
             return SnapshotPlan(checkpoint_id, FULL, (), None, states, reason, attempt)

@@ -62,6 +62,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -471,6 +472,10 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         self._pinned = 0  # read transactions pinned for snapshots and not yet released
         self._reads: list[tuple[Future[Any], Any]] = []
         self._closing = False
+        #: pane snapshots merged into an incremental run, whose keys the next delta must read
+        #: again (the backend's value, or a tombstone): the latest one not yet in ``_changes``
+        self._revisit_lock = threading.Lock()
+        self._revisit: Any = None
         if incremental:
             self.enable_incremental_checkpointing(max_chain_length)
 
@@ -735,13 +740,22 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         """The ``SnapshotHistory`` of incremental snapshots (None when they are off)."""
         return self._history
 
-    def snapshot_incremental(self, checkpoint_id: int, is_complete: Callable[[int], bool]) -> Any:
+    def snapshot_incremental(
+        self, checkpoint_id: int, is_complete: Callable[[int], bool], panes: Any = None
+    ) -> Any:
         """The synchronous part of an incremental checkpoint; returns a ``PendingIncrementalSnapshot``.
 
         ``is_complete(checkpoint_id)`` says whether a checkpoint's ``_metadata``
         exists (``CheckpointStorage.is_complete``): only complete checkpoints are
         built on. The entries are read on a snapshot thread from a read
         transaction pinned here; processing may go on writing meanwhile.
+
+        ``panes`` (a ``weir.state.panes.PaneSnapshot``): entries an operator holds outside
+        the backend, merged into the run in the asynchronous part. The run is then never
+        UNCHANGED, and the next snapshot reads their keys again from the backend (its value
+        or a tombstone), so a chain never keeps a pane the backend does not hold: the
+        asynchronous part adds them to the changed keys (``_revisit_keys``), or the next
+        synchronous part does if it comes first.
         """
         from weir.state.incremental import UNCHANGED, PendingIncrementalSnapshot
 
@@ -754,18 +768,39 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
                 "execution.checkpointing.incremental: true"
             )
         self.commit()
-        changes = {self._db_names[db]: keys for db, keys in self._changes.items() if keys}
-        self._changes = {db: set() for db in self._dbs.values()}
+        with self._revisit_lock:
+            earlier, self._revisit = self._revisit, panes
+            if earlier is not None:  # its asynchronous part has not added its keys yet
+                self._changes[self._db(earlier.state_name)].update(earlier.raw_keys())
+            changes = {self._db_names[db]: keys for db, keys in self._changes.items() if keys}
+            self._changes = {db: set() for db in self._dbs.values()}
         states = tuple(self._metas[name] for name in sorted(self._metas))
-        plan = history.plan(checkpoint_id, changes, states, is_complete)
+        plan = history.plan(checkpoint_id, changes, states, is_complete, force_run=panes is not None)
         if plan.kind == UNCHANGED:
             entries: Callable[[], list[Any]] = list
         else:
             dbs = dict(self._dbs)
             entries = self._submit_pinned(lambda rtxn: self._read_pinned(rtxn, plan, dbs)).result
+        if panes is not None:
+            index = [m.name for m in plan.states].index(panes.state_name)
+            entries = partial(self._merge_panes, entries, panes, index)
         return PendingIncrementalSnapshot(
             plan, self.operator_id, self.max_parallelism, self.key_group_range, entries, history
         )
+
+    def _merge_panes(self, read: Callable[[], list[Any]], panes: Any, index: int) -> list[Any]:
+        """The run's entries read from the pinned view with ``panes``' entries merged in (worker thread)."""
+        merged: list[Any] = panes.merge_run(read(), index)
+        self._revisit_keys(panes)
+        return merged
+
+    def _revisit_keys(self, panes: Any) -> None:
+        """The keys ``panes`` put into a run become changes of the next snapshot (any thread),
+        unless that snapshot's synchronous part has added them already."""
+        with self._revisit_lock:
+            if self._revisit is panes and self._changes is not None:
+                self._changes[self._dbs[panes.state_name]].update(panes.raw_keys())
+                self._revisit = None
 
     def _read_pinned(
         self, rtxn: Any, plan: Any, dbs: dict[str, Any]
@@ -857,6 +892,8 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         chains = [s for s in items if isinstance(s, ChainRestore)]
         canonical = [s for s in items if not isinstance(s, ChainRestore)]
         changes, self._changes = self._changes, None  # restored entries are not changes
+        with self._revisit_lock:
+            self._revisit = None  # the next snapshot starts a new base
         try:
             if canonical:
                 super().restore(canonical)

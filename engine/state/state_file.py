@@ -13,7 +13,9 @@ of that payload behind a magic and a version::
     payload  the encoded dict {"keyed", "timers", "source_position", "operator_state", "channel_state"}
 
 The snapshot classes are named types with short stable names; keyed entries are
-packed into one byte string per snapshot (``_pack_entries``). Keys, namespaces and
+packed into one byte string per snapshot (``_pack_entries``), and timers into columns
+(``_pack_timers``: timestamps and key groups as bytes, the keys, each namespace once;
+files of the earlier form, one ``weir.Timer`` each, still read). Keys, namespaces and
 state values inside are themselves in the data encoding, so typed state (numbers,
 strings, tuples, Rows, windows, ...) is plain data throughout. Only a value of a type
 weir cannot encode is *opaque* (pickled).
@@ -31,7 +33,10 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
+
+import numpy as np
 
 from weir.checkpoint.metadata import CheckpointMetadata, FileHandle
 from weir.errors import UsageError
@@ -56,6 +61,9 @@ _VERSION = struct.Struct(">H")
 _GROUP = struct.Struct(">HI")  # key group, entries
 _ENTRY = struct.Struct(">HIIII")  # state index, key, namespace, user key, value lengths
 _PAYLOAD_FIELDS = ("keyed", "timers", "source_position", "operator_state", "channel_state")
+_TIMESTAMP, _KEY, _NAMESPACE, _KEY_GROUP = (
+    attrgetter(f) for f in ("timestamp", "key", "namespace", "key_group")
+)
 
 
 def _pack_entries(snapshot: KeyedStateSnapshot) -> tuple[Any, ...]:
@@ -70,6 +78,37 @@ def _pack_entries(snapshot: KeyedStateSnapshot) -> tuple[Any, ...]:
             parts += (key, namespace, user_key, value)
     return (snapshot.operator_id, snapshot.max_parallelism, snapshot.key_group_range, snapshot.states,
             tuple(names), len(snapshot.key_groups), b"".join(parts))  # fmt: skip
+
+
+def _pack_timers(timers: tuple[Timer, ...]) -> tuple[Any, ...]:
+    """Timers as columns: timestamps and key groups as bytes, the keys, and each namespace
+    once with one index per timer (one named type per timer costs)."""
+    index: dict[Any, int] = {}
+    at = index.setdefault
+    slots = [at(ns, len(index)) for ns in map(_NAMESPACE, timers)]
+    return (
+        np.fromiter(map(_TIMESTAMP, timers), dtype=">i8", count=len(timers)).tobytes(),
+        np.fromiter(map(_KEY_GROUP, timers), dtype=">i4", count=len(timers)).tobytes(),
+        tuple(map(_KEY, timers)),
+        tuple(index),
+        np.array(slots, dtype=">u4").tobytes(),
+    )
+
+
+def _unpack_timers(packed: tuple[Any, ...]) -> tuple[Timer, ...]:
+    timestamps, key_groups, keys, namespaces, slots = packed
+    n = len(keys)
+    columns = [
+        np.frombuffer(timestamps, ">i8"),
+        np.frombuffer(key_groups, ">i4"),
+        np.frombuffer(slots, ">u4"),
+    ]
+    if any(len(c) != n for c in columns):
+        raise UsageError(f"packed timers: {n} keys, but columns of {[len(c) for c in columns]} values")
+    ts, kgs, idx = (c.tolist() for c in columns)
+    if idx and max(idx) >= len(namespaces):
+        raise UsageError(f"packed timers: a namespace index past the {len(namespaces)} namespaces")
+    return tuple(map(Timer, ts, keys, map(namespaces.__getitem__, idx), kgs))
 
 
 def _unpack_entries(
@@ -100,7 +139,11 @@ register_type(KeyedStateSnapshot, "weir.KeyedStateSnapshot",
               build=_unpack_entries, unpack=_pack_entries)  # fmt: skip
 register_type(StateMetaInfo, "weir.StateMetaInfo")
 register_type(Timer, "weir.Timer")
-register_type(TimerSnapshot, "weir.TimerSnapshot")
+register_type(TimerSnapshot, "weir.TimerSnapshot")  # read as written before timers were packed
+register_type(TimerSnapshot, "weir.PackedTimerSnapshot",
+              fields=("key_group_range", "event_time", "processing_time"),
+              build=lambda rng, event, processing: TimerSnapshot(rng, _unpack_timers(event), _unpack_timers(processing)),
+              unpack=lambda s: (s.key_group_range, _pack_timers(s.event_time), _pack_timers(s.processing_time)))  # fmt: skip
 register_type(OperatorStateSnapshot, "weir.OperatorStateSnapshot")
 register_type(FileHandle, "weir.FileHandle")
 register_type(IncrementalKeyedStateHandle, "weir.IncrementalKeyedStateHandle")

@@ -111,12 +111,20 @@ class SubtaskCheckpointCoordinator:
         always the full, canonical snapshot). Keyed snapshots are taken with ``snapshot_async``:
         here only what does not grow with the state; the entries are encoded in the
         asynchronous part (``write_operator_snapshots``), except for an operator that declares
-        ``shares_state_objects`` (it mutates objects it also handed to the backend)."""
+        ``shares_state_objects`` (it mutates objects it also handed to the backend). An operator
+        with ``defer_pane_snapshots`` (the fast window mode) freezes the panes it holds outside
+        its backend at the barrier and hands them over as ``pane_snapshot``, which is merged into
+        the keyed and timer snapshots in the asynchronous part (into an incremental run by
+        the backend itself)."""
         d = self.d
         started = time.perf_counter()
         first = self._first_barrier_ms.pop(checkpoint_id, None)
         timing = self._checkpoint_timing.setdefault(checkpoint_id, {})
         timing["alignment_ms"] = 0.0 if first is None else float(d.processing_time_ms() - first)
+        storage = d.checkpoint_storage
+        for op in self.chain.operators:
+            if hasattr(op, "defer_pane_snapshots"):
+                op.defer_pane_snapshots = True  # frozen panes, merged in the asynchronous part
         for node_id in d.job_vertex.chained_node_ids:
             self.chain.guards[node_id].call("prepare_snapshot_pre_barrier", checkpoint_id)
         await self.chain.drain()
@@ -135,15 +143,21 @@ class SubtaskCheckpointCoordinator:
                 timer_snapshot = internal.snapshot_async()  # sorted in write_operator_snapshots
             elif internal is not None and hasattr(internal, "snapshot"):
                 timer_snapshot = internal.snapshot()
+            panes = getattr(op, "pane_snapshot", None)  # frozen at the barrier
+            if panes is not None:
+                op.pane_snapshot = None  # type: ignore[attr-defined]
+                timer_snapshot = panes.pending_timers(timer_snapshot)
             keyed: Any = None
             if backend is not None:
-                storage = d.checkpoint_storage
                 if not full and storage is not None and getattr(backend, "incremental_checkpointing", False):
-                    keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete)
+                    keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete, panes)
+                    panes = None  # the backend merges them into its run
                 elif getattr(op, "shares_state_objects", False):
                     keyed = backend.snapshot()  # it mutates objects it also put in the backend
                 else:
                     keyed = backend.snapshot_async()  # the rest happens in write_and_acknowledge
+                if panes is not None:
+                    keyed = panes.keyed(keyed)
             out.append(
                 OperatorSnapshot(
                     operator_id=ctx.operator_id,

@@ -14,13 +14,26 @@ run in one loop in C; the backend's current key is set before each call only onc
 function has reached for keyed state (``_on_state_access``), and the results of a firing
 leave as one batch whose timestamps (each window's ``max_timestamp``) are built per window.
 
-Checkpoints see exactly what the general mode would have: ``prepare_snapshot_pre_barrier``
+Checkpoints see exactly what the general mode would have: every live accumulator as an
+entry of ``window-contents`` and one timer per pane at its window's ``max_timestamp``. The
+task asks for them deferred (``defer_pane_snapshots``): at the barrier each open window's
+dict is frozen with ``dict.copy()`` (``_freeze_panes``, a ``weir.state.panes.PaneSnapshot``
+the task takes from ``pane_snapshot``), and the entries and timers are built and merged
+into the backend's and the timers' snapshots in the asynchronous phase, so the
+synchronous phase costs one C-level copy per open window. That needs accumulators that
+cannot change after the barrier: an immutable type (numbers, strings, bytes, None, tuples
+of those). An ``aggregate`` whose ``create_accumulator()`` is mutable, a window whose
+first or last accumulator is, and every snapshot after the asynchronous phase found one
+(that checkpoint is declined) take the synchronous way instead, as do snapshots the task
+does not defer (the test harness): ``prepare_snapshot_pre_barrier``
 writes every live accumulator into the backend and one timer per pane into ``self.timers``
-(``WindowOperatorBase._write_panes``); ``initialize_state`` turns restored timers back into
-open panes whose accumulators stay in the backend until a record or the firing needs them. On a non-heap backend (LMDB) the
-accumulators are written out (spilled) whenever more than ``SPILL_PANES`` are held in
-memory, so memory stays bounded by the keys of the open panes, which the timer service of
-the general mode holds too.
+(``WindowOperatorBase._write_panes``), sharing the accumulator objects with the backend
+(``shares_state_objects``). ``initialize_state`` turns restored timers back into open
+panes whose accumulators stay in the backend until a record or the firing needs them. On
+a non-heap backend (LMDB) the accumulators are written out (spilled) whenever more than
+``SPILL_PANES`` are held in memory, so memory stays bounded by the keys of the open
+panes, which the timer service of the general mode holds too; a deferred snapshot takes
+the spilled panes from the backend's own snapshot (its timers from the frozen keys).
 
 ``FastPaneMode`` is the strategy's half of ``WindowOperator`` (its base class); the
 operator chooses it in its constructor (``op.fast``).
@@ -48,6 +61,8 @@ from weir.operators.window.shared import (
     probe_agrees,
     probe_key_field,
 )
+from weir.state.panes import PaneSnapshot, is_immutable
+from weir.time.timers import InternalTimerService
 
 #: Whether a window function returned something (None: nothing), as a C function.
 _is_not_none = partial(is_not, None)
@@ -72,6 +87,7 @@ class FastPaneMode(WindowOperatorBase):
     _ctx: Any
     _window_state_names: set[str]
     _out: list[Any]
+    contents_descriptor: Any
 
     def _flush(self) -> None:
         raise NotImplementedError
@@ -92,9 +108,20 @@ class FastPaneMode(WindowOperatorBase):
         self._keyed_firing = False
         #: (keys, their iterator) of the window ``_fire_in_memory`` runs in C, while it does
         self._running: tuple[list[Any], Any] | None = None
+        #: set by the task before a checkpoint: freeze the panes instead of writing them out
+        self.defer_pane_snapshots = False
+        #: whether the accumulators may be frozen by reference (immutable, as far as seen)
+        self._deferrable = True
+        #: the panes frozen at the last barrier, until the task takes them
+        self.pane_snapshot: PaneSnapshot | None = None
+        #: the accumulators are objects the backend holds too (the synchronous snapshot's form)
+        self.shares_state_objects = False
 
     def _open_fast(self) -> None:
-        """A selector that reads one field is applied as a C-level getter."""
+        """A selector that reads one field is applied as a C-level getter; an ``aggregate``
+        with a mutable accumulator snapshots synchronously."""
+        if self.function_kind != "reduce" and not is_immutable(self.function.create_accumulator()):
+            self._deferrable = False
         field = probe_key_field(self._key_of, None)
         self._key_getter: Any = (
             None if field is None else (identity if field == IDENTITY else itemgetter(field))
@@ -389,8 +416,58 @@ class FastPaneMode(WindowOperatorBase):
             del running[current + 1 :]  # the C loop ends here; ``_fire_in_memory`` runs the rest
 
     def _snapshot_fast(self) -> None:
+        """At a barrier: freeze the panes (deferred) or write them out (synchronous)."""
+        if self.defer_pane_snapshots and self._deferrable and self._may_freeze():
+            self.pane_snapshot = self._freeze_panes()
+            self.shares_state_objects = False
+        else:
+            self._write_panes_now()
+
+    def _write_panes_now(self) -> None:
         """Write the live accumulators into the backend and one timer per pane into
         ``self.timers``, as the general mode holds them."""
+        self.pane_snapshot = None
+        self.shares_state_objects = True
         windows = sorted({*self._open, *self._spilled}, key=lambda w: w.end)
         panes = [(key, window, acc) for window in windows for key, acc in self._fast_panes(window)]
         self._backed.update(self._write_panes(panes))
+
+    def _may_freeze(self) -> bool:
+        """The first and last accumulator of every open window are immutable (O(windows);
+        the asynchronous phase checks them all)."""
+        for panes in self._open.values():
+            if panes and not (
+                is_immutable(next(iter(panes.values()))) and is_immutable(next(reversed(panes.values())))
+            ):
+                self._deferrable = False
+                return False
+        return True
+
+    def _freeze_panes(self) -> PaneSnapshot:
+        """The panes as of now: a C-level copy of each open window's dict and of the ordered
+        keys it keeps in the backend; ``self.timers`` starts over empty (it holds no pane)."""
+        windows = sorted({*self._open, *self._spilled}, key=lambda w: w.end)
+        frozen = []
+        for window in windows:
+            panes = self._open.get(window)
+            spilled = self._spilled.get(window)
+            frozen.append(
+                (
+                    window,
+                    window.max_timestamp(),
+                    panes.copy() if panes else {},
+                    spilled.copy() if spilled else None,
+                )
+            )
+        self.timers = InternalTimerService()
+        return PaneSnapshot(
+            self.contents_descriptor.name,
+            frozen,
+            self.event_time,
+            self.backend.max_parallelism,
+            self._not_deferrable,
+        )
+
+    def _not_deferrable(self) -> None:
+        """The asynchronous phase found a mutable accumulator: snapshot synchronously from now on."""
+        self._deferrable = False

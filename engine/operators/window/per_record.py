@@ -168,9 +168,6 @@ class WindowOperator(FastPaneMode):
             and type(trigger) is default
             and self.allowed_lateness_ms == 0
         )
-        #: fast mode keeps mutating accumulators it wrote into the backend at the last barrier,
-        #: so a heap snapshot must encode them in the synchronous phase (checkpointing reads this)
-        self.shares_state_objects = self.fast
         self._init_fast()
 
     # -- lifecycle -----------------------------------------------------------------------------

@@ -1,0 +1,339 @@
+"""Pane snapshots: keyed state an operator holds in dicts outside its backend, merged into
+the backend's snapshot in the asynchronous phase of a checkpoint.
+
+The per-record window operator's fast mode keeps one insertion-ordered dict ``key ->
+accumulator`` per open window (``weir.operators.window.fast``). A checkpoint holds those
+panes in the general mode's canonical form: one entry of a reducing or aggregating state
+(``window-contents``) per (key, window) and one timer per pane at the window's
+deadline. ``PaneSnapshot`` is that form taken without stopping the job:
+
+- the synchronous phase (the operator, at the barrier) freezes each open window's dict
+  with ``dict.copy()`` (a C-level copy, no Python code per pane) and the ordered keys of
+  the panes it keeps in the backend (spilled or restored ones);
+- the asynchronous phase (``result()`` of what ``keyed`` and ``timers`` return, on the
+  worker thread that writes the checkpoint's files) computes the key groups with the
+  ``weir.keys`` kernels, encodes keys and accumulators a batch at a time (``encode_many``)
+  and merges the entries into the backend's snapshot of the barrier (an in-memory pane
+  replaces the backend's entry of the same key and window, which is older) and the
+  timers into the timer snapshot, so the files hold exactly what writing the panes into
+  the backend and the timer service at the barrier would have given. An incremental
+  LMDB run takes them too (``merge_run``, raw LMDB keys); the backend then counts their
+  keys (``raw_keys``) as changed for its next snapshot, which re-reads them.
+
+This is sound only while the frozen accumulators cannot change after the barrier: an
+accumulator is read by value, never copied. The operator decides which accumulators
+qualify (immutable ones: numbers, strings, bytes, None, tuples of those), and the
+asynchronous phase checks every frozen accumulator again: a mutable one fails the
+checkpoint (it is declined, never written wrong) and ``on_mutable`` tells the operator
+to take its later snapshots the synchronous way.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterator, Sequence
+from itertools import chain, repeat
+from typing import Any
+
+import numpy as np
+
+from weir.errors import UsageError
+from weir.keys.kernels import java_hash_array, key_groups_for_hashes
+from weir.state.backend import KeyedStateSnapshot, PendingKeyedStateSnapshot, SnapshotEntry
+from weir.state.serde import encode_key, encode_many
+from weir.time.timers import PendingTimerSnapshot, Timer, TimerSnapshot
+
+__all__ = ["IMMUTABLE_TYPES", "MutableAccumulatorError", "PaneSnapshot", "is_immutable"]
+
+#: Types whose instances cannot change after the barrier (a tuple qualifies when its items do).
+IMMUTABLE_TYPES = frozenset({int, float, str, bytes, bool, complex, type(None)})
+#: Panes encoded per batch in the asynchronous phase (the job's thread gets the GIL between batches).
+BATCH = 1 << 15
+_SCALARS = IMMUTABLE_TYPES
+
+
+class MutableAccumulatorError(UsageError):
+    """A frozen accumulator is of a mutable type: the deferred pane snapshot cannot vouch for it."""
+
+
+def is_immutable(value: Any) -> bool:
+    """Whether ``value`` can never change: an immutable scalar, or a tuple of immutable values."""
+    t = type(value)
+    if t in _SCALARS:
+        return True
+    return t is tuple and all(map(is_immutable, value))
+
+
+def _all_immutable(values: list[Any]) -> bool:
+    """``all(map(is_immutable, values))``, by the types present (C-level set builds)."""
+    types = set(map(type, values))
+    if types <= _SCALARS:
+        return True
+    if not types <= _SCALARS | {tuple}:
+        return False
+    tuples = [v for v in values if type(v) is tuple] if len(types) > 1 else values
+    items = list(chain.from_iterable(tuples))
+    return _all_immutable(items) if items else True
+
+
+class PaneSnapshot:
+    """The panes of one operator at a barrier (module docstring).
+
+    ``windows``: per namespace in firing order, ``(namespace, deadline, in_memory, backed)``
+    where ``in_memory`` is the frozen dict ``key -> accumulator`` and ``backed`` the ordered
+    keys (a dict ``key -> None``) of the panes whose accumulator is in the backend only or
+    there too, older (they fire first); ``state_name`` the state the entries belong to;
+    ``event_time`` the domain of the timers."""
+
+    def __init__(
+        self,
+        state_name: str,
+        windows: Sequence[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]],
+        event_time: bool,
+        max_parallelism: int,
+        on_mutable: Callable[[], None] | None = None,
+    ) -> None:
+        self.state_name = state_name
+        self.windows = windows
+        self.event_time = event_time
+        self.max_parallelism = max_parallelism
+        self._on_mutable = on_mutable
+        self._lock = threading.RLock()
+        self._checked = False
+        #: per namespace: (keys in firing order, their key groups) -- built once, by whichever result() is first
+        self._ordered: list[tuple[list[Any], np.ndarray]] | None = None
+        self._raw_keys: list[tuple[dict[Any, Any], list[Any], list[bytes]]] | None = None
+
+    # -- the asynchronous phase ------------------------------------------------------------------
+    def _key_groups(self, keys: list[Any]) -> np.ndarray:
+        if not keys:
+            return np.empty(0, np.int32)
+        parts = [
+            key_groups_for_hashes(java_hash_array(keys[i : i + BATCH]), self.max_parallelism)
+            for i in range(0, len(keys), BATCH)
+        ]
+        return np.concatenate(parts)
+
+    def _check(self) -> None:
+        """Every frozen accumulator is immutable, else ``MutableAccumulatorError`` (checked once)."""
+        with self._lock:
+            if self._checked:
+                return
+            for _, _, in_memory, _ in self.windows:
+                values = list(in_memory.values())
+                for i in range(0, len(values), BATCH):
+                    if not _all_immutable(values[i : i + BATCH]):
+                        if self._on_mutable is not None:
+                            self._on_mutable()
+                        raise MutableAccumulatorError(
+                            f"state '{self.state_name}': an accumulator of a mutable type was held at "
+                            "the barrier, so this checkpoint cannot vouch for its value; later "
+                            "checkpoints of this operator write their panes synchronously"
+                        )
+                    time.sleep(0)
+            self._checked = True
+
+    def _order(self) -> list[tuple[list[Any], np.ndarray]]:
+        """Per namespace the keys in firing order (backed ones first) and their key groups."""
+        with self._lock:
+            if self._ordered is not None:
+                return self._ordered
+            ordered = []
+            for _, _, in_memory, backed in self.windows:
+                if backed:
+                    keys = list(backed) + [k for k in in_memory if k not in backed]
+                else:
+                    keys = list(in_memory)
+                ordered.append((keys, self._key_groups(keys)))
+                time.sleep(0)
+            self._ordered = ordered
+            return ordered
+
+    def _in_memory(self) -> Iterator[tuple[Hashable, dict[Any, Any], list[Any], np.ndarray]]:
+        """Per namespace: its in-memory panes, their keys and their key groups."""
+        for (namespace, _, in_memory, backed), (keys, groups) in zip(self.windows, self._order()):
+            if backed and in_memory:  # the in-memory panes' key groups, by position
+                where = {k: i for i, k in enumerate(keys)}
+                mine = list(in_memory)
+                yield namespace, in_memory, mine, groups[[where[k] for k in mine]]
+            elif in_memory:
+                yield namespace, in_memory, keys, groups
+
+    def _raw(self) -> list[tuple[dict[Any, Any], list[Any], list[bytes]]]:
+        """Per namespace with in-memory panes: the panes, their keys and their raw LMDB keys
+        (key group, key, namespace), built once."""
+        with self._lock:
+            if self._raw_keys is None:
+                raw = []
+                for namespace, in_memory, keys, groups in self._in_memory():
+                    ns = encode_key(namespace)
+                    prefixes = groups.astype(">u2").tobytes()
+                    raws: list[bytes] = []
+                    for i in range(0, len(keys), BATCH):
+                        kbs = encode_many(keys[i : i + BATCH])
+                        heads = [prefixes[2 * j : 2 * j + 2] for j in range(i, i + len(kbs))]
+                        raws.extend(map(b"".join, zip(heads, kbs, repeat(ns))))
+                        time.sleep(0)
+                    raw.append((in_memory, keys, raws))
+                self._raw_keys = raw
+            return self._raw_keys
+
+    def raw_keys(self) -> set[bytes]:
+        """The raw LMDB keys of the in-memory panes (no accumulator check)."""
+        return {k for _, _, raws in self._raw() for k in raws}
+
+    def merge_run(
+        self, entries: list[tuple[int, bytes, bytes | None]], index: int
+    ) -> list[tuple[int, bytes, bytes | None]]:
+        """An incremental run's ``entries`` (sorted by key group, state index, raw key) with the
+        in-memory panes' entries of state ``index`` in, replacing the backend's older ones."""
+        self._check()
+        run: list[tuple[int, bytes, bytes | None]] = []
+        for in_memory, keys, raws in self._raw():
+            values = list(map(in_memory.__getitem__, keys))
+            for i in range(0, len(keys), BATCH):
+                run.extend(zip(repeat(index), raws[i : i + BATCH], encode_many(values[i : i + BATCH])))
+                time.sleep(0)
+        if not run:
+            return entries
+        run.sort(key=_raw_key)
+        mine = set(map(_raw_key, run))
+        kept = [e for e in entries if e[0] != index or e[1] not in mine]
+        return list(heapq.merge(kept, run, key=_run_order))
+
+    def _entries(self) -> dict[int, list[SnapshotEntry]]:
+        """The in-memory panes' canonical entries per key group (unsorted)."""
+        self._check()
+        by_group: dict[int, list[SnapshotEntry]] = {}
+        name = self.state_name
+        for namespace, in_memory, mine, mine_groups in self._in_memory():
+            ns = encode_key(namespace)
+            values = list(map(in_memory.__getitem__, mine))
+            for i in range(0, len(mine), BATCH):
+                batch = mine[i : i + BATCH]
+                entries = list(
+                    zip(
+                        repeat(name),
+                        encode_many(batch),
+                        repeat(ns),
+                        repeat(b""),
+                        encode_many(values[i : i + BATCH]),
+                    )
+                )
+                batch_groups = mine_groups[i : i + BATCH]
+                order = np.argsort(batch_groups, kind="stable")
+                sorted_groups = batch_groups[order]
+                firsts = np.flatnonzero(np.diff(sorted_groups, prepend=-1))
+                positions = order.tolist()
+                bounds = [*firsts.tolist(), len(positions)]
+                for j, kg in enumerate(sorted_groups[firsts].tolist()):
+                    part = map(entries.__getitem__, positions[bounds[j] : bounds[j + 1]])
+                    by_group.setdefault(kg, []).extend(part)
+                time.sleep(0)
+        return by_group
+
+    def merge_keyed(self, snapshot: KeyedStateSnapshot) -> KeyedStateSnapshot:
+        """``snapshot`` with the in-memory panes' entries in (replacing the backend's older ones)."""
+        overlay = self._entries()
+        if not overlay:
+            return snapshot
+        theirs = dict(snapshot.key_groups)
+        key_groups = []
+        for n, kg in enumerate(sorted(theirs.keys() | overlay.keys())):
+            mine = overlay.get(kg)
+            held = theirs.get(kg, ())
+            if mine is None:
+                key_groups.append((kg, held))
+                continue
+            if held:
+                own = {e[:4] for e in mine}
+                mine = [e for e in held if e[:4] not in own] + mine
+            mine.sort()
+            key_groups.append((kg, tuple(mine)))
+            if n % 4 == 3:
+                time.sleep(0)
+        return KeyedStateSnapshot(
+            snapshot.operator_id,
+            snapshot.max_parallelism,
+            snapshot.key_group_range,
+            snapshot.states,
+            tuple(key_groups),
+        )
+
+    def timers(self) -> Iterator[Timer]:
+        """One timer per pane at its namespace's deadline, in firing order."""
+        for (namespace, deadline, _, _), (keys, groups) in zip(self.windows, self._order()):
+            yield from map(Timer, repeat(deadline), keys, repeat(namespace), groups.tolist())
+
+    def merge_timers(self, snapshot: TimerSnapshot | None) -> TimerSnapshot:
+        """``snapshot`` (the operator's own timers, if any) with the panes' timers after them."""
+        panes = tuple(self.timers())
+        if snapshot is None:
+            own_event: tuple[Timer, ...] = ()
+            own_processing: tuple[Timer, ...] = ()
+            rng = None
+        else:
+            own_event, own_processing, rng = (
+                snapshot.event_time,
+                snapshot.processing_time,
+                snapshot.key_group_range,
+            )
+        if self.event_time:
+            event = tuple(sorted((*own_event, *panes), key=_timestamp)) if own_event else panes
+            return TimerSnapshot(rng, event, own_processing)
+        processing = tuple(sorted((*own_processing, *panes), key=_timestamp)) if own_processing else panes
+        return TimerSnapshot(rng, own_event, processing)
+
+    # -- what the task hands to the asynchronous phase -------------------------------------------
+    def keyed(self, pending: Any) -> PendingKeyedStateSnapshot:
+        """The backend's pending snapshot with these panes merged in when it is built."""
+        return _MergedKeyedSnapshot(pending, self)
+
+    def pending_timers(self, pending: Any) -> PendingTimerSnapshot:
+        """The operator's pending (or taken) timer snapshot with these panes' timers added."""
+        return _MergedTimerSnapshot(pending, self)
+
+
+def _timestamp(timer: Timer) -> int:
+    return timer.timestamp
+
+
+def _raw_key(entry: tuple[int, bytes, bytes | None]) -> bytes:
+    return entry[1]
+
+
+def _run_order(entry: tuple[int, bytes, bytes | None]) -> tuple[bytes, int, bytes]:
+    """A run's order: key group (the raw key's first two bytes), state index, raw key."""
+    return entry[1][:2], entry[0], entry[1]
+
+
+class _MergedKeyedSnapshot(PendingKeyedStateSnapshot):
+    def __init__(self, pending: Any, panes: PaneSnapshot) -> None:
+        self._pending = pending
+        self._panes = panes
+        self._result: KeyedStateSnapshot | None = None
+
+    def result(self) -> KeyedStateSnapshot:
+        if self._result is None:
+            base = (
+                self._pending.result()
+                if isinstance(self._pending, PendingKeyedStateSnapshot)
+                else self._pending
+            )
+            self._result = self._panes.merge_keyed(base)
+        return self._result
+
+
+class _MergedTimerSnapshot(PendingTimerSnapshot):
+    def __init__(self, pending: Any, panes: PaneSnapshot) -> None:
+        super().__init__(None, {}, {})
+        self._pending = pending
+        self._panes = panes
+
+    def result(self) -> TimerSnapshot:
+        if self._result is None:
+            own = self._pending.result() if isinstance(self._pending, PendingTimerSnapshot) else self._pending
+            self._result = self._panes.merge_timers(own)
+        return self._result

@@ -490,7 +490,15 @@ def bench_query(
     except WeirError as e:
         raise click.ClickException(str(e)) from None
     if as_json:
-        keep = ("columnar_eps", "per_record_eps", "numba_eps", "python_eps", "checksum_ok", "parameters")
+        keep = (
+            "columnar_eps",
+            "per_record_eps",
+            "numba_eps",
+            "python_eps",
+            "checksum_ok",
+            "checkpoints_completed",
+            "parameters",
+        )
         click.echo(json.dumps({k: report[k] for k in keep}, sort_keys=True))
     else:
         click.echo(format_query_report(report))

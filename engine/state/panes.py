@@ -26,6 +26,12 @@ qualify (immutable ones: numbers, strings, bytes, None, tuples of those), and th
 asynchronous phase checks every frozen accumulator again: a mutable one fails the
 checkpoint (it is declined, never written wrong) and ``on_mutable`` tells the operator
 to take its later snapshots the synchronous way.
+
+``ColumnPaneSnapshot`` is the same for the vectorized window operators, whose panes are
+rows of numpy arrays: the synchronous phase takes copies of the columns (window starts,
+pane keys or key slots with the slot -> key list, whatever the accumulators are built
+from, fired flags), the asynchronous phase builds the keys, the canonical accumulators
+(fresh Python values, so nothing to check) and the timers of the general mode's rules.
 """
 
 from __future__ import annotations
@@ -39,13 +45,14 @@ from typing import Any
 
 import numpy as np
 
+from weir.core.window import TimeWindow
 from weir.errors import UsageError
 from weir.keys.kernels import java_hash_array, key_groups_for_hashes
 from weir.state.backend import KeyedStateSnapshot, PendingKeyedStateSnapshot, SnapshotEntry
 from weir.state.serde import encode_key, encode_many
 from weir.time.timers import PendingTimerSnapshot, Timer, TimerSnapshot
 
-__all__ = ["IMMUTABLE_TYPES", "MutableAccumulatorError", "PaneSnapshot", "is_immutable"]
+__all__ = ["IMMUTABLE_TYPES", "ColumnPaneSnapshot", "MutableAccumulatorError", "PaneSnapshot", "is_immutable"]
 
 #: Types whose instances cannot change after the barrier (a tuple qualifies when its items do).
 IMMUTABLE_TYPES = frozenset({int, float, str, bytes, bool, complex, type(None)})
@@ -107,6 +114,10 @@ class PaneSnapshot:
         self._raw_keys: list[tuple[dict[Any, Any], list[Any], list[bytes]]] | None = None
 
     # -- the asynchronous phase ------------------------------------------------------------------
+    def _frozen(self) -> Sequence[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
+        """The frozen windows (a subclass may build them here, in the asynchronous phase)."""
+        return self.windows
+
     def _key_groups(self, keys: list[Any]) -> np.ndarray:
         if not keys:
             return np.empty(0, np.int32)
@@ -121,7 +132,7 @@ class PaneSnapshot:
         with self._lock:
             if self._checked:
                 return
-            for _, _, in_memory, _ in self.windows:
+            for _, _, in_memory, _ in self._frozen():
                 values = list(in_memory.values())
                 for i in range(0, len(values), BATCH):
                     if not _all_immutable(values[i : i + BATCH]):
@@ -141,7 +152,7 @@ class PaneSnapshot:
             if self._ordered is not None:
                 return self._ordered
             ordered = []
-            for _, _, in_memory, backed in self.windows:
+            for _, _, in_memory, backed in self._frozen():
                 if backed:
                     keys = list(backed) + [k for k in in_memory if k not in backed]
                 else:
@@ -153,7 +164,7 @@ class PaneSnapshot:
 
     def _in_memory(self) -> Iterator[tuple[Hashable, dict[Any, Any], list[Any], np.ndarray]]:
         """Per namespace: its in-memory panes, their keys and their key groups."""
-        for (namespace, _, in_memory, backed), (keys, groups) in zip(self.windows, self._order()):
+        for (namespace, _, in_memory, backed), (keys, groups) in zip(self._frozen(), self._order()):
             if backed and in_memory:  # the in-memory panes' key groups, by position
                 where = {k: i for i, k in enumerate(keys)}
                 mine = list(in_memory)
@@ -264,7 +275,7 @@ class PaneSnapshot:
 
     def timers(self) -> Iterator[Timer]:
         """One timer per pane at its namespace's deadline, in firing order."""
-        for (namespace, deadline, _, _), (keys, groups) in zip(self.windows, self._order()):
+        for (namespace, deadline, _, _), (keys, groups) in zip(self._frozen(), self._order()):
             yield from map(Timer, repeat(deadline), keys, repeat(namespace), groups.tolist())
 
     def merge_timers(self, snapshot: TimerSnapshot | None) -> TimerSnapshot:
@@ -294,6 +305,109 @@ class PaneSnapshot:
     def pending_timers(self, pending: Any) -> PendingTimerSnapshot:
         """The operator's pending (or taken) timer snapshot with these panes' timers added."""
         return _MergedTimerSnapshot(pending, self)
+
+
+class ColumnPaneSnapshot(PaneSnapshot):
+    """The panes of a vectorized window operator at a barrier, as copied columns.
+
+    ``starts``: every pane's window start in firing order (windows by start, each window's
+    panes in creation order); ``pane_keys`` the panes' keys (int64), or their key slots
+    when ``slot_keys`` (the slot -> key list) is given; ``accumulators()`` builds the
+    canonical accumulator of every pane, in that order, from copies the operator took at
+    the barrier. Timers are the general mode's, registered pane by pane in firing order:
+    the trigger's at the window's ``max_timestamp`` unless ``fired`` says the window fired
+    already, and with ``lateness`` the cleanup timer at ``max_timestamp + lateness``; the
+    snapshot holds them by time, ties in that order, as ``InternalTimerService`` does.
+
+    Everything here is read only in the asynchronous phase: the arrays and lists must be
+    copies the operator never writes again."""
+
+    def __init__(
+        self,
+        state_name: str,
+        starts: np.ndarray,
+        size: int,
+        pane_keys: np.ndarray,
+        slot_keys: list[Any] | None,
+        accumulators: Callable[[], Sequence[Any]],
+        fired: np.ndarray | None,
+        lateness: int,
+        event_time: bool,
+        max_parallelism: int,
+    ) -> None:
+        super().__init__(state_name, (), event_time, max_parallelism)
+        self._starts = starts
+        self._size = size
+        self._pane_keys = pane_keys
+        self._slot_keys = slot_keys
+        self._accumulators = accumulators
+        self._fired = fired
+        self._lateness = lateness
+        self._windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] | None = None
+
+    def _frozen(self) -> Sequence[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
+        """Per window in firing order ``(TimeWindow, max_timestamp, key -> accumulator, None)``,
+        built once from the columns."""
+        with self._lock:
+            if self._windows is None:
+                self._windows = self._build_windows()
+            return self._windows
+
+    def _keys(self) -> list[Any]:
+        if self._slot_keys is None:
+            keys: list[Any] = self._pane_keys.tolist()
+            return keys
+        return list(map(self._slot_keys.__getitem__, self._pane_keys.tolist()))
+
+    def _build_windows(self) -> list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
+        starts = self._starts
+        if not len(starts):
+            return []
+        keys = self._keys()
+        values = self._accumulators()
+        firsts = np.flatnonzero(np.diff(starts, prepend=starts[0] - 1)).tolist()
+        bounds = [*firsts, len(starts)]
+        windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] = []
+        for j, start in enumerate(starts[firsts].tolist()):
+            a, b = bounds[j], bounds[j + 1]
+            window = TimeWindow(start, start + self._size)
+            windows.append((window, window.max_timestamp(), dict(zip(keys[a:b], values[a:b])), None))
+            if j % 64 == 63:
+                time.sleep(0)
+        return windows
+
+    def _check(self) -> None:
+        """Nothing to check: the accumulators are built here, from copies."""
+
+    def timers(self) -> Iterator[Timer]:
+        """The panes' timers (the class docstring's rules), by time, ties in registration order."""
+        order = self._order()
+        if not order:
+            return iter(())
+        keys = list(chain.from_iterable(k for k, _ in order))
+        groups = np.concatenate([g for _, g in order]).tolist()
+        windows = self._frozen()
+        namespaces = list(chain.from_iterable(repeat(w[0], len(k)) for w, (k, _) in zip(windows, order)))
+        deadlines = self._starts + (self._size - 1)
+        n = len(deadlines)
+        trigger = np.ones(n, np.bool_) if self._fired is None else ~self._fired
+        if self._lateness:  # registered per pane: the trigger's timer, then the cleanup timer
+            stamps = np.stack([deadlines, deadlines + self._lateness], axis=1).ravel()
+            wanted = np.stack([trigger, np.ones(n, np.bool_)], axis=1).ravel()
+            panes = np.repeat(np.arange(n), 2)
+        else:
+            stamps, wanted, panes = deadlines, trigger, np.arange(n)
+        stamps, panes = stamps[wanted], panes[wanted]
+        by_time = np.argsort(stamps, kind="stable")
+        stamps_list = stamps[by_time].tolist()
+        picked = panes[by_time].tolist()
+        return map(
+            Timer,
+            stamps_list,
+            map(keys.__getitem__, picked),
+            map(namespaces.__getitem__, picked),
+            map(groups.__getitem__, picked),
+        )
 
 
 def _timestamp(timer: Timer) -> int:

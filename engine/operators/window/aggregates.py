@@ -44,6 +44,7 @@ allowed lateness, the cleanup timer. So a checkpoint restores into either path.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -621,6 +622,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self.panes = self._new_store(dense=True, int_keys=True)
         self.timers = InternalTimerService()
         self._written: set[tuple[Any, TimeWindow]] = set()
+        self._init_deferral()
         self._objects: _ObjectKeys | None = None
         self._ready = False
         self.vectorized_reason = "vectorized"
@@ -679,21 +681,21 @@ class AggregatesWindowOperator(VectorWindowOperator):
 
     # -- checkpoints ---------------------------------------------------------------------------
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
-        """Write every live pane into the keyed backend and its timers into ``self.timers``."""
+        """Copy the live panes' columns for the asynchronous phase (deferred), or write every
+        live pane into the keyed backend and its timers into ``self.timers``."""
         self._setup()
         panes = self.panes.export()
         iaccs, faccs = panes.accs
+        if self.defer_pane_snapshots:
+            build = partial(canonical_accumulators, self.aggregates, panes.counts, iaccs, faccs)
+            self.pane_snapshot = self._freeze_panes(panes, build, self.lateness)
+            return
+        self.pane_snapshot = None
         canonical = canonical_accumulators(self.aggregates, panes.counts, iaccs, faccs)
         keys = self._keys_of(panes.keys)
         windows = [TimeWindow(start, start + self.size) for start in panes.starts.tolist()]
         fired = None if panes.fired is None else panes.fired.tolist()
-        written = set(self._write_panes(zip(keys, windows, canonical), self.lateness, fired))
-        backend, contents = self.backend, self.contents
-        for key, window in self._written - written:  # fired since the last checkpoint
-            backend.set_current_key(key)
-            contents.set_current_namespace(window)
-            contents.clear()
-        self._written = written
+        self._write_and_clear(self._write_panes(zip(keys, windows, canonical), self.lateness, fired))
 
     def initialize_state(self) -> None:
         """Load the panes a restore put into the backend and timers, in firing order; a pane

@@ -63,8 +63,9 @@ are built with the cyclic garbage collector paused.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -91,6 +92,7 @@ from weir.keys import java_hash_array, key_groups_for_hashes
 from weir.operators.keyed import _check_key, _key_function
 from weir.operators.window import kernels as wk
 from weir.operators.window.shared import IDENTITY, WindowOperatorBase, identity, probe_agrees, probe_key_field
+from weir.state.panes import ColumnPaneSnapshot
 from weir.time.timers import InternalTimerService
 
 __all__ = ["VectorPlan", "VectorWindowOperator", "vector_plan"]
@@ -683,6 +685,7 @@ class VectorWindowOperator(WindowOperatorBase):
         self.panes: _DensePanes | _HashPanes = self._new_store(dense=True, int_keys=True)
         self.timers = InternalTimerService()  # filled only for checkpoints (see the module docstring)
         self._written: set[tuple[Any, TimeWindow]] = set()
+        self._init_deferral()
         #: None while keys are int64s (pane keys are the keys themselves); else the key slots
         self._objects: _ObjectKeys | None = None
         self._ready = False
@@ -973,21 +976,59 @@ class VectorWindowOperator(WindowOperatorBase):
         return self.panes.next_end()
 
     # -- checkpoints ---------------------------------------------------------------------------
+    def _init_deferral(self) -> None:
+        #: set by the task before a checkpoint: copy the panes' columns instead of writing them out
+        self.defer_pane_snapshots = False
+        #: the panes copied at the last barrier, until the task takes them
+        self.pane_snapshot: ColumnPaneSnapshot | None = None
+
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
-        """Write every live pane into the keyed backend and its timer into ``self.timers``."""
+        """Copy the live panes' columns for the asynchronous phase (deferred), or write every
+        live pane into the keyed backend and its timer into ``self.timers``."""
         self._setup()
         panes = self.panes.export()
+        if self.defer_pane_snapshots:
+            self.pane_snapshot = self._freeze_panes(panes, partial(self._deferred_canonical, panes))
+            return
+        self.pane_snapshot = None
         canonical = self._canonical(panes, self._results(panes))
         keys = self._keys_of(panes.keys)
         size = self.size
         windows = [TimeWindow(start, start + size) for start in panes.starts.tolist()]
-        written = set(self._write_panes(zip(keys, windows, canonical)))
+        self._write_and_clear(self._write_panes(zip(keys, windows, canonical)))
+
+    def _deferred_canonical(self, panes: PaneColumns) -> Sequence[Any]:
+        """``_canonical`` of panes copied at a barrier, in the asynchronous phase: reads only
+        ``panes`` and the operator's fixed configuration."""
+        if self.plan.aggregation in ("count", "mean"):
+            return self._canonical(panes, ())
+        return self._build_results(panes)
+
+    def _write_and_clear(self, written: list[tuple[Any, TimeWindow]]) -> None:
+        """After writing ``written`` panes: clear the entries of panes written before that are
+        gone (fired since)."""
+        now = set(written)
         backend, contents = self.backend, self.contents
-        for key, window in self._written - written:  # fired since the last checkpoint
+        for key, window in self._written - now:  # fired since the last checkpoint
             backend.set_current_key(key)
             contents.set_current_namespace(window)
             contents.clear()
-        self._written = written
+        self._written = now
+
+    def _freeze_panes(
+        self, panes: PaneColumns, accumulators: Callable[[], Sequence[Any]], lateness: int = 0
+    ) -> ColumnPaneSnapshot:
+        """The pending snapshot of ``panes`` (exported at the barrier: fresh arrays the stores
+        never write again) whose entries and timers the asynchronous phase builds. The backend
+        keeps no pane entry: those a restore or a synchronous snapshot left there are
+        cleared (the copied panes replace the live ones); ``self.timers`` starts over empty."""
+        self._write_and_clear([])
+        self.timers = InternalTimerService()
+        slot_keys = None if self._objects is None else self._objects.objects.copy()
+        return ColumnPaneSnapshot(
+            self.contents_descriptor.name, panes.starts, self.size, panes.keys, slot_keys, accumulators,
+            panes.fired, lateness, self.event_time, self.backend.max_parallelism,
+        )  # fmt: skip
 
     def statistics(self) -> dict[str, Any]:
         return {

@@ -112,10 +112,10 @@ class SubtaskCheckpointCoordinator:
         here only what does not grow with the state; the entries are encoded in the
         asynchronous part (``write_operator_snapshots``), except for an operator that declares
         ``shares_state_objects`` (it mutates objects it also handed to the backend). An operator
-        with ``defer_pane_snapshots`` (the fast window mode) freezes the panes it holds outside
-        its backend at the barrier and hands them over as ``pane_snapshot``, which is merged into
-        the keyed and timer snapshots in the asynchronous part (into an incremental run by
-        the backend itself)."""
+        with ``defer_pane_snapshots`` (the fast and the vectorized window operators) freezes the
+        panes it holds outside its backend at the barrier and hands them over as
+        ``pane_snapshot``, which is merged into the keyed and timer snapshots in the
+        asynchronous part (into an incremental run by the backend itself)."""
         d = self.d
         started = time.perf_counter()
         first = self._first_barrier_ms.pop(checkpoint_id, None)

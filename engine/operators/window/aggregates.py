@@ -38,7 +38,9 @@ order: windows by end, within a window the panes in creation order (first record
 Checkpoints: state ``window-contents`` (an ``AggregatingState`` of the ``Aggregates``) holds
 the accumulator list ``[n, s_1, ..., s_m]`` per pane, and the timers are the per-record
 path's: the trigger's at ``max_timestamp`` (not for a window that fired already) and, with
-allowed lateness, the cleanup timer. So a checkpoint restores into either path.
+allowed lateness, the cleanup timer. So a checkpoint restores into either path. As for the
+built-ins, a deferred snapshot copies the pane columns at the barrier and builds the
+accumulator lists and timers in the asynchronous phase (``ColumnPaneSnapshot``).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ semantics must not differ between them, written once:
   clock what is due in processing time (``_fire``), and the next processing-time deadline
   is the earliest open window's ``max_timestamp`` (``_next_fire_time``); the general mode
   overrides these with its timer service;
-- checkpoints of pane strategies (fast mode and vectorized): live panes are written into
+- checkpoints of pane strategies (fast mode and vectorized) taken the synchronous way (a
+  task defers them: ``weir.state.panes``): live panes are written into
   the keyed backend in the general mode's canonical form (state ``window-contents``,
   namespace = the ``TimeWindow``) with one timer per pane at ``max_timestamp`` in
   ``self.timers`` (``_write_panes``), and a restore turns those timers back into panes

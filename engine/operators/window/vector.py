@@ -40,12 +40,16 @@ Semantics kept from the per-record path:
 - firing order: windows by end time, within a window the panes in the order their
   first record arrived -- the order the per-record path's timers fire in.
 
-Checkpoints: in ``prepare_snapshot_pre_barrier`` every live pane is written into the
-keyed state backend in the per-record path's canonical form (state ``window-contents``,
-namespace = the ``TimeWindow``: the reduced record for sum/min/max, the ``Count``/
-``Mean`` accumulator for count/mean) and one timer per pane at ``max_timestamp`` goes
-into ``self.timers``, so snapshots, rescaling and backend changes work unchanged, and a
-checkpoint of either operator restores into the other. ``initialize_state`` (which
+Checkpoints hold every live pane in the per-record path's canonical form (state
+``window-contents``, namespace = the ``TimeWindow``: the reduced record for sum/min/max,
+the ``Count``/``Mean`` accumulator for count/mean) and one timer per pane at
+``max_timestamp``, so snapshots, rescaling and backend changes work unchanged, and a
+checkpoint of either operator restores into the other. A task defers them
+(``defer_pane_snapshots``): ``prepare_snapshot_pre_barrier`` exports the panes as fresh
+columns and hands them over as a ``weir.state.panes.ColumnPaneSnapshot`` (``pane_snapshot``)
+whose entries and timers are built in the asynchronous phase, so the barrier costs no
+Python per pane; otherwise (the test harness) it writes every pane into the backend and
+its timer into ``self.timers``. ``initialize_state`` (which
 runs after the task restored the backend and timers) loads the panes back in firing
 order (state written with windows of another size is a ``UsageError``). Between
 checkpoints the arrays are the truth; entries written at the previous checkpoint are

@@ -195,6 +195,10 @@ class PaneSnapshot:
         """The raw LMDB keys of the in-memory panes (no accumulator check)."""
         return {k for _, _, raws in self._raw() for k in raws}
 
+    def _encode_values(self, values: list[Any]) -> list[bytes]:
+        """The canonical bytes of accumulators (a subclass may hold them encoded already)."""
+        return encode_many(values)
+
     def merge_run(
         self, entries: list[tuple[int, bytes, bytes | None]], index: int
     ) -> list[tuple[int, bytes, bytes | None]]:
@@ -205,7 +209,9 @@ class PaneSnapshot:
         for in_memory, keys, raws in self._raw():
             values = list(map(in_memory.__getitem__, keys))
             for i in range(0, len(keys), BATCH):
-                run.extend(zip(repeat(index), raws[i : i + BATCH], encode_many(values[i : i + BATCH])))
+                run.extend(
+                    zip(repeat(index), raws[i : i + BATCH], self._encode_values(values[i : i + BATCH]))
+                )
                 time.sleep(0)
         if not run:
             return entries
@@ -230,7 +236,7 @@ class PaneSnapshot:
                         encode_many(batch),
                         repeat(ns),
                         repeat(b""),
-                        encode_many(values[i : i + BATCH]),
+                        self._encode_values(values[i : i + BATCH]),
                     )
                 )
                 batch_groups = mine_groups[i : i + BATCH]
@@ -314,7 +320,7 @@ class ColumnPaneSnapshot(PaneSnapshot):
     panes in creation order); ``pane_keys`` the panes' keys (int64), or their key slots
     when ``slot_keys`` (the slot -> key list) is given; ``accumulators()`` builds the
     canonical accumulator of every pane, in that order, from copies the operator took at
-    the barrier. Timers are the general mode's, registered pane by pane in firing order:
+    the barrier -- their canonical bytes (``encode_value``) if ``encoded``. Timers are the general mode's, registered pane by pane in firing order:
     the trigger's at the window's ``max_timestamp`` unless ``fired`` says the window fired
     already, and with ``lateness`` the cleanup timer at ``max_timestamp + lateness``; the
     snapshot holds them by time, ties in that order, as ``InternalTimerService`` does.
@@ -334,8 +340,10 @@ class ColumnPaneSnapshot(PaneSnapshot):
         lateness: int,
         event_time: bool,
         max_parallelism: int,
+        encoded: bool = False,
     ) -> None:
         super().__init__(state_name, (), event_time, max_parallelism)
+        self._encoded = encoded
         self._starts = starts
         self._size = size
         self._pane_keys = pane_keys
@@ -378,6 +386,9 @@ class ColumnPaneSnapshot(PaneSnapshot):
 
     def _check(self) -> None:
         """Nothing to check: the accumulators are built here, from copies."""
+
+    def _encode_values(self, values: list[Any]) -> list[bytes]:
+        return values if self._encoded else encode_many(values)
 
     def timers(self) -> Iterator[Timer]:
         """The panes' timers (the class docstring's rules), by time, ties in registration order."""

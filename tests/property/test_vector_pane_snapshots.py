@@ -13,11 +13,13 @@ uninterrupted run emits.
 
 from __future__ import annotations
 
+import builtins
 import random
 import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,8 +34,14 @@ from weir.core.functions import wrap_key_selector
 from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
 from weir.keys import KeyGroupRange
 from weir.operators.window import WindowOperator
-from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan
-from weir.state import LmdbKeyedStateBackend, create_keyed_backend
+from weir.operators.window.aggregates import (
+    AggregatesPlan,
+    AggregatesWindowOperator,
+    aggregates_plan,
+    canonical_accumulators,
+    encoded_accumulators,
+)
+from weir.state import LmdbKeyedStateBackend, create_keyed_backend, serde
 from weir.state.incremental import load_for_restore
 from weir.state.state_file import encode_state_file
 
@@ -222,3 +230,26 @@ def test_incremental_runs_with_copied_panes_restore_the_state_of_each_barrier(
         finally:
             for backend in (live, *restored):
                 backend.dispose()
+
+
+@SETTINGS
+@given(
+    floats=st.lists(st.booleans(), max_size=5),
+    data=st.data(),
+)
+def test_encoded_accumulators_are_the_canonical_lists_encoded(
+    floats: list[bool], data: st.DataObject
+) -> None:
+    """The numpy encoding of the accumulator lists equals ``encode_value`` of each list."""
+    rows = data.draw(st.integers(0, 40))
+    int64 = st.integers(-(1 << 63), (1 << 63) - 1)
+    plan = AggregatesPlan(None, tuple(range(len(floats))), tuple(floats), tuple(0 for _ in floats))
+    mi, mf = len(floats) - builtins.sum(floats), builtins.sum(floats)
+    counts = np.array(data.draw(st.lists(int64, min_size=rows, max_size=rows)), np.int64)
+    iaccs = np.array(data.draw(st.lists(int64, min_size=rows * mi, max_size=rows * mi)), np.int64)
+    faccs = np.array(
+        data.draw(st.lists(st.floats(allow_nan=True), min_size=rows * mf, max_size=rows * mf)), np.float64
+    )
+    iaccs, faccs = iaccs.reshape(rows, mi), faccs.reshape(rows, mf)
+    expected = [serde.encode_value(acc) for acc in canonical_accumulators(plan, counts, iaccs, faccs)]
+    assert encoded_accumulators(plan, counts, iaccs, faccs) == expected

@@ -1020,7 +1020,11 @@ class VectorWindowOperator(WindowOperatorBase):
         self._written = now
 
     def _freeze_panes(
-        self, panes: PaneColumns, accumulators: Callable[[], Sequence[Any]], lateness: int = 0
+        self,
+        panes: PaneColumns,
+        accumulators: Callable[[], Sequence[Any]],
+        lateness: int = 0,
+        encoded: bool = False,
     ) -> ColumnPaneSnapshot:
         """The pending snapshot of ``panes`` (exported at the barrier: fresh arrays the stores
         never write again) whose entries and timers the asynchronous phase builds. The backend
@@ -1031,7 +1035,7 @@ class VectorWindowOperator(WindowOperatorBase):
         slot_keys = None if self._objects is None else self._objects.objects.copy()
         return ColumnPaneSnapshot(
             self.contents_descriptor.name, panes.starts, self.size, panes.keys, slot_keys, accumulators,
-            panes.fired, lateness, self.event_time, self.backend.max_parallelism,
+            panes.fired, lateness, self.event_time, self.backend.max_parallelism, encoded,
         )  # fmt: skip
 
     def statistics(self) -> dict[str, Any]:

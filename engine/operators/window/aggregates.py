@@ -47,7 +47,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -70,6 +69,7 @@ from weir.operators.window.vector import (
     _HashPanes,
     _ObjectKeys,
     _PaneStore,
+    numeric_column,
 )
 from weir.state import serde
 from weir.time.timers import InternalTimerService
@@ -185,21 +185,10 @@ def slot_columns(plan: AggregatesPlan, values: Any, n: int, what: str) -> tuple[
 
 
 def _column(values: Any, p: int | None, dtype: Any, n: int, what: str) -> np.ndarray:
-    try:
-        if isinstance(values, np.ndarray):
-            return values.astype(dtype, copy=False)
-        if isinstance(values, TupleColumns):
-            return np.asarray(values.columns[0 if p is None else p], dtype)
-        return np.fromiter(values if p is None else map(itemgetter(p), values), dtype, n)
-    except (TypeError, ValueError, OverflowError, IndexError, KeyError):
-        for i, v in enumerate(values):
-            try:
-                np.array([v if p is None else v[p]], dtype)
-            except (TypeError, ValueError, OverflowError, IndexError, KeyError):
-                raise UsageError(
-                    f"{what}: field {0 if p is None else p} must be a number in every record; record {i} is {v!r}"
-                ) from None
-        raise
+    return numeric_column(
+        values, p, dtype, n,
+        lambda i, v: f"{what}: field {0 if p is None else p} must be a number in every record; record {i} is {v!r}",
+    )  # fmt: skip
 
 
 def output_columns(

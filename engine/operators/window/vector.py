@@ -915,22 +915,16 @@ class VectorWindowOperator(WindowOperatorBase):
     def _column(self, values: Any, n: int) -> np.ndarray:
         if self.op == wk.COUNT:
             return self._empty
-        dtype = self.plan.dtype
-        index = self.plan.field_index
-        try:
-            if isinstance(values, np.ndarray):
-                return values.astype(dtype, copy=False)
-            return np.fromiter(values if index is None else map(itemgetter(index), values), dtype, n)
-        except (TypeError, ValueError, OverflowError, IndexError, KeyError):
-            for i, v in enumerate(values):
-                try:
-                    np.array([v if index is None else v[index]], dtype)
-                except (TypeError, ValueError, OverflowError, IndexError, KeyError):
-                    raise UsageError(
-                        f"operator '{self.name}': {self.plan.aggregation}({self.plan.field!r}) needs a number "
-                        f"in that field of every record; record {i} is {v!r}"
-                    ) from None
-            raise
+        return numeric_column(
+            values,
+            self.plan.field_index,
+            self.plan.dtype,
+            n,
+            lambda i, v: (
+                f"operator '{self.name}': {self.plan.aggregation}({self.plan.field!r}) needs a number "
+                f"in that field of every record; record {i} is {v!r}"
+            ),
+        )
 
     def process_batch(self, batch: Batch) -> None:
         n = len(batch)
@@ -1046,3 +1040,25 @@ class VectorWindowOperator(WindowOperatorBase):
             "key_slots": None if self._objects is None else len(self._objects),
             "key_field": self._key_field if self._ready else None,
         }
+
+
+_NOT_A_NUMBER = (TypeError, ValueError, OverflowError, IndexError, KeyError)
+
+
+def numeric_column(values: Any, index: int | None, dtype: Any, n: int, bad: Any) -> np.ndarray:
+    """Field ``index`` of a batch's values (the values themselves when None) as a numpy array
+    of ``dtype``: the column itself when the batch holds columns. A record whose field is not
+    a number is a UsageError with ``bad(i, record)``."""
+    try:
+        if isinstance(values, np.ndarray):
+            return values.astype(dtype, copy=False)
+        if isinstance(values, TupleColumns):
+            return np.asarray(values.columns[0 if index is None else index], dtype)
+        return np.fromiter(values if index is None else map(itemgetter(index), values), dtype, n)
+    except _NOT_A_NUMBER:
+        for i, v in enumerate(values):
+            try:
+                np.array([v if index is None else v[index]], dtype)
+            except _NOT_A_NUMBER:
+                raise UsageError(bad(i, v)) from None
+        raise

@@ -344,6 +344,7 @@ def run_state_point(
         "checkpoints_failed": len([h for h in history if h.get("status") == "FAILED"]),
         "sync_ms": _spread([float(h["sync_ms"]) for h in completed]),
         "async_ms": _spread([float(h["async_ms"]) for h in completed]),
+        "fork_ms": _spread([float(h.get("fork_ms", 0.0)) for h in completed]),
         "duration_ms": _spread([float(h["duration_ms"]) for h in completed]),
         "full_size_bytes": _spread([float(h["full_size_bytes"]) for h in completed]),
         "checkpointed_size_bytes": _spread([float(h["checkpointed_size_bytes"]) for h in completed]),
@@ -388,6 +389,7 @@ def format_state_point(p: dict[str, Any]) -> str:
     return (
         f"  {p['keys']:>9,} keys {p['backend']:>16}: sync {p['sync_ms']['median']:.0f}/{p['sync_ms']['max']:.0f} ms, "
         f"async {p['async_ms']['median']:.0f}/{p['async_ms']['max']:.0f} ms, "
+        f"fork {p['fork_ms']['median']:.0f}/{p['fork_ms']['max']:.0f} ms, "
         f"duration {p['duration_ms']['median']:.0f}/{p['duration_ms']['max']:.0f} ms (median/max), "
         f"size {p['checkpointed_size_bytes']['median'] / mb:.1f} MB (full {p['full_size_bytes']['median'] / mb:.1f}), "
         f"{p['checkpoints_completed']} checkpoints; "

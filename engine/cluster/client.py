@@ -160,6 +160,8 @@ def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -
         collect_channels=collect_channels or {},
         job_parameters=dict(settings.job_parameters),
         debloat=DebloatSettings.from_configuration(conf),
+        async_snapshot=conf.get_option(opts.ASYNC_SNAPSHOT).lower(),
+        savepoint_timeout_ms=conf.get_option(opts.CHECKPOINTING_TIMEOUT),
     )
 
 

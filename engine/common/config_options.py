@@ -272,6 +272,13 @@ CHECKPOINTING_RETENTION = _opt(
     "RETAIN_ON_CANCELLATION keeps them when it was CANCELED or FAILED.",
     choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"),
 )  # fmt: skip
+ASYNC_SNAPSHOT = _opt(
+    "weir.checkpointing.async-snapshot", "enum", "AUTO",
+    "Where a task writes its checkpoint files while the job goes on: PROCESS, a forked child with its own "
+    "core and GIL (POSIX; incremental LMDB snapshots always use a thread); THREAD, a worker thread of the "
+    "job's process; AUTO, a child for snapshots of 50,000 entries or more, else a thread.",
+    choices=("AUTO", "PROCESS", "THREAD"),
+)  # fmt: skip
 SAVEPOINT_DIRECTORY = _opt(
     "execution.checkpointing.savepoint-dir", "path", None, "Default savepoint directory.",
     fallback_keys=("state.savepoints.dir",),

@@ -1,12 +1,14 @@
-"""In-process transport: one multiplexed ``Connection`` per ordered pair of TaskManagers.
+"""The transport's messages and cores, and the in-process ``Connection``: one per ordered pair of TaskManagers.
 
 Theory of operation
 -------------------
 As Flink's physical transport: all remote channels from the subtasks of one TaskManager
 (the *client*, where the consumers run) to another (the *server*, where the producers
-run) share one connection. Flink runs it over TCP with Netty; weir's in-process
-``Connection`` is two message queues, one per direction, and the messages are the whole
-interface, so a TCP transport can replace it by framing the same messages:
+run) share one connection. The messages are the whole interface between the two ends.
+Two transports carry them: the in-process ``Connection`` here (two message queues, one per
+direction; the default) and ``tcp.TcpConnection`` (the messages framed by ``wire.py`` on
+an authenticated TCP stream). Both run the same cores, ``PartitionRequestClient`` and
+``PartitionRequestServer``, through ``ConnectionBase``:
 
     client → server   PartitionRequest(receiver_id, partition_id, subpartition_index, initial_credit)
                       AddCredit(receiver_id, credit)
@@ -42,7 +44,9 @@ per buffer its backlog grows by while it has no credit.
 
 A ``BufferResponse`` carries the sender's slice and the reference that keeps it alive, and
 the client copies the bytes into the receiver's exclusive or floating buffer and then
-recycles the sender's reference (as Netty would after writing).
+recycles the sender's reference (as Netty would after writing). Over TCP the server's
+writer recycles it once the bytes are copied into its send batch, and the client's
+``BufferResponse`` holds a slice of the received bytes (no sender reference).
 
 Client side (``PartitionRequestClient``, run by the consumer's ``NetworkEnvironment``):
 assigns receiver ids, sends requests and credit for its ``RemoteInputChannel``\\ s, and
@@ -53,8 +57,9 @@ When either side stops, the connection closes: buffers in flight are recycled, t
 server releases its readers' views, and the client fails the channels that had not yet
 finished with ``ConnectionClosed``.
 
-What it does not do: no serialization, no sockets, no retries; partition lookup (and
-waiting for a producer that is not registered yet) is the ``SubpartitionViewProvider``'s.
+What it does not do: no serialization, no sockets, no retries (``wire.py`` and ``tcp.py``
+do the first two for TCP); partition lookup (and waiting for a producer that is not
+registered yet) is the ``SubpartitionViewProvider``'s.
 """
 
 from __future__ import annotations
@@ -70,7 +75,19 @@ from weir.errors import ProtocolViolation
 from weir.network.buffer import BufferOrEvent
 from weir.network.credit import CreditLedger
 from weir.network.errors import ConnectionClosed
-from weir.network.events import EndOfPartition, Event
+from weir.network.events import EndOfPartition
+from weir.network.messages import (
+    AddCredit,
+    BacklogAnnouncement,
+    BufferResponse,
+    CancelPartitionRequest,
+    ClientMessage,
+    CloseRequest,
+    ErrorResponse,
+    EventResponse,
+    PartitionRequest,
+    ServerMessage,
+)
 from weir.network.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -96,70 +113,6 @@ __all__ = [
     "PartitionRequestServer",
     "ServerMessage",
 ]
-
-
-# --- messages ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRequest:
-    receiver_id: int
-    partition_id: str
-    subpartition_index: int
-    initial_credit: int
-
-
-@dataclass(frozen=True, slots=True)
-class AddCredit:
-    receiver_id: int
-    credit: int
-
-
-@dataclass(frozen=True, slots=True)
-class CancelPartitionRequest:
-    receiver_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class CloseRequest:
-    """The client goes away: release every reader of this connection."""
-
-
-@dataclass(frozen=True, slots=True)
-class BufferResponse:
-    receiver_id: int
-    data: memoryview
-    backlog: int
-    source: BufferOrEvent | None = None  # in-process: the sender's reference, recycled after the copy
-
-    def release(self) -> None:
-        if self.source is not None and not self.source.is_recycled:
-            self.source.recycle()
-
-
-@dataclass(frozen=True, slots=True)
-class EventResponse:
-    receiver_id: int
-    event: Event
-    backlog: int
-
-
-@dataclass(frozen=True, slots=True)
-class BacklogAnnouncement:
-    """The sender has ``backlog`` buffers for ``receiver_id`` but no credit to send them."""
-
-    receiver_id: int
-    backlog: int
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorResponse:
-    receiver_id: int
-    error: Exception
-
-
-ClientMessage = PartitionRequest | AddCredit | CancelPartitionRequest | CloseRequest
-ServerMessage = BufferResponse | EventResponse | BacklogAnnouncement | ErrorResponse
 
 
 # --- the connection ---------------------------------------------------------------------

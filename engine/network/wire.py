@@ -71,7 +71,7 @@ from weir.network.events import (
     Watermark,
     WatermarkStatus,
 )
-from weir.network.transport import (
+from weir.network.messages import (
     AddCredit,
     BacklogAnnouncement,
     BufferResponse,

@@ -256,7 +256,9 @@ class TcpNetwork:
                     return
                 async with stream:
                     codec = WireCodec(
-                        environment.segment_size, peer=f"taskmanager {connection.server_taskmanager!r}"
+                        environment.segment_size,
+                        peer=f"taskmanager {connection.server_taskmanager!r}",
+                        accept="responses",
                     )
                     try:
                         with trio.fail_after(self.handshake_timeout_s):
@@ -360,7 +362,11 @@ class TcpNetwork:
             self._track(connection)
             server = PartitionRequestServer(connection, environment)
             environment._adopt_server(server)
-            codec = WireCodec(environment.segment_size, peer=f"taskmanager {client_taskmanager!r} at {peer}")
+            codec = WireCodec(
+                environment.segment_size,
+                peer=f"taskmanager {client_taskmanager!r} at {peer}",
+                accept="requests",
+            )
             try:
                 with connection.cancel_scope:
                     async with trio.open_nursery() as nursery:

@@ -27,7 +27,8 @@ savepoint=1, unaligned=2, native=4), 6 CancelCheckpointMarker (checkpoint_id:i64
 ``ErrorResponse`` names the error's class by a kind (``ERROR_KINDS``) and carries its text.
 
 ``WireCodec`` is sans-IO: ``encode(message) -> bytes`` and ``feed(bytes) -> messages``.
-``feed`` keeps at most one incomplete frame between calls; ``end_of_stream()`` says
+``feed`` keeps at most one incomplete frame between calls (a server's codec decodes only
+requests, a client's only responses); ``end_of_stream()`` says
 whether the peer stopped in the middle of one. Anything malformed -- an unknown message id
 or event type, a length beyond the maximum, fields that do not fill the frame exactly
 (truncated or trailing bytes), a value out of range, text that is not UTF-8 -- raises
@@ -148,6 +149,10 @@ _MESSAGE_NAMES = {
     _ERROR_ID: "ErrorResponse",
 }
 
+_REQUESTS = frozenset((_PARTITION_REQUEST_ID, _ADD_CREDIT_ID, _CANCEL_ID, _CLOSE_ID))
+_RESPONSES = frozenset((_BUFFER_ID, _EVENT_ID, _BACKLOG_ID, _ERROR_ID))
+_ACCEPT = {"all": _REQUESTS | _RESPONSES, "requests": _REQUESTS, "responses": _RESPONSES}
+
 _END_OF_PARTITION, _END_OF_DATA, _WATERMARK, _WATERMARK_STATUS, _BARRIER_TYPE, _CANCEL_MARKER = range(1, 7)
 _SAVEPOINT, _UNALIGNED, _NATIVE = 1, 2, 4
 
@@ -171,11 +176,26 @@ def _error_kind(error: BaseException) -> int:
 class WireCodec:
     """Frames transport messages; one per connection and direction pair (sans-IO)."""
 
-    __slots__ = ("_broken", "_pending", "_pending_need", "max_body_bytes", "max_buffer_bytes", "peer")
+    __slots__ = (
+        "_accepted",
+        "_broken",
+        "_pending",
+        "_pending_need",
+        "accept",
+        "max_body_bytes",
+        "max_buffer_bytes",
+        "peer",
+    )
 
-    def __init__(self, max_buffer_bytes: int, peer: str = "peer") -> None:
+    def __init__(self, max_buffer_bytes: int, peer: str = "peer", accept: str = "all") -> None:
+        """``accept``: what ``feed`` may decode -- "requests" (a server: client messages only),
+        "responses" (a client: server messages only) or "all"."""
         if max_buffer_bytes < 1:
             raise UsageError(f"wire codec: max_buffer_bytes must be at least 1, got {max_buffer_bytes}")
+        if accept not in _ACCEPT:
+            raise UsageError(f"wire codec: accept must be one of {', '.join(_ACCEPT)}, got {accept!r}")
+        self.accept = accept
+        self._accepted = _ACCEPT[accept]
         self.max_buffer_bytes = max_buffer_bytes
         #: the largest frame body (message id onwards) this codec accepts
         self.max_body_bytes = 1 + max(_TWO_U32.size + max_buffer_bytes, 64 + MAX_ERROR_TEXT_BYTES)
@@ -335,6 +355,12 @@ class WireCodec:
 
     def _decode_body(self, view: memoryview, start: int, stop: int) -> Message:
         message_id = view[start]
+        if message_id not in self._accepted and message_id in _MESSAGE_NAMES:
+            sender = "server" if message_id in _RESPONSES else "client"
+            raise ProtocolViolation(
+                f"{self.peer}: sent a {_MESSAGE_NAMES[message_id]} (message id {message_id}), "
+                f"which only a {sender} sends"
+            )
         pos = start + 1
         if message_id == _BUFFER_ID:
             _need(self.peer, "BufferResponse", stop - pos, _TWO_U32.size, exact=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -62,6 +63,22 @@ def test_a_buffer_larger_than_the_segments_is_refused_even_within_the_frame_limi
     codec = WireCodec(1024)
     with pytest.raises(ProtocolViolation, match="exceeds the 1024-byte buffers"):
         codec.feed(frame(5, struct.pack("!II", 1, 0) + b"x" * 1025))
+
+
+def test_each_side_decodes_only_what_the_other_side_sends() -> None:
+    credit = WireCodec(SEGMENT).encode(AddCredit(1, 2))
+    buffer = WireCodec(SEGMENT).encode(BufferResponse(1, memoryview(b"x"), 0))
+    assert WireCodec(SEGMENT, accept="requests").feed(credit) == [AddCredit(1, 2)]
+    with pytest.raises(
+        ProtocolViolation, match=re.escape("sent a BufferResponse (message id 5), which only a server sends")
+    ):
+        WireCodec(SEGMENT, accept="requests").feed(buffer)
+    with pytest.raises(
+        ProtocolViolation, match=re.escape("sent a AddCredit (message id 2), which only a client sends")
+    ):
+        WireCodec(SEGMENT, accept="responses").feed(credit)
+    with pytest.raises(UsageError, match="accept must be one of all, requests, responses"):
+        WireCodec(SEGMENT, accept="both")
 
 
 def test_a_violation_leaves_the_codec_broken() -> None:

@@ -239,3 +239,40 @@ def test_bad_settings_are_clear_errors() -> None:
         TcpNetwork(SECRET, port=70000)
     with pytest.raises(UsageError, match="data port 0 is not a TCP port"):
         TcpNetwork(SECRET).set_address("tm0", "127.0.0.1", 0)
+
+
+async def test_closing_a_consumer_mid_stream_releases_what_it_held_at_both_ends(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    producers, consumers = TcpNetwork(SECRET), TcpNetwork(SECRET)
+    tm0 = NetworkEnvironment("tm0", producers, total_bytes=4 * MiB)
+    tm1 = NetworkEnvironment("tm1", consumers, total_bytes=4 * MiB)
+    async with serving(tm0, tm1):
+        assert tm0.listen_address is not None
+        consumers.set_address("tm0", *tm0.listen_address)
+        partition = tm0.create_result_partition("p", 2)
+        gate = tm1.create_input_gate(0, [ChannelSpec("p", 0, "tm0"), ChannelSpec("p", 1, "tm0")])
+
+        async def produce() -> None:
+            while True:
+                await partition.emit(0, b"x" * 10_000)
+                await partition.emit(1, b"y" * 10_000)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            with trio.fail_after(10):
+                item = await gate.get_next()
+            assert item is not None and item.size > 0
+            item.recycle()
+            await trio.testing.wait_all_tasks_blocked()  # back pressure: the producer waits for credit
+            (server_end,) = producers.connections()
+            assert server_end.statistics().readers == 2
+            nursery.cancel_scope.cancel()
+        gate.close()  # cancels both partition requests on the shared connection
+        await trio.testing.wait_all_tasks_blocked()
+        assert server_end.statistics().readers == 0 and not server_end.closed
+        assert_all_returned(tm1.network_buffer_pool)  # received buffers, exclusive and floating
+        partition.release()
+        assert_all_returned(tm0.network_buffer_pool)
+    (client_end,) = consumers.connections()
+    assert client_end.closed and server_end.closed  # the environments stopped

@@ -119,6 +119,9 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+        transport=str(conf.get_option(opts.NETWORK_TRANSPORT)),
+        data_port=int(conf.get_option(opts.DATA_PORT)),
+        bind_host=str(conf.get_option(opts.BIND_HOST)),
     )
 
 

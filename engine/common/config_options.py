@@ -403,6 +403,22 @@ FLOATING_BUFFERS_PER_GATE = _opt(
     "taskmanager.network.memory.floating-buffers-per-gate", "int", 8, "Floating buffers per gate.",
     check=_non_negative,
 )  # fmt: skip
+# the transport between the TaskManagers of the embedded cluster (weir; docs/network.md)
+NETWORK_TRANSPORT = _opt(
+    "taskmanager.network.transport", "enum", "local",
+    "How remote channels travel between TaskManagers: local (in-process queues) or tcp (loopback sockets, "
+    "authenticated with the cluster's secret) (weir).",
+    choices=("local", "tcp"),
+)  # fmt: skip
+DATA_PORT = _opt(
+    "taskmanager.data.port", "int", 0,
+    "Port a TaskManager serves its partitions on over TCP; 0 picks a free one.",
+    check=lambda v: None if 0 <= v <= 65535 else "must be a TCP port (0..65535, 0 = any free port)",
+)  # fmt: skip
+BIND_HOST = _opt(
+    "taskmanager.bind-host", "str", "127.0.0.1",
+    "Address the TaskManagers' TCP listeners bind to (loopback unless configured otherwise).",
+)  # fmt: skip
 # buffer debloating (Flink's keys; weir sizes source batches by them, see engine/network/debloat.py)
 BUFFER_DEBLOAT_ENABLED = _opt(
     "taskmanager.network.memory.buffer-debloat.enabled", "bool", True,

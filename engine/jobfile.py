@@ -133,6 +133,7 @@ def run_job_file(
             configuration.get_option(opts.REST_BIND_ADDRESS),
             configuration.get_option(opts.REST_PORT),
             announce,
+            configuration.get_option(opts.REST_ADDRESS),
         )
     observer = combine_observers(
         live_observer, web_observer, job_control_observer(), restart_announcer(console)

@@ -14,6 +14,7 @@ rebinds to 127.0.0.1.
 from __future__ import annotations
 
 import errno
+import functools
 import ipaddress
 import json
 import time
@@ -167,10 +168,12 @@ async def run_web_monitor(
     port: int = DEFAULT_PORT,
     *,
     sample_interval_s: float = SAMPLE_INTERVAL_S,
+    address: str | None = None,
     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the dashboard of ``cluster`` until cancelled; ``task_status.started`` gets its URL
-    (``http://HOST:PORT/``, the port the system chose when ``port`` is 0). Raises UsageError
+    (``http://HOST:PORT/``, the port the system chose when ``port`` is 0; HOST is ``address``,
+    rest.address, when given, else the bound address). Raises UsageError
     when the address cannot be bound. Cancellation: the server closes its sockets and stops."""
     from hypercorn.config import Config
     from hypercorn.trio import serve
@@ -199,13 +202,14 @@ async def run_web_monitor(
                 "(weir run --web-port N, or 0 for any free port)"
             ) from None
         nursery.start_soon(_run_sampler, cluster, sampler, sample_interval_s)
-        url = binds[0].rstrip("/") + "/"
-        if bind_address in ("0.0.0.0", "::"):
-            url = url.replace(f"//{bind_address}", "//127.0.0.1", 1).replace("//[::]", "//[::1]", 1)
-        task_status.started(url)
+        bound_port = binds[0].rstrip("/").rsplit(":", 1)[1]
+        host = address or {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(bind_address, bind_address)
+        task_status.started(f"http://{f'[{host}]' if ':' in host else host}:{bound_port}/")
 
 
-def web_observer(bind_address: str, port: int, announce: Callable[[str], None]) -> Any:
+def web_observer(
+    bind_address: str, port: int, announce: Callable[[str], None], address: str | None = None
+) -> Any:
     """An observer for ``client.observe_jobs``: serves the dashboard of the job's cluster while the
     job runs and announces its URL once it listens (``weir run --web``)."""
     check_port(port)
@@ -213,7 +217,9 @@ def web_observer(bind_address: str, port: int, announce: Callable[[str], None]) 
     async def observe(cluster: ClusterView, handle: Any) -> None:
         """Serve until the job ends. Cancellation: the server stops."""
         async with trio.open_nursery() as nursery:
-            url = await nursery.start(run_web_monitor, cluster, bind_address, port)
+            url = await nursery.start(
+                functools.partial(run_web_monitor, cluster, bind_address, port, address=address)
+            )
             announce(f"dashboard: {url} (job {handle.job_id})")
 
     return observe

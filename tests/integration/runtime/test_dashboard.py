@@ -7,6 +7,7 @@ the answers against the job's own JobGraph, its records and checkpoints, and the
 
 from __future__ import annotations
 
+import functools
 import json
 import urllib.error
 import urllib.request
@@ -282,3 +283,13 @@ async def test_it_binds_loopback_only(dashboard: Dashboard) -> None:
     assert dashboard.url.startswith("http://127.0.0.1:")
     port = int(dashboard.url.rsplit(":", 1)[1])
     assert _listening(port) == ["0100007F"]  # 127.0.0.1, and no other address
+
+
+async def test_the_url_names_rest_address_when_given(dashboard: Dashboard) -> None:
+    async with trio.open_nursery() as nursery:
+        url = await nursery.start(
+            functools.partial(run_web_monitor, dashboard.cluster, "127.0.0.1", 0, address="localhost")
+        )
+        assert url.startswith("http://localhost:") and url.endswith("/")
+        assert (await ok(f"{url}overview"))["taskmanagers"] == 2  # and it answers there
+        nursery.cancel_scope.cancel()

@@ -185,6 +185,9 @@ async def run_web_monitor(
     config.accesslog = None
     config.loglevel = "WARNING"
     config.graceful_timeout = 1.0
+    # a connection's idle timer runs from accept to its first request: a job that holds the event
+    # loop for seconds (a long batch in a user function) must not cost the page its answer
+    config.keep_alive_timeout = 60.0
     sampler = BackPressureSampler()
     api = RestApi(cluster, _now_ms, trio.current_time, sampler)
     loopback_only = _is_loopback(bind_address)

@@ -690,6 +690,10 @@ class JobMaster:
     def statistics(self) -> list[Any]:
         return [h.task.statistics() for h in self.handles.values() if h.task is not None]
 
+    def task_statistics(self) -> dict[str, Any]:
+        """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these)."""
+        return {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
+
 
 def raise_for_result(result: JobResult) -> None:
     if result.status is JobStatus.FAILED:

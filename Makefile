@@ -8,14 +8,19 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.weir-installed
 UV_VERSION := 0.13.9
-PYTEST_FAST := -m "not slow and not bench"
+PYTEST_FAST := -m "not slow and not bench and not flink"
+# PyFlink lives in its own environment: apache-flink pins pyarrow, numpy and py4j below weir's
+# ranges (docs/decisions.md, "PyFlink in its own environment")
+FLINK_VENV := .venv-flink
+FLINK_STAMP := $(FLINK_VENV)/.weir-installed
 
-.PHONY: help env test test-all browser lint format run bench bench-micro check-python check-java clean
+.PHONY: help env flink-env test test-flink test-all browser lint format run bench bench-micro check-python check-java clean
 
 help:
 	@echo "make run       run the reference job (sets everything up first)"
 	@echo "make test      create .venv if needed and run the test suite"
 	@echo "make test-all  the suite including slow and browser tests (installs chromium)"
+	@echo "make test-flink  PyFlink in .venv-flink; Flink's examples on weir, weir's on Flink (needs Java 17)"
 	@echo "make lint      ruff and mypy"
 	@echo "make bench     benchmarks (pytest-benchmark)"
 	@echo "make bench-micro  micro-benchmarks, JSON saved under results/micro/"
@@ -43,11 +48,23 @@ $(STAMP): pyproject.toml requirements.lock
 
 env: $(STAMP)
 
+$(FLINK_STAMP): requirements-flink.lock $(STAMP)
+	@test -x $(FLINK_VENV)/bin/python || { echo "creating $(FLINK_VENV)"; $(PYTHON) -m venv $(FLINK_VENV); }
+	@echo "installing apache-flink (requirements-flink.lock, ~400 MB) into $(FLINK_VENV)"
+	@$(BIN)/uv pip install --quiet --python $(FLINK_VENV)/bin/python -r requirements-flink.lock
+	@touch $(FLINK_STAMP)
+
+flink-env: $(FLINK_STAMP)
+
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_FAST) -q
 
 test-all: $(STAMP) browser
-	$(BIN)/python -m pytest -m "not bench" -q
+	$(BIN)/python -m pytest -m "not bench and not flink" -q
+
+# one job file, two engines: runs PyFlink jobs one at a time (each starts a JVM)
+test-flink: $(STAMP) $(FLINK_STAMP) check-java
+	WEIR_FLINK_PYTHON=$(FLINK_VENV)/bin/python $(BIN)/python -m pytest -m flink -q tests/flink
 
 # the dashboard's browser test drives Debian's chromium through selenium (installed from the lock)
 browser:
@@ -87,4 +104,4 @@ bench-micro: $(STAMP)
 	  --benchmark-json=results/micro/$$(date -u +%Y%m%dT%H%M%S)-$$(git rev-parse --short HEAD 2>/dev/null || echo unknown).json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks .lint
+	rm -rf $(VENV) $(FLINK_VENV) .pytest_cache .mypy_cache .ruff_cache .benchmarks .lint

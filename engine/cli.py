@@ -68,10 +68,26 @@ def main() -> None:
 @click.option(
     "--slots", type=click.IntRange(min=1), help="Slots per TaskManager (default: as many as the job needs)."
 )
+@click.option(
+    "--target",
+    type=click.Choice(["weir", "flink"]),
+    default="weir",
+    show_default=True,
+    help="flink: print Apache Flink's execution plan JSON beside weir's, and their differences (needs PyFlink).",
+)
 def plan(
-    job_file: Path, level: str, fmt: str, parallelism: int | None, taskmanagers: int, slots: int | None
+    job_file: Path,
+    level: str,
+    fmt: str,
+    parallelism: int | None,
+    taskmanagers: int,
+    slots: int | None,
+    target: str = "weir",
 ) -> None:
     """Print the plan of JOB_FILE at one graph level without running it."""
+    if target == "flink":
+        _plan_on_flink(job_file, parallelism, fmt)
+        return
     from weir.graph import plan as render
     from weir.jobfile import load_job_file
     from weir.operators.explain import explain_graph
@@ -157,6 +173,13 @@ def plan(
     type=click.IntRange(min=0, max=65535),
     help="Port of the dashboard (rest.port, default 8081; 0: any free port). Implies --web.",
 )
+@click.option(
+    "--target",
+    type=click.Choice(["weir", "flink"]),
+    default="weir",
+    show_default=True,
+    help="flink: run the job file on Apache Flink's local MiniCluster (PyFlink) with the prefix swapped.",
+)
 def run(
     job_file: Path,
     parallelism: int | None,
@@ -171,6 +194,7 @@ def run(
     failure_seed: int | None = None,
     web: bool = False,
     web_port: int | None = None,
+    target: str = "weir",
 ) -> None:
     """Run JOB_FILE on an embedded cluster and print a summary. Ctrl-C cancels the job.
     While it runs, `weir list`, `weir savepoint`, `weir stop` and `weir cancel` reach it,
@@ -180,6 +204,26 @@ def run(
     from weir.jobfile import run_job_file
 
     console = Console(stderr=True)
+    if target == "flink":
+        weir_only = {
+            "--taskmanagers": taskmanagers is not None,
+            "--slots": slots is not None,
+            "--live": live is True,
+            "--allow-untrusted-pickle": allow_untrusted_pickle,
+            "--inject-failures": inject_failures is not None,
+            "--failure-seed": failure_seed is not None,
+            "--web/--web-port": web or web_port is not None,
+        }
+        used = [flag for flag, on in weir_only.items() if on]
+        if used:
+            raise click.UsageError(f"{', '.join(used)}: weir-only, not available with --target flink")
+        from weir.flink_bridge import run_on_flink
+
+        conf = _conf(parallelism, buffer_timeout_ms=buffer_timeout_ms)
+        if from_savepoint is not None:
+            conf.set_string(opts.SAVEPOINT_PATH.key, str(from_savepoint))
+            conf.set_string(opts.SAVEPOINT_IGNORE_UNCLAIMED_STATE.key, str(allow_non_restored_state).lower())
+        sys.exit(run_on_flink(job_file, conf.to_dict()))
     show_live = console.is_terminal if live is None else live
     conf = _conf(parallelism, taskmanagers, slots, buffer_timeout_ms)
     if from_savepoint is not None:
@@ -200,6 +244,35 @@ def run(
         conf.set_integer(opts.REST_PORT.key, web_port)
     summary = run_job_file(job_file, conf, console, show_live, web=web or web_port is not None)
     console.print(summary)
+
+
+def _plan_on_flink(job_file: Path, parallelism: int | None, fmt: str) -> None:
+    """Flink's plan (PyFlink's get_execution_plan and chained JobGraph) beside weir's."""
+    from weir.flink_bridge import flink_plan, plan_differences
+    from weir.graph import plan as render
+    from weir.graph.job_graph import generate_job_graph
+    from weir.jobfile import load_job_file
+
+    conf = _conf(parallelism)
+    stream_graph = load_job_file(job_file, conf)
+    weir_plan = render.stream_graph_to_json(stream_graph)
+    weir_vertices = [
+        {"name": v.name, "parallelism": v.parallelism, "operators": len(v.operators)}
+        for v in generate_job_graph(stream_graph).vertices
+    ]
+    flink = flink_plan(job_file, conf.to_dict())
+    if fmt == "json":
+        both = {"weir": {"plan": weir_plan, "job_vertices": weir_vertices}, "flink": flink}
+        click.echo(json.dumps(both, indent=2))
+        return
+    for note in flink["notes"]:
+        click.echo(f"weir: {note}", err=True)
+    click.echo("== weir execution plan ==")
+    click.echo(json.dumps(weir_plan, indent=2))
+    click.echo("== Apache Flink execution plan ==")
+    click.echo(json.dumps(flink["plan"], indent=2))
+    click.echo("== differences ==")
+    click.echo(plan_differences(weir_plan, weir_vertices, flink))
 
 
 def _local_dir(what: str, value: str) -> str:

@@ -21,9 +21,6 @@ ORDER = Types.TUPLE([Types.LONG(), Types.STRING(), Types.DOUBLE()])
 RATE = Types.TUPLE([Types.STRING(), Types.DOUBLE()])
 PRICED = Types.TUPLE([Types.LONG(), Types.STRING(), Types.DOUBLE()])  # order id, currency, amount in EUR
 
-LATEST_RATE = ValueStateDescriptor("latest-rate", Types.DOUBLE())
-WAITING = ListStateDescriptor("waiting-orders", ORDER)
-
 CURRENCIES = ["USD", "GBP", "JPY", "CHF"]
 
 
@@ -31,8 +28,10 @@ class PriceInEuro(KeyedCoProcessFunction):
     """Input 1: orders; input 2: rates (units of the currency per euro)."""
 
     def open(self, runtime_context: Any) -> None:
-        self.rate = runtime_context.get_state(LATEST_RATE)
-        self.waiting = runtime_context.get_list_state(WAITING)
+        # the descriptors are made here, not at module level: PyFlink pickles the function to
+        # its Python workers and cannot pickle a descriptor made before the job starts
+        self.rate = runtime_context.get_state(ValueStateDescriptor("latest-rate", Types.DOUBLE()))
+        self.waiting = runtime_context.get_list_state(ListStateDescriptor("waiting-orders", ORDER))
 
     def process_element1(self, order: tuple[int, str, float], ctx: Any) -> Any:
         rate = self.rate.value()

@@ -97,7 +97,9 @@ def prepare(job_file: Path, configuration: dict[str, str], workdir: Path, argv: 
     try:
         findings = flink_runner.weir_only_uses(source, str(job_file))
     except SyntaxError as exc:
-        raise UsageError(f"job file '{job_file}' is not valid Python (line {exc.lineno}): {exc.msg}") from None
+        raise UsageError(
+            f"job file '{job_file}' is not valid Python (line {exc.lineno}): {exc.msg}"
+        ) from None
     translated, notes = flink_runner.translate_configuration(configuration, os.getcwd())
     swapped = workdir / job_file.name
     swapped.write_text(flink_runner.swap_prefix(source, "weir", "pyflink"), encoding="utf-8")
@@ -168,15 +170,16 @@ def _plan_lines(plan: dict[str, Any]) -> list[str]:
     lines = []
     for node in plan.get("nodes", []):
         inputs = ", ".join(
-            f"{p.get('ship_strategy')} from {names.get(p['id'], p['id'])}" for p in node.get("predecessors", [])
+            f"{p.get('ship_strategy')} from {names.get(p['id'], p['id'])}"
+            for p in node.get("predecessors", [])
         )
-        lines.append(
-            f"{node['contents']} [p={node['parallelism']}]" + (f" <- {inputs}" if inputs else "")
-        )
+        lines.append(f"{node['contents']} [p={node['parallelism']}]" + (f" <- {inputs}" if inputs else ""))
     return lines
 
 
-def plan_differences(weir_plan: dict[str, Any], weir_vertices: list[dict[str, Any]], flink: dict[str, Any]) -> str:
+def plan_differences(
+    weir_plan: dict[str, Any], weir_vertices: list[dict[str, Any]], flink: dict[str, Any]
+) -> str:
     """The two plans side by side: counts, then a unified diff of nodes and of chained vertices."""
     flink_plan_json = flink["plan"]
     flink_vertices = flink["job_vertices"]
@@ -186,13 +189,20 @@ def plan_differences(weir_plan: dict[str, Any], weir_vertices: list[dict[str, An
     ]
     node_diff = list(
         difflib.unified_diff(
-            _plan_lines(weir_plan), _plan_lines(flink_plan_json), "weir operators", "Flink operators", lineterm="", n=99
+            _plan_lines(weir_plan),
+            _plan_lines(flink_plan_json),
+            "weir operators",
+            "Flink operators",
+            lineterm="",
+            n=99,
         )
     )
     out += node_diff or ["operators, parallelism and ship strategies: the same"]
-    vertex_lines = [[f"{v['name']} [p={v['parallelism']}]" for v in vs] for vs in (weir_vertices, flink_vertices)]
+    weir_chains, flink_chains = (
+        [f"{v['name']} [p={v['parallelism']}]" for v in vs] for vs in (weir_vertices, flink_vertices)
+    )
     chain_diff = list(
-        difflib.unified_diff(*vertex_lines, "weir chains", "Flink chains", lineterm="", n=99)
+        difflib.unified_diff(weir_chains, flink_chains, "weir chains", "Flink chains", lineterm="", n=99)
     )
     out += chain_diff or ["chaining: the same"]
     return "\n".join(out)

@@ -126,7 +126,9 @@ def weir_only_uses(source: str, filename: str) -> list[dict[str, Any]]:
     return found
 
 
-def translate_configuration(conf: dict[str, str], base: str | None = None) -> tuple[dict[str, str], list[str]]:
+def translate_configuration(
+    conf: dict[str, str], base: str | None = None
+) -> tuple[dict[str, str], list[str]]:
     """weir's configuration as Flink's: renamed keys, ``lmdb`` -> ``rocksdb``, local paths as
     ``file://`` URIs (relative ones against ``base``), weir-only keys dropped. Returns the
     translated keys and one note per change."""
@@ -179,7 +181,9 @@ def missing_names(source: str, filename: str) -> list[dict[str, Any]]:
                     try:
                         importlib.import_module(alias.name)
                     except ImportError:
-                        found.append({"line": node.lineno, "use": alias.name, "equivalent": "none in PyFlink"})
+                        found.append(
+                            {"line": node.lineno, "use": alias.name, "equivalent": "none in PyFlink"}
+                        )
     return found
 
 
@@ -215,7 +219,7 @@ def _install_configuration(conf: dict[str, str], base: str) -> None:
                 merged.set_string(key, value)
         return original(merged)
 
-    StreamExecutionEnvironment.get_execution_environment = staticmethod(get_execution_environment)  # type: ignore[method-assign]
+    StreamExecutionEnvironment.get_execution_environment = staticmethod(get_execution_environment)
 
 
 class _PlanCaptured(Exception):
@@ -242,8 +246,8 @@ def _install_plan_capture() -> None:
         print(PLAN_MARKER + json.dumps({"plan": plan, "job_vertices": vertices}), flush=True)
         raise _PlanCaptured
 
-    StreamExecutionEnvironment.execute = capture  # type: ignore[method-assign]
-    StreamExecutionEnvironment.execute_async = capture  # type: ignore[method-assign]
+    StreamExecutionEnvironment.execute = capture
+    StreamExecutionEnvironment.execute_async = capture
 
 
 def main(argv: list[str]) -> int:

@@ -73,7 +73,9 @@ def pyflink_examples_dir() -> Path:
     return Path(out.stdout.strip()) / "examples" / "datastream"
 
 
-def assert_same_output(weir: subprocess.CompletedProcess[str], flink: subprocess.CompletedProcess[str]) -> None:
+def assert_same_output(
+    weir: subprocess.CompletedProcess[str], flink: subprocess.CompletedProcess[str]
+) -> None:
     assert flink.returncode == 0, f"PyFlink failed:\n{flink.stderr[-3000:]}"
     assert weir.returncode == 0, f"weir failed:\n{weir.stderr[-3000:]}"
     got, want = printed(weir.stdout), printed(flink.stdout)

@@ -142,8 +142,17 @@ def test_the_cli_reports_missing_pyflink_in_one_line(tmp_path: Path) -> None:
 
 def test_weir_only_flags_are_refused_with_target_flink() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "weir.cli", "run", "--target", "flink", "--taskmanagers", "2",
-         str(EXAMPLES / "keyed_sum.py")],
+        [
+            sys.executable,
+            "-m",
+            "weir.cli",
+            "run",
+            "--target",
+            "flink",
+            "--taskmanagers",
+            "2",
+            str(EXAMPLES / "keyed_sum.py"),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -157,14 +166,24 @@ def test_plan_differences_name_vertices_parallelism_ship_strategies_and_chains()
     weir_plan = {
         "nodes": [
             {"id": 1, "contents": "Source: numbers", "parallelism": 2},
-            {"id": 2, "contents": "Map", "parallelism": 2, "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}]},
+            {
+                "id": 2,
+                "contents": "Map",
+                "parallelism": 2,
+                "predecessors": [{"id": 1, "ship_strategy": "FORWARD"}],
+            },
         ]
     }
     flink = {
         "plan": {
             "nodes": [
                 {"id": 1, "contents": "Source: numbers", "parallelism": 2},
-                {"id": 2, "contents": "Map", "parallelism": 1, "predecessors": [{"id": 1, "ship_strategy": "REBALANCE"}]},
+                {
+                    "id": 2,
+                    "contents": "Map",
+                    "parallelism": 1,
+                    "predecessors": [{"id": 1, "ship_strategy": "REBALANCE"}],
+                },
             ]
         },
         "job_vertices": [{"name": "Source: numbers", "parallelism": 2}, {"name": "Map", "parallelism": 1}],

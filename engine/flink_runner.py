@@ -222,6 +222,33 @@ def _install_configuration(conf: dict[str, str], base: str) -> None:
     StreamExecutionEnvironment.get_execution_environment = staticmethod(get_execution_environment)
 
 
+def _install_slot_sizing() -> None:
+    """Unless the job sets ``taskmanager.numberOfTaskSlots``, give the local MiniCluster as
+    many slots as the job needs, as ``weir run`` does: the sum over slot sharing groups of
+    their largest parallelism (Flink's local executor takes the job's largest parallelism,
+    too few when a job has several groups)."""
+    from pyflink.datastream import StreamExecutionEnvironment
+    from pyflink.java_gateway import get_gateway
+
+    def sized(original: Any) -> Any:
+        def execute(self: Any, *args: Any, **kwargs: Any) -> Any:
+            j_conf = self._j_stream_execution_environment.getConfiguration()
+            option = get_gateway().jvm.org.apache.flink.configuration.TaskManagerOptions.NUM_TASK_SLOTS
+            if not j_conf.contains(option):
+                groups: dict[str, int] = {}
+                j_graph = self._generate_stream_graph(clear_transformations=False)
+                for node in j_graph.getStreamNodes().toArray():
+                    group = node.getSlotSharingGroup() or "default"
+                    groups[group] = max(groups.get(group, 0), node.getParallelism())
+                j_conf.set(option, max(1, sum(groups.values())))
+            return original(self, *args, **kwargs)
+
+        return execute
+
+    StreamExecutionEnvironment.execute = sized(StreamExecutionEnvironment.execute)
+    StreamExecutionEnvironment.execute_async = sized(StreamExecutionEnvironment.execute_async)
+
+
 class _PlanCaptured(Exception):
     pass
 
@@ -233,14 +260,12 @@ def _install_plan_capture() -> None:
         plan = json.loads(self.get_execution_plan())
         j_graph = self._generate_stream_graph(clear_transformations=False)
         vertices = []
-        for vertex in j_graph.getJobGraph().getVerticesSortedTopologicallyFromSources():
+        for vertex in j_graph.getJobGraph().getVerticesSortedTopologicallyFromSources().toArray():
             vertices.append(
                 {
                     "name": vertex.getName(),
                     "parallelism": vertex.getParallelism(),
-                    "operators": vertex.getNumberOfOperators()
-                    if hasattr(vertex, "getNumberOfOperators")
-                    else len(list(vertex.getOperatorIDs())),
+                    "operators": vertex.getOperatorIDs().size(),
                 }
             )
         print(PLAN_MARKER + json.dumps({"plan": plan, "job_vertices": vertices}), flush=True)
@@ -248,6 +273,21 @@ def _install_plan_capture() -> None:
 
     StreamExecutionEnvironment.execute = capture
     StreamExecutionEnvironment.execute_async = capture
+
+
+def _run_as_main(source: str, original: str) -> None:
+    """Run the swapped source as ``__main__`` under the original file's name: ``__file__``
+    (data files beside the job) and tracebacks point at the user's file."""
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__file__ = original
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(source, original, "exec"), module.__dict__)
+    finally:
+        sys.modules["__main__"] = saved
 
 
 def main(argv: list[str]) -> int:
@@ -259,15 +299,15 @@ def main(argv: list[str]) -> int:
     if findings:
         print(f"error: {refusal(spec['original'], findings)}", file=sys.stderr)
         return 2
-    _install_configuration(spec.get("configuration", {}), spec["workdir"])
+    _install_configuration(spec.get("configuration", {}), os.getcwd())  # relative paths: as on weir
     if mode == "plan":
         _install_plan_capture()
-    import runpy
-
+    else:
+        _install_slot_sizing()
     sys.argv = [spec["original"], *spec.get("argv", [])]
     sys.path.insert(0, spec["workdir"])
     try:
-        runpy.run_path(job, run_name="__main__")
+        _run_as_main(source, str(Path(spec["original"]).resolve()))
     except _PlanCaptured:
         return 0
     except SystemExit as exit_:

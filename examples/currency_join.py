@@ -28,10 +28,11 @@ class PriceInEuro(KeyedCoProcessFunction):
     """Input 1: orders; input 2: rates (units of the currency per euro)."""
 
     def open(self, runtime_context: Any) -> None:
-        # the descriptors are made here, not at module level: PyFlink pickles the function to
-        # its Python workers and cannot pickle a descriptor made before the job starts
+        # descriptors and their types are made here, not at module level: PyFlink pickles the
+        # function for its Python workers and cannot pickle a type the job has already used
+        order = Types.TUPLE([Types.LONG(), Types.STRING(), Types.DOUBLE()])
         self.rate = runtime_context.get_state(ValueStateDescriptor("latest-rate", Types.DOUBLE()))
-        self.waiting = runtime_context.get_list_state(ListStateDescriptor("waiting-orders", ORDER))
+        self.waiting = runtime_context.get_list_state(ListStateDescriptor("waiting-orders", order))
 
     def process_element1(self, order: tuple[int, str, float], ctx: Any) -> Any:
         rate = self.rate.value()

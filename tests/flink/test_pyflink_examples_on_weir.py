@@ -20,7 +20,7 @@ import pytest
 
 from .two_engines import assert_same_output, pyflink_examples_dir, run_on_pyflink, run_on_weir
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.timeout(1800)]  # each PyFlink run starts a JVM
 
 # example (relative to pyflink/examples/datastream) -> why weir cannot run it yet, or None
 EXAMPLES: dict[str, str | None] = {

@@ -17,7 +17,7 @@ import pytest
 
 from .two_engines import assert_same_output, run_on_weir, run_weir_cli_on_flink
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.timeout(1800)]  # each PyFlink run starts a JVM
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -33,8 +33,12 @@ PORTABILITY: dict[str, object] = {
     "columnar_query.py": ("refused", "columnar_query.py:9: weir.columnar"),
 }
 # examples whose results differ on weir today (strict: the fix shows up as a failure to update)
+TUPLE_PRINT = "typed records print as Python tuples ('USD', 1.0) where PyFlink prints (USD,1.0)"
 DIFFERS: dict[str, str] = {
-    "window_word_count.py": "count_window(size, slide): weir's sliding count windows fire differently",
+    "keyed_sum.py": TUPLE_PRINT,
+    "currency_join.py": TUPLE_PRINT,
+    "window_word_count.py": "count_window(10, 5) over words.txt: Flink prints (to,10) "
+    "only, weir also ('the', 5) and ('to', 5)",
 }
 
 

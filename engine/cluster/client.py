@@ -31,6 +31,7 @@ from weir.cluster.job_master import JobResult, JobSettings
 from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from weir.cluster.savepoints import SavepointRestoreSettings
 from weir.common import config_options as opts
+from weir.common.completable_future import CompletableFuture
 from weir.core.execution import ExecutionSettings
 from weir.core.state_backend import configured_state_backend
 from weir.errors import JobExecutionError, UsageError
@@ -74,6 +75,11 @@ class JobExecutionResult:
     def get_net_runtime(self) -> int:
         """Milliseconds from the job's start to its end."""
         return self._result.net_runtime_ms
+
+    def get_user_metrics(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """The metrics user functions registered through ``get_metrics_group()``, as the job
+        ended: subtask (``"Map (1/2)"``) → operator → dotted metric name → value."""
+        return {s.name: s.user_metrics for s in self.statistics if getattr(s, "user_metrics", None)}
 
     def get_all_accumulator_results(self) -> dict[str, Any]:
         return dict(self._result.accumulators)
@@ -260,6 +266,7 @@ class JobClient:
         self._scope: trio.CancelScope | None = None
         self._handle: JobHandle | None = None
         self._ready = threading.Event()
+        self._done: concurrent.futures.Future[JobExecutionResult] = concurrent.futures.Future()
         self._thread = threading.Thread(
             target=self._main, args=(env, job_graph), daemon=True, name="weir-job"
         )
@@ -283,6 +290,25 @@ class JobClient:
             self._error = exc
         finally:
             self._ready.set()
+            if self._error is not None:
+                self._done.set_exception(self._error)
+            elif self._result is None:
+                self._done.set_exception(JobExecutionError("job was cancelled"))
+            else:
+                self._done.set_result(self._result)
+
+    def get_job_status(self) -> CompletableFuture:
+        """The job's status now (PyFlink: a future of a JobStatus, done at once here)."""
+        if self._done.done():
+            if self._result is not None:
+                status = self._result.get_job_status()
+            else:
+                status = JobStatus.CANCELED if self._error is None else JobStatus.FAILED
+        elif self._handle is not None:
+            status = self._handle.job_master.job_status
+        else:
+            status = JobStatus.INITIALIZING
+        return CompletableFuture.completed(status)
 
     def cancel(self) -> None:
         if self._token is not None and self._scope is not None and self._thread.is_alive():
@@ -329,15 +355,10 @@ class JobClient:
         stop = "drain" if advance_to_end_of_event_time else "no_drain"
         return self._savepoint(savepoint_directory, _savepoint_format(format_type), stop)
 
-    def get_job_execution_result(self, timeout_s: float | None = None) -> JobExecutionResult:
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            raise TimeoutError(f"job still running after {timeout_s} s")
-        if self._error is not None:
-            raise self._error
-        if self._result is None:
-            raise JobExecutionError("job was cancelled")
-        return self._result
+    def get_job_execution_result(self) -> CompletableFuture:
+        """A future of the job's JobExecutionResult: ``.result(timeout_s)`` waits for the job's
+        end and raises its failure (``JobExecutionError("job was cancelled")`` after ``cancel``)."""
+        return CompletableFuture(self._done)
 
 
 def _savepoint_format(format_type: Any) -> str:

@@ -7,6 +7,8 @@ a typed stream gets a compiled columnar serializer, an untyped one (or
 
 from __future__ import annotations
 
+import datetime
+import decimal
 from collections.abc import Sequence
 from typing import Any
 
@@ -218,6 +220,12 @@ _FLOAT = BasicTypeInfo("Float", float, 4, "float32")
 _DOUBLE = BasicTypeInfo("Double", float, 8, "float64")
 _CHAR = BasicTypeInfo("Character", str, 2, "uint16")
 _PICKLED = PickledBytesTypeInfo()
+# Values without a fixed width, carried as text (see weir.codec.columns.TextColumn).
+_BIG_INT = BasicTypeInfo("BigInteger", int, None, None)
+_BIG_DEC = BasicTypeInfo("BigDecimal", decimal.Decimal, None, None)
+_SQL_DATE = BasicTypeInfo("SqlDate", datetime.date, None, None)
+_SQL_TIME = BasicTypeInfo("SqlTime", datetime.time, None, None)
+_SQL_TIMESTAMP = BasicTypeInfo("SqlTimestamp", datetime.datetime, None, None)
 
 
 class Types:
@@ -258,6 +266,31 @@ class Types:
     @staticmethod
     def CHAR() -> BasicTypeInfo:
         return _CHAR
+
+    @staticmethod
+    def BIG_INT() -> BasicTypeInfo:
+        """Python ``int`` of any size (Java's BigInteger)."""
+        return _BIG_INT
+
+    @staticmethod
+    def BIG_DEC() -> BasicTypeInfo:
+        """``decimal.Decimal`` (Java's BigDecimal)."""
+        return _BIG_DEC
+
+    @staticmethod
+    def SQL_DATE() -> BasicTypeInfo:
+        """``datetime.date`` (Java's java.sql.Date)."""
+        return _SQL_DATE
+
+    @staticmethod
+    def SQL_TIME() -> BasicTypeInfo:
+        """``datetime.time`` (Java's java.sql.Time)."""
+        return _SQL_TIME
+
+    @staticmethod
+    def SQL_TIMESTAMP() -> BasicTypeInfo:
+        """``datetime.datetime`` (Java's java.sql.Timestamp)."""
+        return _SQL_TIMESTAMP
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> PickledBytesTypeInfo:

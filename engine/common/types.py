@@ -127,7 +127,7 @@ class Row:
     def __repr__(self) -> str:
         if self._fields is not None:
             return "Row(" + ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self._values)) + ")"
-        return "Row(" + ", ".join(repr(v) for v in self._values) + ")"
+        return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"
 
 
 def _make_row(fields: list[str] | None, values: list[Any], kind: int) -> Row:

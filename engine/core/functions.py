@@ -8,9 +8,17 @@ matching class so the runtime sees one shape. ``process_element``, ``on_timer`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from weir.errors import UsageError
+
+# The type parameters of PyFlink's generic function classes (``ProcessWindowFunction[IN, OUT,
+# KEY, W]``): annotations only, nothing checks them.
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
+W = TypeVar("W")
+W2 = TypeVar("W2")
 
 
 class RuntimeContext:
@@ -235,13 +243,20 @@ class KeyedCoProcessFunction(Function):
         return None
 
 
-class WindowFunction(Function):
+class Partitioner(Function):
+    """``partition_custom``: ``partition(key, num_partitions)`` names the subtask (0-based)."""
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        raise NotImplementedError
+
+
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any] | None:
         raise NotImplementedError
 
 
-class ProcessWindowFunction(Function):
-    class Context:
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    class Context(Generic[W2]):
         def window(self) -> Any:
             raise NotImplementedError
 
@@ -390,6 +405,18 @@ def wrap_filter(fn: object) -> FilterFunction:
 
 def wrap_key_selector(fn: object) -> KeySelector:
     return _wrap("key_by()", fn, KeySelector, _KeySelectorCallable, "a KeySelector")
+
+
+class _PartitionerCallable(Partitioner):
+    def __init__(self, fn: Callable[[Any, int], int]) -> None:
+        self.fn = fn
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        return self.fn(key, num_partitions)
+
+
+def wrap_partitioner(fn: object) -> Partitioner:
+    return _wrap("partition_custom()", fn, Partitioner, _PartitionerCallable, "a Partitioner")
 
 
 def wrap_reduce(api: str, fn: object) -> ReduceFunction:

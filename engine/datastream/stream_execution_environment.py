@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from weir.common import config_options as opts
 from weir.common.configuration import Configuration
-from weir.common.typeinfo import TypeInformation, check_type_info
+from weir.common.typeinfo import RowTypeInfo, TypeInformation, check_type_info
+from weir.common.types import Row
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core.connectors import Source
 from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
@@ -250,6 +251,8 @@ class StreamExecutionEnvironment:
         except TypeError:
             raise UsageError(f"from_collection needs an iterable of elements, got {collection!r}") from None
         type_info = check_type_info("from_collection(type_info)", type_info)
+        if isinstance(type_info, RowTypeInfo):
+            elements = [_as_row(e, type_info) for e in elements]
         return self._add_source(CollectionSource(elements, type_info), "Collection Source", type_info, None)
 
     def from_source(
@@ -385,3 +388,18 @@ class StreamExecutionEnvironment:
 
     def close(self) -> None:
         self._transformations.clear()
+
+
+def _as_row(value: Any, row_type: RowTypeInfo) -> Any:
+    """An element of a collection of ``Types.ROW``/``ROW_NAMED`` as PyFlink reads it: a tuple
+    or list becomes a Row named by the type (``row.id``), nested rows too; other values stay
+    (the serializer names any that do not fit)."""
+    if not isinstance(value, tuple | list | Row) or len(value) != row_type.get_arity():
+        return value
+    fields = [
+        _as_row(v, t) if isinstance(t, RowTypeInfo) else v for v, t in zip(value, row_type.get_field_types())
+    ]
+    row = Row(**dict(zip(row_type.get_field_names(), fields)))
+    if isinstance(value, Row):
+        row.set_row_kind(value.get_row_kind())
+    return row

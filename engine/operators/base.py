@@ -23,6 +23,7 @@ import numpy as np
 
 from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
 from weir.core.functions import RuntimeContext
+from weir.core.metrics import MetricGroup
 from weir.core.output_tag import is_tagged
 from weir.errors import UsageError
 from weir.time.watermarks import EmitWatermark, WatermarkAction
@@ -55,6 +56,13 @@ class OperatorContext:
     is_restored: bool = False  # the task restored this operator from a checkpoint or savepoint
     state_provider: Any = None  # the RuntimeStateProvider of the last runtime_context() on a keyed backend
     report_recovery: Callable[[str], None] | None = None  # a line for the job's "recovery" result
+    metric_group: MetricGroup | None = None  # the user metrics of the operator's functions (on first use)
+
+    def metrics_group(self) -> MetricGroup:
+        """The root group of the user metrics of this operator subtask (created on first use)."""
+        if self.metric_group is None:
+            self.metric_group = MetricGroup(self.processing_time_ms)
+        return self.metric_group
 
     def operator_state(self) -> Any:
         """The subtask's operator state (created on first use, also outside a task)."""
@@ -90,6 +98,7 @@ class OperatorContext:
             attempt_number=self.attempt_number,
             job_parameters=self.job_parameters,
             state_provider=state_provider,
+            metrics_group=self.metrics_group(),
         )
 
 

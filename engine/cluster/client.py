@@ -27,11 +27,13 @@ from typing import Any
 
 import trio
 
-from weir.cluster.job_master import JobResult, JobSettings
+from weir.cluster.job_master import JobSettings
 from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from weir.cluster.savepoints import SavepointRestoreSettings
 from weir.common import config_options as opts
 from weir.common.completable_future import CompletableFuture
+from weir.common.job_client import JobClient as _JobClientBase
+from weir.common.job_client import JobExecutionResult
 from weir.core.execution import ExecutionSettings
 from weir.core.state_backend import configured_state_backend
 from weir.errors import JobExecutionError, UsageError
@@ -57,38 +59,6 @@ def observe_jobs(observer: Observer) -> Iterator[None]:
         yield
     finally:
         _observer = previous
-
-
-class JobExecutionResult:
-    """What ``execute()`` returns (PyFlink's JobExecutionResult)."""
-
-    def __init__(self, result: JobResult, statistics: list[Any] | None = None) -> None:
-        self._result = result
-        self.statistics = statistics or []
-
-    def get_job_id(self) -> str:
-        return self._result.job_id
-
-    def get_job_status(self) -> JobStatus:
-        return self._result.status
-
-    def get_net_runtime(self) -> int:
-        """Milliseconds from the job's start to its end."""
-        return self._result.net_runtime_ms
-
-    def get_user_metrics(self) -> dict[str, dict[str, dict[str, Any]]]:
-        """The metrics user functions registered through ``get_metrics_group()``, as the job
-        ended: subtask (``"Map (1/2)"``) → operator → dotted metric name → value."""
-        return {s.name: s.user_metrics for s in self.statistics if getattr(s, "user_metrics", None)}
-
-    def get_all_accumulator_results(self) -> dict[str, Any]:
-        return dict(self._result.accumulators)
-
-    def get_accumulator_result(self, name: str) -> Any:
-        return self._result.accumulators.get(name)
-
-    def __repr__(self) -> str:
-        return f"JobExecutionResult(job {self.get_job_id()}, {self.get_job_status().name}, {self.get_net_runtime()} ms)"
 
 
 def processing_time_source() -> Callable[[], int]:
@@ -256,7 +226,7 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
         raise first_cause(group) from None
 
 
-class JobClient:
+class JobClient(_JobClientBase):
     """``execute_async``: the job runs in a background thread; this handle waits for or cancels it."""
 
     def __init__(self, env: Any, job_graph: JobGraph) -> None:

@@ -53,6 +53,51 @@ class BasicTypeInfo(TypeInformation):
     def __repr__(self) -> str:
         return self.name
 
+    # PyFlink's constants, each the same object as the matching ``Types`` method returns
+    @staticmethod
+    def STRING_TYPE_INFO() -> BasicTypeInfo:
+        return _STRING
+
+    @staticmethod
+    def BOOLEAN_TYPE_INFO() -> BasicTypeInfo:
+        return _BOOLEAN
+
+    @staticmethod
+    def BYTE_TYPE_INFO() -> BasicTypeInfo:
+        return _BYTE
+
+    @staticmethod
+    def SHORT_TYPE_INFO() -> BasicTypeInfo:
+        return _SHORT
+
+    @staticmethod
+    def INT_TYPE_INFO() -> BasicTypeInfo:
+        return _INT
+
+    @staticmethod
+    def LONG_TYPE_INFO() -> BasicTypeInfo:
+        return _LONG
+
+    @staticmethod
+    def FLOAT_TYPE_INFO() -> BasicTypeInfo:
+        return _FLOAT
+
+    @staticmethod
+    def DOUBLE_TYPE_INFO() -> BasicTypeInfo:
+        return _DOUBLE
+
+    @staticmethod
+    def CHAR_TYPE_INFO() -> BasicTypeInfo:
+        return _CHAR
+
+    @staticmethod
+    def BIG_INT_TYPE_INFO() -> BasicTypeInfo:
+        return _BIG_INT
+
+    @staticmethod
+    def BIG_DEC_TYPE_INFO() -> BasicTypeInfo:
+        return _BIG_DEC
+
 
 class PickledBytesTypeInfo(TypeInformation):
     """Any picklable Python object; the fallback serializer."""

@@ -8,6 +8,7 @@ matching class so the runtime sees one shape. ``process_element``, ``on_timer`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
 from weir.errors import UsageError
@@ -90,6 +91,37 @@ class RuntimeContext:
 
     def get_aggregating_state(self, state_descriptor: Any) -> Any:
         return self._state("aggregating", state_descriptor)
+
+
+class TimeDomain(StrEnum):
+    """Which clock fired a timer (``ctx.time_domain()`` in ``on_timer``), as PyFlink's TimeDomain.
+    A member equals its name as a string (``TimeDomain.EVENT_TIME == "EVENT_TIME"``)."""
+
+    EVENT_TIME = "EVENT_TIME"
+    PROCESSING_TIME = "PROCESSING_TIME"
+
+
+class TimerService:
+    """What ``ctx.timer_service()`` offers (``pyflink.datastream.TimerService``): the two
+    clocks, and timers of the current key (keyed streams only)."""
+
+    def current_processing_time(self) -> int:
+        raise NotImplementedError
+
+    def current_watermark(self) -> int:
+        raise NotImplementedError
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
 
 
 class Function:

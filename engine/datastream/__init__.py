@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
+from weir.common.execution_config import ExecutionConfig
+from weir.datastream.checkpoint_config import CheckpointConfig
 from weir.datastream.data_stream import (
     ConnectedStreams,
     DataStream,
@@ -27,16 +28,21 @@ from weir.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
     SinkFunction,
     SourceFunction,
+    TimeDomain,
+    TimerService,
     WindowFunction,
 )
 from weir.datastream.output_tag import OutputTag
+from weir.datastream.state_backend import HashMapStateBackend, StateBackend
 from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
+from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssigner
 
 __all__ = [
     "AggregateFunction",
@@ -52,12 +58,15 @@ __all__ = [
     "ExternalizedCheckpointRetention",
     "FilterFunction",
     "FlatMapFunction",
+    "GlobalWindow",
+    "HashMapStateBackend",
     "KeySelector",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
     "OutputTag",
+    "Partitioner",
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReduceFunction",
@@ -66,7 +75,13 @@ __all__ = [
     "SinkFunction",
     "SlotSharingGroup",
     "SourceFunction",
+    "StateBackend",
     "StreamExecutionEnvironment",
+    "TimeDomain",
+    "TimeWindow",
+    "TimerService",
+    "Trigger",
+    "WindowAssigner",
     "WindowFunction",
     "WindowedStream",
 ]

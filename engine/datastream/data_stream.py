@@ -156,6 +156,10 @@ class DataStream(_Configurable):
     def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env
 
+    def get_execution_config(self) -> Any:
+        """The environment's ExecutionConfig (as PyFlink: settings are per job)."""
+        return self._env.get_config()
+
     def get_type(self) -> TypeInformation | None:
         return self._transformation.output_type
 

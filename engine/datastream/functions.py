@@ -25,6 +25,8 @@ from weir.core.functions import (
     RuntimeContext,
     SinkFunction,
     SourceFunction,
+    TimeDomain,
+    TimerService,
     WindowFunction,
 )
 
@@ -47,5 +49,7 @@ __all__ = [
     "RuntimeContext",
     "SinkFunction",
     "SourceFunction",
+    "TimeDomain",
+    "TimerService",
     "WindowFunction",
 ]

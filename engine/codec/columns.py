@@ -35,8 +35,9 @@ Column bodies (all integers little endian):
   lengths in code points, ``u32 blob length``, the concatenated UTF-8 blob; the
   reader decodes once and slices.
 * BYTE_ARRAY (``bytes``): ``n × u32`` lengths, then the concatenated bytes.
-* BIG_INT, BIG_DEC, SQL_DATE, SQL_TIME, SQL_TIMESTAMP: as a STRING column of their text
-  (``str(int)``, ``str(Decimal)``, ISO 8601), read back with the type's parser.
+* BIG_INT, BIG_DEC, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, INSTANT: as a STRING column of their
+  text (``str(int)``, ``str(Decimal)``, ISO 8601, ``seconds.nanos``), read back with the
+  type's parser.
 * pickled (a field of any other type, e.g. LIST, MAP, BASIC_ARRAY, a nested ROW):
   ``u32 length`` and ``pickle.dumps(list_of_values, protocol=5)``.
 
@@ -58,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from weir.codec import kernels
+from weir.common.time import Instant
 from weir.common.typeinfo import (
     BasicArrayTypeInfo,
     BasicTypeInfo,
@@ -139,6 +141,7 @@ _BASIC_NAMES = {
     "SqlDate": "SQL_DATE",
     "SqlTime": "SQL_TIME",
     "SqlTimestamp": "SQL_TIMESTAMP",
+    "Instant": "INSTANT",
 }
 
 
@@ -800,7 +803,22 @@ def _text_column(type_info: BasicTypeInfo) -> TextColumn | None:
             datetime.datetime.fromisoformat,
             datetime.datetime(1970, 1, 1),
         )
+    if name == "Instant":
+        return TextColumn(type_info, _is_instant, _instant_text, _instant, Instant(0, 0))
     return None
+
+
+def _is_instant(v: Any) -> bool:
+    return isinstance(v, Instant)
+
+
+def _instant_text(v: Instant) -> str:
+    return f"{v.seconds}.{v.nanos:09d}"
+
+
+def _instant(text: str) -> Instant:
+    seconds, _, nanos = text.partition(".")
+    return Instant(int(seconds), int(nanos))
 
 
 def _is_big_int(v: Any) -> bool:

@@ -15,7 +15,7 @@ from weir.common.serialization import (
     SerializationSchema,
     SimpleStringSchema,
 )
-from weir.common.time import Duration, Time
+from weir.common.time import Duration, Instant, Time
 from weir.common.typeinfo import TypeInformation, Types
 from weir.common.types import Row, RowKind
 from weir.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
@@ -29,6 +29,7 @@ __all__ = [
     "Duration",
     "Encoder",
     "ExecutionConfig",
+    "Instant",
     "JobClient",
     "JobExecutionResult",
     "JobStatus",

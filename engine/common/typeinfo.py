@@ -12,6 +12,7 @@ import decimal
 from collections.abc import Sequence
 from typing import Any
 
+from weir.common.time import Instant
 from weir.errors import UsageError
 
 
@@ -97,6 +98,10 @@ class BasicTypeInfo(TypeInformation):
     @staticmethod
     def BIG_DEC_TYPE_INFO() -> BasicTypeInfo:
         return _BIG_DEC
+
+    @staticmethod
+    def INSTANT_TYPE_INFO() -> BasicTypeInfo:
+        return _INSTANT
 
 
 class PickledBytesTypeInfo(TypeInformation):
@@ -271,6 +276,7 @@ _BIG_DEC = BasicTypeInfo("BigDecimal", decimal.Decimal, None, None)
 _SQL_DATE = BasicTypeInfo("SqlDate", datetime.date, None, None)
 _SQL_TIME = BasicTypeInfo("SqlTime", datetime.time, None, None)
 _SQL_TIMESTAMP = BasicTypeInfo("SqlTimestamp", datetime.datetime, None, None)
+_INSTANT = BasicTypeInfo("Instant", Instant, None, None)
 
 
 class Types:
@@ -336,6 +342,11 @@ class Types:
     def SQL_TIMESTAMP() -> BasicTypeInfo:
         """``datetime.datetime`` (Java's java.sql.Timestamp)."""
         return _SQL_TIMESTAMP
+
+    @staticmethod
+    def INSTANT() -> BasicTypeInfo:
+        """``weir.common.Instant`` (Java's Instant)."""
+        return _INSTANT
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> PickledBytesTypeInfo:

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from weir.common.time import Instant
 from weir.common.typeinfo import (
     BasicArrayTypeInfo,
     BasicTypeInfo,
@@ -111,9 +112,24 @@ def _java_basic(value: Any, name: str) -> str:
         return value.strftime("%Y-%m-%d %H:%M:%S") + "." + fraction
     if name == "SqlTime" and isinstance(value, datetime.time):
         return value.strftime("%H:%M:%S")
-    if name == "Instant" and isinstance(value, datetime.datetime):
-        return value.astimezone(datetime.UTC).isoformat().replace("+00:00", "Z")
+    if name == "Instant" and isinstance(value, Instant):
+        return java_instant(value)
     return _python_str(value)  # strings, integers, Decimal (same notation as Java's BigDecimal), dates
+
+
+def java_instant(value: Instant) -> str:
+    """Java's ``Instant.toString``: ISO 8601 in UTC, the fraction in groups of three digits."""
+    moment = datetime.datetime(1970, 1, 1) + datetime.timedelta(seconds=value.seconds)
+    nanos = value.nanos
+    if nanos == 0:
+        fraction = ""
+    elif nanos % 1_000_000 == 0:
+        fraction = f".{nanos // 1_000_000:03d}"
+    elif nanos % 1_000 == 0:
+        fraction = f".{nanos // 1_000:06d}"
+    else:
+        fraction = f".{nanos:09d}"
+    return moment.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
 
 
 def java_double(value: float, single: bool = False) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from weir.common import Configuration, Row, Types
+from weir.common import Configuration, Instant, Row, Types
 from weir.datastream import MapFunction, StreamExecutionEnvironment
 from weir.datastream.functions import Partitioner
 from weir.errors import JobExecutionError, UsageError
@@ -135,7 +135,14 @@ def test_a_keyed_stream_refuses_to_be_repartitioned(call: str) -> None:
 
 def test_sql_and_big_decimal_values_cross_the_network_typed() -> None:
     row_type = Types.TUPLE(
-        [Types.BIG_DEC(), Types.BIG_INT(), Types.SQL_DATE(), Types.SQL_TIME(), Types.SQL_TIMESTAMP()]
+        [
+            Types.BIG_DEC(),
+            Types.BIG_INT(),
+            Types.SQL_DATE(),
+            Types.SQL_TIME(),
+            Types.SQL_TIMESTAMP(),
+            Types.INSTANT(),
+        ]
     )
     records = [
         (
@@ -144,6 +151,7 @@ def test_sql_and_big_decimal_values_cross_the_network_typed() -> None:
             datetime.date(2020, 1, 2),
             datetime.time(3, 4, 5, 6),
             datetime.datetime(2020, 1, 2, 3, 4, 5, 600000),
+            Instant.of_epoch_milli(1_500),
         ),
         (
             decimal.Decimal("-1E-9"),
@@ -151,6 +159,7 @@ def test_sql_and_big_decimal_values_cross_the_network_typed() -> None:
             datetime.date(1969, 12, 31),
             datetime.time(0),
             datetime.datetime(1, 1, 1),
+            Instant(-5, 999_999_999),
         ),
     ]
     env = make_env(2)
@@ -167,6 +176,7 @@ def test_sql_and_big_decimal_values_cross_the_network_typed() -> None:
         datetime.date,
         datetime.time,
         datetime.datetime,
+        Instant,
     }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from weir.common import Row, Types
+from weir.common import Instant, Row, Types
 from weir.common.typeinfo import TypeInformation
 from weir.operators.printing import formatter_for, java_double
 
@@ -81,6 +81,7 @@ TUPLE4 = Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG(), Types.LONG()])
         (0.001, Types.DOUBLE(), "0.001"),
         (0.0001, Types.DOUBLE(), "1.0E-4"),
         (2.5, Types.FLOAT(), "2.5"),
+        (Instant.of_epoch_milli(1_500), Types.INSTANT(), "1970-01-01T00:00:01.500Z"),
     ],
 )
 def test_a_record_prints_as_in_pyflink(value: Any, type_info: TypeInformation | None, line: str) -> None:

@@ -33,7 +33,7 @@ from weir.cluster.savepoints import SavepointRestoreSettings
 from weir.common import config_options as opts
 from weir.common.completable_future import CompletableFuture
 from weir.common.job_client import JobClient as _JobClientBase
-from weir.common.job_client import JobExecutionResult
+from weir.common.job_client import JobExecutionResult, JobID
 from weir.core.execution import ExecutionSettings
 from weir.core.state_backend import configured_state_backend
 from weir.errors import JobExecutionError, UsageError
@@ -285,10 +285,10 @@ class JobClient(_JobClientBase):
             with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
 
-    def get_job_id(self) -> str:
+    def get_job_id(self) -> JobID:
         if self._handle is None:
             raise JobExecutionError(f"the job was not submitted: {self._error}")
-        return self._handle.job_id
+        return JobID(self._handle.job_id)
 
     def _savepoint(self, directory: str | None, fmt: str, stop: str | None) -> concurrent.futures.Future:
         """Runs in the caller's thread and blocks until the savepoint ends; returns a done future."""

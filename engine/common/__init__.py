@@ -6,7 +6,7 @@ from weir.common.completable_future import CompletableFuture
 from weir.common.config_options import ConfigOption
 from weir.common.configuration import Configuration
 from weir.common.execution_config import ExecutionConfig
-from weir.common.job_client import JobClient, JobExecutionResult
+from weir.common.job_client import JobClient, JobExecutionResult, JobID
 from weir.common.job_status import JobStatus
 from weir.common.serialization import (
     ByteArraySchema,
@@ -32,6 +32,7 @@ __all__ = [
     "Instant",
     "JobClient",
     "JobExecutionResult",
+    "JobID",
     "JobStatus",
     "Row",
     "RowKind",

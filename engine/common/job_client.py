@@ -10,10 +10,16 @@ from weir.common.completable_future import CompletableFuture
 from weir.common.job_status import JobStatus
 
 
+class JobID(str):
+    """A job's ID (32 hex digits), as ``pyflink.common.JobID``; it is its own string."""
+
+    __slots__ = ()
+
+
 class JobClient:
     """A handle on a submitted job (``env.execute_async``)."""
 
-    def get_job_id(self) -> str:
+    def get_job_id(self) -> JobID:
         raise NotImplementedError
 
     def get_job_status(self) -> CompletableFuture:
@@ -50,8 +56,8 @@ class JobExecutionResult:
         self._result = result
         self.statistics = statistics or []
 
-    def get_job_id(self) -> str:
-        return self._result.job_id
+    def get_job_id(self) -> JobID:
+        return JobID(self._result.job_id)
 
     def get_job_status(self) -> JobStatus:
         return self._result.status

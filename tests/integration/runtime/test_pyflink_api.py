@@ -233,7 +233,7 @@ def test_tuples_of_a_named_row_collection_read_as_rows_by_field_name() -> None:
 
 
 def test_a_job_client_reports_status_and_its_result_through_futures() -> None:
-    from weir.common.job_status import JobStatus
+    from weir.common import JobID, JobStatus
 
     env = make_env(1)
     env.from_collection([1, 2, 3]).map(lambda v: v).print()
@@ -242,3 +242,4 @@ def test_a_job_client_reports_status_and_its_result_through_futures() -> None:
     assert result.get_job_status() is JobStatus.FINISHED
     status = client.get_job_status().result()
     assert status is JobStatus.FINISHED and status.is_globally_terminal_state()
+    assert isinstance(client.get_job_id(), JobID) and client.get_job_id() == result.get_job_id()

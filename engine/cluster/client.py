@@ -411,6 +411,10 @@ class CloseableIterator:
             self._buffer = list(reversed(item))
         return self._buffer.pop()
 
+    def next(self) -> Any:
+        """The next record (PyFlink's name; ``next(iterator)`` works too)."""
+        return self.__next__()
+
     def close(self) -> None:
         if self._closed:
             return

@@ -22,7 +22,26 @@ W = TypeVar("W")
 W2 = TypeVar("W2")
 
 
-class RuntimeContext:
+class KeyedStateStore:
+    """Where a function on a keyed stream gets its state (PyFlink's base of RuntimeContext)."""
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+
+class RuntimeContext(KeyedStateStore):
     """What a function sees of the subtask running it (filled in by the runtime)."""
 
     def __init__(
@@ -152,6 +171,13 @@ class FilterFunction(Function):
 class KeySelector(Function):
     def get_key(self, value: Any) -> Any:
         raise NotImplementedError
+
+
+class NullByteKeySelector(KeySelector):
+    """Keys every record by one constant (PyFlink's key selector for non-keyed state)."""
+
+    def get_key(self, value: Any) -> Any:
+        return 0
 
 
 class ReduceFunction(Function):

@@ -9,7 +9,6 @@ from weir.datastream.data_stream import (
     DataStream,
     DataStreamSink,
     KeyedStream,
-    SlotSharingGroup,
     WindowedStream,
 )
 from weir.datastream.execution_mode import (
@@ -40,7 +39,8 @@ from weir.datastream.functions import (
     WindowFunction,
 )
 from weir.datastream.output_tag import OutputTag
-from weir.datastream.state_backend import HashMapStateBackend, StateBackend
+from weir.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
+from weir.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
 from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
 from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssigner
 
@@ -54,6 +54,7 @@ __all__ = [
     "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
+    "EmbeddedRocksDBStateBackend",
     "ExecutionConfig",
     "ExternalizedCheckpointRetention",
     "FilterFunction",
@@ -65,6 +66,7 @@ __all__ = [
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
+    "MemorySize",
     "OutputTag",
     "Partitioner",
     "ProcessFunction",

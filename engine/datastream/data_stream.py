@@ -27,6 +27,7 @@ from weir.core.window import (
 )
 from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
 from weir.datastream.output_tag import OutputTag
+from weir.datastream.slot_sharing_group import SlotSharingGroup
 from weir.errors import UsageError
 from weir.graph import partitioners as parts
 from weir.graph.transformations import (
@@ -43,30 +44,6 @@ from weir.graph.transformations import (
 
 if TYPE_CHECKING:
     from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
-
-
-class SlotSharingGroup:
-    """A named slot sharing group (PyFlink's class also carries resources; weir uses the name)."""
-
-    def __init__(self, name: str) -> None:
-        if not isinstance(name, str) or not name:
-            raise UsageError(f"slot sharing group name must be a non-empty string, got {name!r}")
-        self.name = name
-
-    def get_name(self) -> str:
-        return self.name
-
-    @staticmethod
-    def builder(name: str) -> _SlotSharingGroupBuilder:
-        return _SlotSharingGroupBuilder(name)
-
-
-class _SlotSharingGroupBuilder:
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def build(self) -> SlotSharingGroup:
-        return SlotSharingGroup(self._name)
 
 
 def _group_name(value: str | SlotSharingGroup) -> str:
@@ -541,6 +518,12 @@ class KeyedStream(DataStream):
 
     def force_non_parallel(self) -> Any:
         raise self._keyed_unsupported("force_non_parallel()")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> Any:
+        raise self._keyed_unsupported("set_buffer_timeout()")
+
+    def cache(self) -> Any:
+        raise self._keyed_unsupported("cache()")
 
     def project(self, *field_indexes: int) -> DataStream:
         return self.map(lambda v: v, output_type=self.get_type()).project(*field_indexes)

@@ -238,7 +238,7 @@ class StreamExecutionEnvironment:
 
     def register_slot_sharing_group(self, slot_sharing_group: Any) -> StreamExecutionEnvironment:
         """Accepted for PyFlink jobs: weir's slot sharing groups carry a name only (no resource profile)."""
-        from weir.datastream.data_stream import SlotSharingGroup
+        from weir.datastream.slot_sharing_group import SlotSharingGroup
 
         if not isinstance(slot_sharing_group, SlotSharingGroup):
             raise UsageError(

@@ -34,6 +34,7 @@ from weir.common import config_options as opts
 from weir.common.completable_future import CompletableFuture
 from weir.common.job_client import JobClient as _JobClientBase
 from weir.common.job_client import JobExecutionResult, JobID
+from weir.core.execution import CloseableIterator as _CloseableIteratorBase
 from weir.core.execution import ExecutionSettings
 from weir.core.state_backend import configured_state_backend
 from weir.errors import JobExecutionError, UsageError
@@ -347,7 +348,7 @@ def submit_stream_graph(env: Any, graph: StreamGraph) -> JobClient:
 _END = object()
 
 
-class CloseableIterator:
+class CloseableIterator(_CloseableIteratorBase):
     """Records of ``execute_and_collect``; close it (or use ``with``) to stop the job early."""
 
     def __init__(self, env: Any, job_graph: JobGraph, sink_node_id: int, capacity: int = 16) -> None:
@@ -410,10 +411,6 @@ class CloseableIterator:
                 raise StopIteration
             self._buffer = list(reversed(item))
         return self._buffer.pop()
-
-    def next(self) -> Any:
-        """The next record (PyFlink's name; ``next(iterator)`` works too)."""
-        return self.__next__()
 
     def close(self) -> None:
         if self._closed:

@@ -18,6 +18,7 @@ from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import functions as fn
 from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
 from weir.core.connectors import Sink
+from weir.core.execution import CloseableIterator
 from weir.core.window import (
     CountTrigger,
     GlobalWindows,
@@ -354,7 +355,9 @@ class DataStream(_Configurable):
         sink = PrintSink(sink_identifier, type_info=self.get_type())
         return self._sink(sink, sink.default_name())
 
-    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
+    def execute_and_collect(
+        self, job_execution_name: str | None = None, limit: int | None = None
+    ) -> CloseableIterator | list[Any]:
         """Run the job and stream this stream's records back: a closeable iterator (a list with ``limit``)."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise UsageError(f"execute_and_collect(limit) must be a non-negative integer, got {limit!r}")

@@ -243,3 +243,13 @@ def test_a_job_client_reports_status_and_its_result_through_futures() -> None:
     status = client.get_job_status().result()
     assert status is JobStatus.FINISHED and status.is_globally_terminal_state()
     assert isinstance(client.get_job_id(), JobID) and client.get_job_id() == result.get_job_id()
+
+
+def test_an_unlimited_collect_is_a_closeable_iterator_with_pyflink_s_next() -> None:
+    from weir.core.execution import CloseableIterator
+
+    env = make_env(1)
+    with env.from_collection([1, 2, 3]).execute_and_collect() as records:
+        assert isinstance(records, CloseableIterator)
+        assert records.next() == 1
+        assert list(records) == [2, 3]

@@ -28,17 +28,13 @@ EXAMPLES: dict[str, str | None] = {
     "event_time_timer.py": None,
     "process_json_data.py": None,
     "state_access.py": None,
-    "word_count.py": "imports Encoder from weir.common (weir has it only in the file-system connector)",
+    "word_count.py": None,
     "streaming_word_count.py": "needs the Table API (StreamTableEnvironment): weir has only the DataStream API",
-    "windowing/session_with_dynamic_gap_window.py": "imports Encoder from weir.common; needs "
-    "SessionWindowTimeGapExtractor and generic ProcessWindowFunction[...]",
-    "windowing/session_with_gap_window.py": "imports Encoder from weir.common; ProcessWindowFunction[...] "
-    "is not subscriptable",
-    "windowing/sliding_time_window.py": "imports Encoder from weir.common; ProcessWindowFunction[...] "
-    "is not subscriptable",
-    "windowing/tumbling_count_window.py": "imports Encoder from weir.common; needs CountWindow",
-    "windowing/tumbling_time_window.py": "imports Encoder from weir.common; ProcessWindowFunction[...] "
-    "is not subscriptable",
+    "windowing/session_with_dynamic_gap_window.py": "needs SessionWindowTimeGapExtractor (dynamic session gaps)",
+    "windowing/session_with_gap_window.py": "imports SessionWindowTimeGapExtractor from weir.datastream.window",
+    "windowing/sliding_time_window.py": None,
+    "windowing/tumbling_count_window.py": "needs CountWindow in weir.datastream.window",
+    "windowing/tumbling_time_window.py": None,
 }
 
 

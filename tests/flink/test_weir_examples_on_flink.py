@@ -33,12 +33,9 @@ PORTABILITY: dict[str, object] = {
     "columnar_query.py": ("refused", "columnar_query.py:9: weir.columnar"),
 }
 # examples whose results differ on weir today (strict: the fix shows up as a failure to update)
-TUPLE_PRINT = "typed records print as Python tuples ('USD', 1.0) where PyFlink prints (USD,1.0)"
 DIFFERS: dict[str, str] = {
-    "keyed_sum.py": TUPLE_PRINT,
-    "currency_join.py": TUPLE_PRINT,
     "window_word_count.py": "count_window(10, 5) over words.txt: Flink prints (to,10) "
-    "only, weir also ('the', 5) and ('to', 5)",
+    "only, weir also (the,5) and (to,5)",
 }
 
 

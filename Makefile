@@ -64,7 +64,7 @@ test-all: $(STAMP) browser
 
 # one job file, two engines: runs PyFlink jobs one at a time (each starts a JVM)
 test-flink: $(STAMP) $(FLINK_STAMP) check-java
-	WEIR_FLINK_PYTHON=$(FLINK_VENV)/bin/python $(BIN)/python -m pytest -m flink -q tests/flink
+	WEIR_FLINK_PYTHON=$(CURDIR)/$(FLINK_VENV)/bin/python $(BIN)/python -m pytest -m flink -q tests/flink
 
 # the dashboard's browser test drives Debian's chromium through selenium (installed from the lock)
 browser:

@@ -55,12 +55,12 @@ def flink_python() -> str:
     if configured:
         if not Path(configured).is_file():
             raise UsageError(f"{FLINK_PYTHON_ENV}='{configured}' is not a file; {INSTALL_HINT}")
-        return configured
+        return str(Path(configured).absolute())  # not resolved: a venv's python is a link out of it
     checkout = Path(__file__).resolve().parents[1]
     for root in (Path.cwd(), checkout):
         candidate = root / ".venv-flink" / "bin" / "python"
         if candidate.is_file():
-            return str(candidate)
+            return str(candidate.absolute())
     if importlib.util.find_spec("pyflink") is not None:
         return sys.executable
     raise UsageError(f"running on Apache Flink needs PyFlink, which is not installed: {INSTALL_HINT}")

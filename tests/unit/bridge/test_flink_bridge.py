@@ -198,3 +198,15 @@ def test_plan_differences_name_vertices_parallelism_ship_strategies_and_chains()
     same = plan_differences(weir_plan, weir_vertices, {"plan": weir_plan, "job_vertices": weir_vertices})
     assert "operators, parallelism and ship strategies: the same" in same
     assert "chaining: the same" in same
+
+
+def test_a_relative_interpreter_path_is_made_absolute_not_resolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Jobs run in other directories; a venv's python is a link that must stay in the venv."""
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    (venv_bin / "python").symlink_to(sys.executable)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(FLINK_PYTHON_ENV, "venv/bin/python")
+    assert flink_python() == str(venv_bin / "python")

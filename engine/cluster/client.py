@@ -119,6 +119,7 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+        taskmanager_processes=bool(conf.get_option(opts.TASKMANAGER_PROCESSES)),
     )
 
 

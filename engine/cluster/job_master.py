@@ -683,7 +683,8 @@ class JobMaster:
         self._changed.set()
 
     def statistics(self) -> list[Any]:
-        return [h.task.statistics() for h in self.handles.values() if h.task is not None]
+        stats = [h.task.statistics() for h in self.handles.values() if h.task is not None]
+        return [s for s in stats if s is not None]  # a remote task reports its own at its end
 
 
 def raise_for_result(result: JobResult) -> None:

@@ -377,6 +377,10 @@ WORKING_DIR = _opt(
 NUMBER_OF_TASKMANAGERS = _opt(
     "local.number-taskmanager", "int", 1, "TaskManagers of the embedded cluster.", check=_positive
 )
+TASKMANAGER_PROCESSES = _opt(
+    "weir.taskmanager.processes", "bool", False,
+    "The embedded cluster starts its TaskManagers as child processes (weir; docs/cluster.md).",
+)  # fmt: skip
 SLOTS_PER_TASKMANAGER = _opt(
     "taskmanager.numberOfTaskSlots", "int", None, "Slots per TaskManager (default: enough for the job).",
     check=_positive,

@@ -1,0 +1,76 @@
+"""TaskManagers as child processes of the embedded cluster (weir.taskmanager.processes).
+
+The JobManager side runs in the test's process; each TaskManager is a real child process
+that registers over the authenticated RPC. These tests run on the wall clock (a child
+cannot follow a MockClock) and wait only on real events: a job's end, a process's exit.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import trio
+
+from tests.integration.runtime.test_exactly_once import (
+    Case,
+    build_job,
+    committed_lines,
+    describe_difference,
+    job_graph_parallelism,
+    oracle,
+)
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
+
+EVENTS = 40_000  # about 2 s at the source rate: several checkpoints complete
+TIMEOUT_S = 120  # generous: a failure, never a measurement
+
+
+def process_config(job_graph: object, taskmanagers: int = 1) -> ClusterConfig:
+    return ClusterConfig(
+        taskmanagers=taskmanagers,
+        slots_per_taskmanager=job_graph_parallelism(job_graph),
+        taskmanager_processes=True,
+    )
+
+
+async def test_a_job_runs_in_a_taskmanager_process_and_commits_exactly_the_oracle(tmp_path: Path) -> None:
+    case = Case("sum", 2, "hashmap", False)
+    env, job_graph = build_job(case, tmp_path / "out", EVENTS)
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph)) as cluster:
+            (pid,) = cluster.taskmanager_pids()
+            assert pid != os.getpid()
+            result = await cluster.submit(job_graph, job_settings_for(env)).wait()
+    assert result.status.name == "FINISHED", result.failure
+    assert result.accumulators["checkpoints_completed"] >= 1
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
+
+
+async def kill_taskmanager_after_a_checkpoint(cluster: object, master: object, checkpoints: int) -> int:
+    """SIGKILL TaskManager 0 once ``checkpoints`` checkpoints completed; returns the killed pid."""
+    while master.checkpoints is None or len(master.checkpoints.completed) < checkpoints:  # type: ignore[attr-defined]
+        await trio.sleep(0.005)  # polls the JobMaster's state (the event), not a duration
+    (pid,) = cluster.taskmanager_pids()[:1]  # type: ignore[attr-defined]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+async def test_a_killed_taskmanager_process_restarts_its_region_and_the_output_stays_exact(
+    tmp_path: Path,
+) -> None:
+    case = Case("sum", 2, "lmdb", False)
+    events = 40_000  # about 2 s at the source's rate: the kill lands mid-job
+    env, job_graph = build_job(case, tmp_path / "out", events)
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph)) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            killed = await kill_taskmanager_after_a_checkpoint(cluster, handle.job_master, 2)
+            result = await handle.wait()
+            assert cluster.taskmanager_pids()[0] != killed  # a new process took its place
+    assert result.status.name == "FINISHED", result.failure
+    assert handle.job_master.restarts >= 1
+    assert "was lost" in result.accumulators["restart_log"][0], result.accumulators["restart_log"]
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, events)) == ""

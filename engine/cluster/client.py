@@ -241,6 +241,10 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
             "env.execute() was called inside a running Trio event loop; "
             "use `await weir.cluster.client.run_stream_graph(env, env.get_stream_graph())` there"
         )
+    if settings_of(env).configuration.get_option(opts.EXECUTION_TARGET) == "remote":
+        from weir.cluster.standalone import execute_remote
+
+        return execute_remote(settings_of(env), graph)
     job_graph = generate_job_graph(graph)
     warm_up()
     try:

@@ -46,6 +46,11 @@ class ClusterConfig:
     taskmanager_processes: bool = False
     #: how long the child TaskManagers may take to start and register
     startup_timeout_s: float = 120.0
+    #: where the JobManager's RPC endpoint listens (jobmanager.rpc.address/port; 0: any free port)
+    rpc_host: str = "127.0.0.1"
+    rpc_port: int = 0
+    #: the cluster's secret (a standalone cluster's, from its file); None: a random one
+    secret: bytes | None = None
 
     def __post_init__(self) -> None:
         if self.taskmanagers < 1:
@@ -121,10 +126,12 @@ class MiniCluster:
                 "follow a MockClock; run this test with TaskManagers in the process"
             )
         c = self.config
-        self.secret = new_secret()
+        self.secret = c.secret or new_secret()
         for i in range(c.taskmanagers):
             self.task_executors.append(RemoteTaskExecutor(f"taskmanager-{i}", c.slots_per_taskmanager))
-        self.endpoint = JobManagerEndpoint(self.secret, self.resource_manager, self.task_executors)
+        self.endpoint = JobManagerEndpoint(
+            self.secret, self.resource_manager, self.task_executors, c.rpc_host, c.rpc_port
+        )
         port = await nursery.start(self.endpoint.serve)
         for i in range(c.taskmanagers):
             nursery.start_soon(self._supervise_taskmanager, i, port, name=f"taskmanager-{i} process")
@@ -135,7 +142,7 @@ class MiniCluster:
         c = self.config
         return [
             sys.executable, "-m", "weir.cluster.entrypoint", "taskmanager",
-            "--jobmanager", f"127.0.0.1:{port}", "--id", f"taskmanager-{index}",
+            "--jobmanager", f"{_connect_host(c.rpc_host)}:{port}", "--id", f"taskmanager-{index}",
             "--slots", str(c.slots_per_taskmanager), "--secret-stdin",
             "--network-memory", str(c.network_memory_bytes), "--segment-size", str(c.segment_size),
             "--buffers-per-channel", str(c.buffers_per_channel),
@@ -257,6 +264,11 @@ class MiniCluster:
     def close(self) -> None:
         if self._own_working_dir:
             shutil.rmtree(self.working_dir, ignore_errors=True)
+
+
+def _connect_host(bind_host: str) -> str:
+    """Where a local process reaches an endpoint bound to ``bind_host``."""
+    return "127.0.0.1" if bind_host in ("", "0.0.0.0") else bind_host
 
 
 @contextlib.asynccontextmanager

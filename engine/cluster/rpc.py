@@ -303,6 +303,11 @@ class RpcConnection:
             blob = dumps(payload)
         self._send.send_nowait(self.codec.encode(header, blob))
 
+    async def send(self, header: dict[str, Any], payload: Any = None) -> None:
+        """Write one message now (request/response connections, with no sender task)."""
+        blob = dumps(payload) if payload is not None else b""
+        await self.stream.send_all(self.codec.encode(header, blob))
+
     def send_frame_nowait(self, frame: bytes) -> None:
         """Queue a frame encoded with this connection's codec (or one with the same secret)."""
         if not self.closed:

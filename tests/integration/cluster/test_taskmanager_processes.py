@@ -8,9 +8,11 @@ cannot follow a MockClock) and wait only on real events: a job's end, a process'
 from __future__ import annotations
 
 import os
+import random
 import signal
 from pathlib import Path
 
+import pytest
 import trio
 
 from tests.integration.runtime.test_exactly_once import (
@@ -74,3 +76,45 @@ async def test_a_killed_taskmanager_process_restarts_its_region_and_the_output_s
     assert handle.job_master.restarts >= 1
     assert "was lost" in result.accumulators["restart_log"][0], result.accumulators["restart_log"]
     assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, events)) == ""
+
+
+KILLS_PER_RUN = 4
+SEEDS = range(5)  # 5 seeds x 4 kills: 20 SIGKILLs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_sigkills_of_taskmanager_processes_across_seeds_keep_the_output_exact(
+    seed: int, tmp_path: Path
+) -> None:
+    rng = random.Random(seed)
+    case = Case(rng.choice(["sum", "window"]), 2, rng.choice(["hashmap", "lmdb"]), rng.random() < 0.3)
+    events = 160_000  # about 8 s at the source's rate, with restarts
+    env, job_graph = build_job(case, tmp_path / "out", events)
+    killed: list[int] = []
+    with trio.fail_after(10 * TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph, taskmanagers=2)) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            master = handle.job_master
+            for _ in range(KILLS_PER_RUN):
+                # after the last restart, let 1..3 more checkpoints complete, then kill a random one
+                target = len(master.checkpoints.completed if master.checkpoints else []) + rng.randint(1, 3)
+                while (master.checkpoints is None or len(master.checkpoints.completed) < target) and (
+                    not handle.done.is_set()
+                ):
+                    await trio.sleep(0.005)  # polls the JobMaster's state, not a duration
+                if handle.done.is_set():
+                    break
+                busy = [cluster.processes[i].pid for i, te in enumerate(cluster.task_executors) if te.tasks]
+                pid = rng.choice(busy)  # a TaskManager that runs tasks of the job
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                while master.restarts < len(killed) and not handle.done.is_set():
+                    await trio.sleep(0.005)
+            result = await handle.wait()
+    assert result.status.name == "FINISHED", result.failure
+    assert len(killed) == KILLS_PER_RUN, f"{case}: the job ended after {len(killed)} kills; make it longer"
+    assert result.status.name == "FINISHED", result.failure
+    assert master.restarts >= KILLS_PER_RUN
+    problem = describe_difference(committed_lines(tmp_path / "out"), oracle(case, events))
+    assert not problem, f"{case}, seed {seed}, {len(killed)} kills: {problem}"

@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from weir.cluster.heartbeat import HeartbeatSettings
 from weir.cluster.job_master import JobResult, JobSettings
 from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from weir.cluster.savepoints import SavepointRestoreSettings
@@ -112,6 +113,7 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
     if slots is None:
         needed = sum(required_slots(build_execution_graph(job_graph)).values())
         slots = max(1, -(-needed // taskmanagers))
+    heartbeats = HeartbeatSettings.from_config(conf.to_dict())
     return ClusterConfig(
         taskmanagers=taskmanagers,
         slots_per_taskmanager=int(slots),
@@ -120,6 +122,8 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
         taskmanager_processes=bool(conf.get_option(opts.TASKMANAGER_PROCESSES)),
+        heartbeat_interval_ms=heartbeats.interval_ms,
+        heartbeat_timeout_ms=heartbeats.timeout_ms,
     )
 
 

@@ -285,6 +285,7 @@ class JobManagerEndpoint:
         self.registered_changed = trio.Event()
         self.violations: list[str] = []  # what peers sent that closed their connection
         self.handlers: dict[str, Callable[[RpcConnection, Message], Any]] = {}  # other roles (clients)
+        self.on_silent: Callable[[str], None] | None = None  # a TaskManager missed its heartbeats
 
     async def serve(self, task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until cancelled; ``task_status.started(port)``. Cancellation: every connection closes."""
@@ -302,9 +303,11 @@ class JobManagerEndpoint:
         gateway = self.gateways.get(tm_id)
         if gateway is not None and gateway.connection is not None:
             connection = gateway.connection
-            gateway.detach("no heartbeat within the heartbeat timeout")
+            gateway.detach(f"no heartbeat within {self.rm.heartbeat_timeout_ms:.0f} ms")
             connection.closed = True
             trio.lowlevel.spawn_system_task(connection.aclose)
+            if self.on_silent is not None:
+                self.on_silent(tm_id)
 
     async def _serve_connection(self, stream: trio.SocketStream) -> None:
         connection = RpcConnection(stream, self.secret, name="a peer")
@@ -323,6 +326,8 @@ class JobManagerEndpoint:
                 await handler(connection, first)
         except (ProtocolViolation, EOFError, trio.TooSlowError, OSError, trio.BrokenResourceError) as exc:
             self.violations.append(str(exc))
+        except Exception as exc:  # one bad request must not take the JobManager down
+            self.violations.append(f"{type(exc).__name__}: {exc}")
         finally:
             await connection.aclose()
 
@@ -366,9 +371,9 @@ class JobManagerEndpoint:
                             self.rm.heartbeat_from_task_executor(tm_id)
                         continue
                     gateway.on_message(message)
-            except ProtocolViolation as exc:
+            except ProtocolViolation as exc:  # recorded here: inside the nursery it would be grouped
                 reason = f"it sent something malformed ({exc})"
-                raise
+                self.violations.append(f"TaskManager {tm_id}: {exc}")
             finally:
                 nursery.cancel_scope.cancel()
                 if gateway.connection is connection:

@@ -51,6 +51,9 @@ class ClusterConfig:
     rpc_port: int = 0
     #: the cluster's secret (a standalone cluster's, from its file); None: a random one
     secret: bytes | None = None
+    #: Flink's heartbeat.interval / heartbeat.timeout between TaskManagers and the ResourceManager
+    heartbeat_interval_ms: float = 10_000
+    heartbeat_timeout_ms: float = 50_000
 
     def __post_init__(self) -> None:
         if self.taskmanagers < 1:
@@ -80,7 +83,7 @@ class MiniCluster:
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
         self.registry = NetworkRegistry()
-        self.resource_manager = ResourceManager()
+        self.resource_manager = ResourceManager(config.heartbeat_interval_ms, config.heartbeat_timeout_ms)
         self.task_executors: list[Any] = []  # TaskExecutor, or RemoteTaskExecutor gateways
         self.jobs: dict[str, JobHandle] = {}
         self._nursery: trio.Nursery | None = None
@@ -132,6 +135,7 @@ class MiniCluster:
         self.endpoint = JobManagerEndpoint(
             self.secret, self.resource_manager, self.task_executors, c.rpc_host, c.rpc_port
         )
+        self.endpoint.on_silent = self._kill_silent_taskmanager
         port = await nursery.start(self.endpoint.serve)
         for i in range(c.taskmanagers):
             nursery.start_soon(self._supervise_taskmanager, i, port, name=f"taskmanager-{i} process")
@@ -180,6 +184,14 @@ class MiniCluster:
                     f"TaskManager process {gateway.taskmanager_id} exited {early_deaths} times before "
                     f"registering (last exit status {process.returncode}); see its stderr above"
                 )
+
+    def _kill_silent_taskmanager(self, taskmanager_id: str) -> None:
+        """A TaskManager process missed its heartbeats (hung, stopped): it is killed, so its
+        supervisor starts a new one for the restart, as for a process that died."""
+        for index, te in enumerate(self.task_executors):
+            process = self.processes.get(index)
+            if te.taskmanager_id == taskmanager_id and process is not None and process.returncode is None:
+                process.kill()
 
     def taskmanager_pids(self) -> list[int]:
         """The pids of the TaskManager processes (weir.taskmanager.processes), by index."""

@@ -78,6 +78,28 @@ async def test_a_killed_taskmanager_process_restarts_its_region_and_the_output_s
     assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, events)) == ""
 
 
+async def test_a_stopped_taskmanager_process_is_declared_dead_by_heartbeat_timeout(tmp_path: Path) -> None:
+    """SIGSTOP keeps the connection open: only the missing heartbeats tell. The silent process
+    is killed and replaced, and the job restarts from its latest checkpoint."""
+    case = Case("sum", 2, "hashmap", False)
+    env, job_graph = build_job(case, tmp_path / "out", EVENTS)
+    config = process_config(job_graph)
+    config.heartbeat_interval_ms, config.heartbeat_timeout_ms = 200, 3_000
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(config) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            master = handle.job_master
+            while master.checkpoints is None or len(master.checkpoints.completed) < 2:
+                await trio.sleep(0.005)  # polls the JobMaster's state (the event), not a duration
+            (stopped,) = cluster.taskmanager_pids()
+            os.kill(stopped, signal.SIGSTOP)
+            result = await handle.wait()
+            assert cluster.taskmanager_pids()[0] != stopped
+    assert result.status.name == "FINISHED", result.failure
+    assert "no heartbeat within 3000 ms" in result.accumulators["restart_log"][0]
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
+
+
 KILLS_PER_RUN = 4
 SEEDS = range(5)  # 5 seeds x 4 kills: 20 SIGKILLs
 

@@ -183,7 +183,12 @@ async def run_job_graph(
     if cluster is not None:
         result = await _run_on(cluster, env, job_graph, collect_channels, on_submit)
     else:
-        async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
+        config = cluster_config_for(env, job_graph)
+        if collect_channels and config.taskmanager_processes:
+            from weir.cluster.minicluster import COLLECT_ACROSS_PROCESSES
+
+            raise UsageError(COLLECT_ACROSS_PROCESSES)  # before any process starts
+        async with open_minicluster(config) as embedded:
             result = await _run_on(embedded, env, job_graph, collect_channels, on_submit)
     outcome = result._result
     if outcome.status is JobStatus.FAILED:

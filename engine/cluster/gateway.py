@@ -67,11 +67,9 @@ class TaskManagerLost(JobExecutionError):
 def ship_deployment(deployment: TaskDeployment) -> bytes:
     """The deployment as a payload another process can load (see the module docstring)."""
     if deployment.collect_channels:
-        raise UsageError(
-            "execute_and_collect() needs the TaskManagers in the caller's process: its records "
-            "stream into the caller through in-process channels; set weir.taskmanager.processes "
-            "to false, or write the results with a sink (e.g. FileSink) instead"
-        )
+        from weir.cluster.minicluster import COLLECT_ACROSS_PROCESSES
+
+        raise UsageError(COLLECT_ACROSS_PROCESSES)
     return dumps(dataclasses.replace(deployment, **_LOCAL_FIELDS))
 
 

@@ -11,6 +11,7 @@ import os
 import random
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -25,6 +26,10 @@ from tests.integration.runtime.test_exactly_once import (
 )
 from weir.cluster.client import job_settings_for
 from weir.cluster.minicluster import ClusterConfig, open_minicluster
+from weir.common import Configuration, Types
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.functions import SinkFunction
+from weir.errors import UsageError
 
 EVENTS = 40_000  # about 2 s at the source rate: several checkpoints complete
 TIMEOUT_S = 120  # generous: a failure, never a measurement
@@ -49,6 +54,49 @@ async def test_a_job_runs_in_a_taskmanager_process_and_commits_exactly_the_oracl
     assert result.status.name == "FINISHED", result.failure
     assert result.accumulators["checkpoints_completed"] >= 1
     assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
+
+
+class LinesTo(SinkFunction):
+    """Appends each record to a file: a function of a test module, imported by reference there."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: Any = None
+
+    def open(self, runtime_context: Any) -> None:
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def invoke(self, value: Any, context: Any) -> None:
+        self._file.write(f"{value}\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def processes_env() -> StreamExecutionEnvironment:
+    conf = Configuration()
+    conf.set_string("weir.taskmanager.processes", "true")
+    return StreamExecutionEnvironment.get_execution_environment(conf)
+
+
+def test_env_execute_with_the_switch_runs_the_tasks_in_a_child_process(tmp_path: Path) -> None:
+    env = processes_env()
+    out = tmp_path / "pids.txt"
+    numbers = env.from_collection(list(range(10)), type_info=Types.LONG())
+    numbers.map(lambda n: f"{n} {os.getpid()}", output_type=Types.STRING()).add_sink(LinesTo(str(out)))
+    result = env.execute("in a child")
+    assert result.get_job_status().name == "FINISHED"
+    lines = [line.split() for line in out.read_text().splitlines()]
+    assert sorted(int(n) for n, _ in lines) == list(range(10))
+    assert {int(pid) for _, pid in lines} - {os.getpid()} == {int(pid) for _, pid in lines}
+
+
+def test_execute_and_collect_refuses_taskmanager_processes_with_one_clear_error() -> None:
+    env = processes_env()
+    numbers = env.from_collection([1, 2, 3], type_info=Types.LONG())
+    with pytest.raises(UsageError, match=r"execute_and_collect\(\) needs the TaskManagers in the caller's"):
+        list(numbers.execute_and_collect())
 
 
 async def kill_taskmanager_after_a_checkpoint(cluster: object, master: object, checkpoints: int) -> int:

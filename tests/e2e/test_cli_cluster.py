@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import sys
@@ -198,3 +200,49 @@ def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_ans
     assert "cluster stopped" in stopped.stdout, stopped.stderr
     poll(lambda: not alive(jobmanager) and not alive(taskmanager), "the cluster's processes to exit", 60)
     assert not (directory / "jobmanager.json").exists()
+
+
+def test_a_jobmanager_that_dies_takes_its_jobs_along_and_weir_run_s_resumes_them(tmp_path: Path) -> None:
+    from tests.e2e.test_cli_resume import EVENTS, JOB, _wait_for_checkpoint, committed_lines, expected_lines
+
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    checkpoints, out = tmp_path / "checkpoints", tmp_path / "out"
+    env = {
+        **os.environ,
+        "WEIR_HOME": str(tmp_path / "home"),
+        "CHECKPOINTS": str(checkpoints),
+        "OUT": str(out),
+    }
+
+    def weir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=300
+        )
+
+    started = weir("cluster", "start", "--port", "0", "--slots", "2")
+    assert started.returncode == 0, started.stderr
+    address = json.loads((tmp_path / "home" / "cluster" / "jobmanager.json").read_text())
+    jobmanager = address["pid"]
+    (taskmanager,) = children(jobmanager)
+    running = subprocess.Popen(
+        [sys.executable, "-m", "weir.cli", "run", "--jobmanager", f"{address['host']}:{address['port']}",
+         "--no-live", str(job)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        _wait_for_checkpoint(checkpoints, running, checkpoint_id=2)
+        os.kill(jobmanager, signal.SIGKILL)
+        _, stderr = running.communicate(timeout=120)
+    finally:
+        running.kill()
+        weir("cluster", "stop")
+    assert running.returncode == 2 and "closed the connection" in stderr, stderr
+    poll(lambda: not alive(taskmanager), "the orphaned TaskManager to exit", 60)
+    assert sum(committed_lines(out).values()) < EVENTS  # it died in the middle
+
+    listing = weir("checkpoints", str(checkpoints))
+    (path,) = re.findall(r"weir run JOB_FILE -s (\S+)", listing.stdout)
+    resumed = weir("run", str(job), "--no-live", "-s", path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert committed_lines(out) == expected_lines()

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 HELPER = """
 def label(n):
     return f"n={n}"
@@ -202,11 +204,14 @@ def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_ans
     assert not (directory / "jobmanager.json").exists()
 
 
+@pytest.mark.slow
 def test_a_jobmanager_that_dies_takes_its_jobs_along_and_weir_run_s_resumes_them(tmp_path: Path) -> None:
     from tests.e2e.test_cli_resume import EVENTS, JOB, _wait_for_checkpoint, committed_lines, expected_lines
 
     job = tmp_path / "job.py"
-    job.write_text(JOB)
+    slower = JOB.replace("rate_limit=1500.0", "rate_limit=300.0")  # 10 s: startup on a busy machine
+    assert slower != JOB
+    job.write_text(slower)
     checkpoints, out = tmp_path / "checkpoints", tmp_path / "out"
     env = {
         **os.environ,

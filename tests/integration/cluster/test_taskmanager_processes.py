@@ -126,6 +126,7 @@ async def test_a_killed_taskmanager_process_restarts_its_region_and_the_output_s
     assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, events)) == ""
 
 
+@pytest.mark.slow
 async def test_a_stopped_taskmanager_process_is_declared_dead_by_heartbeat_timeout(tmp_path: Path) -> None:
     """SIGSTOP keeps the connection open: only the missing heartbeats tell. The silent process
     is killed and replaced, and the job restarts from its latest checkpoint."""

@@ -498,17 +498,46 @@ def bench_suite(**options: Any) -> None:
     multiple=True,
     help="Repeatable; default 0, 1, 10, 100.",
 )
+@click.option(
+    "--exchange",
+    "exchanges",
+    type=click.Choice(["local", "inprocess", "tcp"]),
+    multiple=True,
+    help="Repeatable; default local. local: 1 TaskManager; inprocess / tcp: 2 TaskManagers, "
+    "the shuffle between them in-process / over loopback TCP.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs of every configuration, interleaved; the median is reported.",
+)
 @click.option("--memory/--no-memory", default=True, help="Measure peak RSS at two sizes in subprocesses.")
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_network(
-    records: int, parallelisms: tuple[int, ...], timeouts: tuple[int, ...], memory: bool, output: str | None
+    records: int,
+    parallelisms: tuple[int, ...],
+    timeouts: tuple[int, ...],
+    exchanges: tuple[str, ...],
+    rounds: int,
+    memory: bool,
+    output: str | None,
 ) -> None:
     """Records/s through source -> key_by -> discarding sink, typed and untyped, next to a Python loop."""
     import json as _json
 
     from weir.harness.network_bench import run_suite
 
-    report = run_suite(records, parallelisms or (1, 2), timeouts or (0, 1, 10, 100), memory, echo=click.echo)
+    report = run_suite(
+        records,
+        parallelisms or (1, 2),
+        timeouts or (0, 1, 10, 100),
+        memory,
+        echo=click.echo,
+        exchanges=exchanges or ("local",),
+        rounds=rounds,
+    )
     if output:
         Path(output).write_text(_json.dumps(report, indent=2))
         click.echo(f"results written to {output}")

@@ -124,6 +124,9 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         taskmanager_processes=bool(conf.get_option(opts.TASKMANAGER_PROCESSES)),
         heartbeat_interval_ms=heartbeats.interval_ms,
         heartbeat_timeout_ms=heartbeats.timeout_ms,
+        transport=str(conf.get_option(opts.NETWORK_TRANSPORT)),
+        data_port=int(conf.get_option(opts.DATA_PORT)),
+        bind_host=str(conf.get_option(opts.BIND_HOST)),
     )
 
 
@@ -165,6 +168,8 @@ def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -
         collect_channels=collect_channels or {},
         job_parameters=dict(settings.job_parameters),
         debloat=DebloatSettings.from_configuration(conf),
+        async_snapshot=conf.get_option(opts.ASYNC_SNAPSHOT).lower(),
+        savepoint_timeout_ms=conf.get_option(opts.CHECKPOINTING_TIMEOUT),
     )
 
 

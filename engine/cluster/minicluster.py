@@ -30,7 +30,8 @@ from weir.cluster.task_executor import TaskExecutor
 from weir.errors import UsageError, WeirError
 from weir.graph.job_graph import JobGraph
 from weir.graph.plan import job_graph_to_json
-from weir.network.environment import NetworkEnvironment, NetworkRegistry
+from weir.network.environment import Network, NetworkEnvironment, NetworkRegistry
+from weir.network.tcp import TcpNetwork
 
 COLLECT_ACROSS_PROCESSES = (
     "execute_and_collect() needs the TaskManagers in the caller's process: its records stream into "
@@ -60,12 +61,24 @@ class ClusterConfig:
     #: Flink's heartbeat.interval / heartbeat.timeout between TaskManagers and the ResourceManager
     heartbeat_interval_ms: float = 10_000
     heartbeat_timeout_ms: float = 50_000
+    #: how remote channels travel between the TaskManagers: "local" (in-process queues) or
+    #: "tcp" (loopback sockets authenticated with a random secret of this cluster)
+    transport: str = "local"
+    data_port: int = 0  # tcp: where the TaskManager listens (0: any free port; only with 1 TaskManager)
+    bind_host: str = "127.0.0.1"  # tcp: the address the TaskManagers' listeners bind to
 
     def __post_init__(self) -> None:
         if self.taskmanagers < 1:
             raise UsageError(f"a cluster needs at least 1 TaskManager, got {self.taskmanagers}")
         if self.slots_per_taskmanager < 1:
             raise UsageError(f"a TaskManager needs at least 1 slot, got {self.slots_per_taskmanager}")
+        if self.transport not in ("local", "tcp"):
+            raise UsageError(f"taskmanager.network.transport: expected local or tcp, got {self.transport!r}")
+        if self.data_port and self.taskmanagers > 1:
+            raise UsageError(
+                f"taskmanager.data.port {self.data_port}: the embedded cluster's {self.taskmanagers} "
+                "TaskManagers each need a port of their own; use 0 (any free port)"
+            )
 
 
 @dataclass
@@ -88,7 +101,11 @@ class JobHandle:
 class MiniCluster:
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
-        self.registry = NetworkRegistry()
+        self.registry: Network = (
+            NetworkRegistry()
+            if config.transport == "local"
+            else TcpNetwork(secrets.token_bytes(32), host=config.bind_host, port=config.data_port)
+        )
         self.resource_manager = ResourceManager(config.heartbeat_interval_ms, config.heartbeat_timeout_ms)
         self.task_executors: list[Any] = []  # TaskExecutor, or RemoteTaskExecutor gateways
         self.jobs: dict[str, JobHandle] = {}

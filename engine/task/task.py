@@ -90,6 +90,9 @@ class TaskDeployment:
     aligned_timeout_ms: int = 0  # start aligned, go unaligned after this long (0: unaligned at once)
     failure_injector: Any = None  # weir.cluster.failure_injector.FailureInjector (tests, --inject-failures)
     debloat: Any = None  # weir.network.debloat.DebloatSettings; None: source batches keep their size
+    async_snapshot: str = (
+        "thread"  # weir.checkpointing.async-snapshot: "auto" | "process" (a forked child) | "thread"
+    )
 
     @property
     def name_with_subtask(self) -> str:

@@ -85,23 +85,31 @@ async def run_taskmanager(
     slots: int,
     secret: bytes,
     network_options: dict[str, int] | None = None,
+    bind_host: str = "127.0.0.1",
+    data_port: int = 0,
 ) -> None:
     """Serve as TaskManager ``taskmanager_id`` until the JobManager goes away."""
     from weir.cluster.client import processing_time_source
     from weir.cluster.task_executor import TaskExecutor
-    from weir.network.environment import NetworkEnvironment, NetworkRegistry
+    from weir.network.environment import NetworkEnvironment
+    from weir.network.tcp import TcpNetwork
 
     connection = await rpc.connect(host, port, secret, "taskmanager")
-    network = NetworkEnvironment(taskmanager_id, NetworkRegistry(), **(network_options or {}))
+    # remote channels reach the other TaskManager processes over TCP, authenticated with the
+    # cluster's secret; the JobManager tells each where the others listen ("peers")
+    tcp = TcpNetwork(secret, host=bind_host, port=data_port)
+    network = NetworkEnvironment(taskmanager_id, tcp, **(network_options or {}))
     executor = TaskExecutor(taskmanager_id, slots, network, None)
     now_ms = processing_time_source()
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(connection.run_sender)
             await nursery.start(executor.run)
+            data_host, data_port = network.listen_address or (bind_host, 0)
             connection.send_nowait(
-                {"type": "register", "taskmanager_id": taskmanager_id, "slots": slots, "pid": os.getpid()}
-            )
+                {"type": "register", "taskmanager_id": taskmanager_id, "slots": slots, "pid": os.getpid(),
+                 "data_address": [data_host, data_port]}
+            )  # fmt: skip
             reply = await connection.receive()
             if reply is None:
                 raise EOFError("the JobManager closed the connection before accepting this TaskManager")
@@ -113,10 +121,29 @@ async def run_taskmanager(
                 message = await connection.receive()
                 if message is None:
                     break
+                if message.type == "peers":
+                    _set_peers(tcp, taskmanager_id, message)
+                    continue
                 _serve(message, executor, connection, now_ms)
             nursery.cancel_scope.cancel()
     finally:
         await connection.aclose()
+
+
+def _set_peers(tcp: Any, own_id: str, message: rpc.Message) -> None:
+    """Where the other TaskManagers serve their partitions: {id: [host, port]}."""
+    addresses = message.get("addresses", dict, "the JobManager")
+    for tm_id, address in addresses.items():
+        if tm_id == own_id:
+            continue
+        if (
+            not isinstance(address, list) or len(address) != 2 or not isinstance(address[0], str)
+            or not isinstance(address[1], int) or isinstance(address[1], bool)
+        ):  # fmt: skip
+            raise ProtocolViolation(
+                f"the JobManager sent address {address!r} for {tm_id!r}; expected [host, port]"
+            )
+        tcp.set_address(tm_id, address[0], address[1])
 
 
 async def _heartbeat(connection: rpc.RpcConnection, interval_s: float) -> None:
@@ -219,6 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     tm.add_argument("--segment-size", type=int, default=32 * 1024)
     tm.add_argument("--buffers-per-channel", type=int, default=2)
     tm.add_argument("--floating-buffers-per-gate", type=int, default=8)
+    tm.add_argument(
+        "--bind-host", default="127.0.0.1", help="taskmanager.bind-host: where to serve partitions"
+    )
+    tm.add_argument("--data-port", type=int, default=0, help="taskmanager.data.port (0: any free port)")
     jm = roles.add_parser("jobmanager", help="run a standalone JobManager")
     jm.add_argument("--config", default=None, help="a JSON file of Flink keys")
     args = parser.parse_args(argv)
@@ -232,7 +263,17 @@ def main(argv: list[str] | None = None) -> int:
                 "buffers_per_channel": args.buffers_per_channel,
                 "floating_buffers_per_gate": args.floating_buffers_per_gate,
             }
-            trio.run(run_taskmanager, host, port, args.id, args.slots, secret, network)
+            trio.run(
+                run_taskmanager,
+                host,
+                port,
+                args.id,
+                args.slots,
+                secret,
+                network,
+                args.bind_host,
+                args.data_port,
+            )
             return 0
         from weir.cluster.standalone import run_jobmanager_process
 

@@ -356,6 +356,7 @@ class JobManagerEndpoint:
                 {"type": "registered", "heartbeat_interval_ms": self.rm.heartbeat_interval_ms}
             )
             self.rm.register_task_executor(tm_id, slots)
+            self._announce_peers()
             self.registrations += 1
             self.registered_changed.set()
             self.registered_changed = trio.Event()
@@ -378,6 +379,17 @@ class JobManagerEndpoint:
                     gateway.detach(reason)  # its tasks fail with the reason, then its slots go
                     if self.rm.slot_manager.is_registered(tm_id):
                         self.rm.unregister_task_executor(tm_id)
+
+    def _announce_peers(self) -> None:
+        """Tell every connected TaskManager where all of them serve their partitions (TCP)."""
+        addresses = {
+            tm_id: list(g.data_address)
+            for tm_id, g in self.gateways.items()
+            if g.connection is not None and g.data_address
+        }
+        for gateway in self.gateways.values():
+            if gateway.connection is not None:
+                gateway.connection.send_nowait({"type": "peers", "addresses": addresses})
 
     async def wait_for_taskmanagers(self, n: int) -> None:
         """Until ``n`` TaskManagers are connected. Cancellation: stops waiting."""

@@ -174,6 +174,7 @@ class MiniCluster:
             "--network-memory", str(c.network_memory_bytes), "--segment-size", str(c.segment_size),
             "--buffers-per-channel", str(c.buffers_per_channel),
             "--floating-buffers-per-gate", str(c.floating_buffers_per_gate),
+            "--bind-host", c.bind_host,
         ]  # fmt: skip
 
     async def _supervise_taskmanager(self, index: int, port: int) -> None:

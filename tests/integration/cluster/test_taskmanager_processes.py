@@ -36,9 +36,10 @@ TIMEOUT_S = 120  # generous: a failure, never a measurement
 
 
 def process_config(job_graph: object, taskmanagers: int = 1) -> ClusterConfig:
+    """``taskmanagers`` processes with slots for the whole job spread over them."""
     return ClusterConfig(
         taskmanagers=taskmanagers,
-        slots_per_taskmanager=job_graph_parallelism(job_graph),
+        slots_per_taskmanager=-(-job_graph_parallelism(job_graph) // taskmanagers),
         taskmanager_processes=True,
     )
 
@@ -97,6 +98,22 @@ def test_execute_and_collect_refuses_taskmanager_processes_with_one_clear_error(
     numbers = env.from_collection([1, 2, 3], type_info=Types.LONG())
     with pytest.raises(UsageError, match=r"execute_and_collect\(\) needs the TaskManagers in the caller's"):
         list(numbers.execute_and_collect())
+
+
+async def test_a_job_spread_over_two_taskmanager_processes_shuffles_over_tcp(tmp_path: Path) -> None:
+    case = Case("window", 2, "lmdb", False)
+    env, job_graph = build_job(case, tmp_path / "out", EVENTS)
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph, taskmanagers=2)) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            result = await handle.wait()
+            pids = {te.pid for te in cluster.task_executors}
+    assert result.status.name == "FINISHED", result.failure
+    assert len(pids) == 2 and os.getpid() not in pids
+    master = handle.job_master
+    placed = {master.plan.taskmanager_of(ev) for ev in master.execution_graph.all_execution_vertices()}
+    assert placed == {0, 1}  # subtasks in both processes: the keyed shuffle crossed them
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
 
 
 async def kill_taskmanager_after_a_checkpoint(cluster: object, master: object, checkpoints: int) -> int:

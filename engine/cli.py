@@ -634,6 +634,26 @@ def bench_checkpoint(
         write_report(report, output)
 
 
+@bench.command("processes")
+@click.option(
+    "--keys", "-k", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct keys K."
+)
+@click.option("--parallelism", "-p", type=click.IntRange(min=2), default=2, show_default=True)
+@click.option("--events", type=click.IntRange(min=10_000), default=2_000_000, show_default=True)
+@click.option(
+    "--job", "jobs", multiple=True, type=click.Choice(["columnar", "per_record", "keyed_shuffle"]),
+    help="Jobs to run (default: all).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
+def bench_processes(keys: int, parallelism: int, events: int, jobs: tuple[str, ...], as_json: bool) -> None:
+    """The window query and a keyed shuffle at parallelism P on one process and on P TaskManager
+    processes (TCP between them), timed in one run; prints events/s and the ratio."""
+    from weir.harness.process_bench import WAYS, format_process_report, run_process_bench
+
+    report = run_process_bench(events, keys, parallelism, jobs or WAYS, None if as_json else click.echo)
+    click.echo(json.dumps(report, sort_keys=True) if as_json else format_process_report(report))
+
+
 @bench.command("query")
 @click.option(
     "--keys", "-k", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct keys K."

@@ -224,6 +224,19 @@ def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
     return report
 
 
+def _prepare_taskmanager_process() -> None:
+    """What ``env.execute()`` does for the embedded cluster, once for this process: load the
+    compiled kernels before the first task needs them, and freeze the heap as it is then, so
+    full collections walk only what the tasks create (``weir.loop.gc_pauses``)."""
+    import gc
+
+    from weir.loop.warmup import warm_up
+
+    warm_up()
+    gc.collect()
+    gc.freeze()
+
+
 # -- command line ------------------------------------------------------------------------------------
 
 
@@ -263,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 "buffers_per_channel": args.buffers_per_channel,
                 "floating_buffers_per_gate": args.floating_buffers_per_gate,
             }
+            _prepare_taskmanager_process()
             trio.run(
                 run_taskmanager,
                 host,

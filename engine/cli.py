@@ -158,6 +158,16 @@ def plan(
     default=None,
     help="The embedded cluster starts its TaskManagers as child processes (weir.taskmanager.processes).",
 )
+@click.option(
+    "--web",
+    is_flag=True,
+    help="Serve the dashboard (Flink's REST API and a web page) while the job runs; prints its URL.",
+)
+@click.option(
+    "--web-port",
+    type=click.IntRange(min=0, max=65535),
+    help="Port of the dashboard (rest.port, default 8081; 0: any free port). Implies --web.",
+)
 def run(
     job_file: Path,
     parallelism: int | None,
@@ -172,10 +182,13 @@ def run(
     failure_seed: int | None = None,
     jobmanager: str | None = None,
     taskmanager_processes: bool | None = None,
+    web: bool = False,
+    web_port: int | None = None,
 ) -> None:
     """Run JOB_FILE on an embedded cluster (or with --jobmanager on a standalone one) and print
     a summary. Ctrl-C cancels an embedded job. While it runs, `weir list`, `weir savepoint`,
-    `weir stop` and `weir cancel` reach it."""
+    `weir stop` and `weir cancel` reach it, and with --web its dashboard is at
+    http://127.0.0.1:8081/."""
     from rich.console import Console
 
     from weir.jobfile import run_job_file
@@ -206,7 +219,9 @@ def run(
         conf.set_string(opts.EXECUTION_TARGET.key, "remote")
         conf.set_string(opts.JOBMANAGER_RPC_ADDRESS.key, host)
         conf.set_integer(opts.JOBMANAGER_RPC_PORT.key, port)
-    summary = run_job_file(job_file, conf, console, show_live)
+    if web_port is not None:
+        conf.set_integer(opts.REST_PORT.key, web_port)
+    summary = run_job_file(job_file, conf, console, show_live, web=web or web_port is not None)
     console.print(summary)
 
 
@@ -394,6 +409,7 @@ def cluster_start(
     click.echo(
         f"cluster started: JobManager pid {started['pid']} at {started['host']}:{started['port']} "
         f"with {taskmanagers} TaskManager(s)"
+        + (f"; dashboard: {started['dashboard']}" if started.get("dashboard") else "")
     )
 
 

@@ -691,6 +691,11 @@ class JobMaster:
         stats = [h.task.statistics() for h in self.handles.values() if h.task is not None]
         return [s for s in stats if s is not None]  # a remote task reports its own at its end
 
+    def task_statistics(self) -> dict[str, Any]:
+        """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these)."""
+        stats = {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
+        return {eid: s for eid, s in stats.items() if s is not None}  # a remote task's come at its end
+
 
 def raise_for_result(result: JobResult) -> None:
     if result.status is JobStatus.FAILED:

@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,6 +88,8 @@ class JobHandle:
     job_master: JobMaster
     done: trio.Event = field(default_factory=trio.Event)
     result: JobResult | None = None
+    start_ms: int = field(default_factory=lambda: int(time.time() * 1000))  # epoch ms of submission
+    end_ms: int | None = None  # epoch ms when the job reached its terminal status
 
     def cancel(self) -> None:
         self.job_master.cancel()
@@ -270,6 +273,7 @@ class MiniCluster:
                 handle.job_id, handle.job_master.job_graph.job_name, JobStatus.FAILED, 0, exc
             )
         finally:
+            handle.end_ms = int(time.time() * 1000)
             handle.done.set()
 
     def taskmanager_index_of(self, execution_id: str) -> int:

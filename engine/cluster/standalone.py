@@ -32,12 +32,16 @@ A TaskManager started by hand (``python -m weir.cluster.entrypoint taskmanager
 deployment. A JobManager that dies takes its jobs with it; their retained checkpoints
 resume with ``weir run -s``.
 
-``REST_HOOK``: when set (by the dashboard), ``REST_HOOK(cluster, rest_port)`` is started
-in the JobManager's nursery after the cluster is up.
+With ``rest.port`` set (``weir cluster start --rest-port``) the JobManager serves the
+dashboard (``weir.cluster.web``) for its jobs; its URL is in ``jobmanager.json``. Tasks in
+TaskManager processes report their metrics when they end, so a running job's vertices show
+no live record counts or back pressure yet. ``REST_HOOK``, when set, replaces it:
+``REST_HOOK(cluster, rest_port)`` is started in the JobManager's nursery.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -208,10 +212,22 @@ async def run_jobmanager(keys: dict[str, Any]) -> None:
         dispatcher = Dispatcher(cluster)
         cluster.endpoint.handlers.update(dispatcher.handlers())
         async with trio.open_nursery() as nursery:
+            address: dict[str, Any] = {
+                "host": config.rpc_host,
+                "port": cluster.endpoint.port,
+                "pid": os.getpid(),
+            }
             rest_port = keys.get("rest.port")
             if REST_HOOK is not None:
                 await nursery.start(REST_HOOK, cluster, rest_port)
-            address = {"host": config.rpc_host, "port": cluster.endpoint.port, "pid": os.getpid()}
+            elif rest_port is not None:  # the dashboard, as `weir run --web` serves it
+                from weir.cluster.web.server import run_web_monitor
+
+                bind = str(keys.get("rest.bind-address", "127.0.0.1"))
+                view: Any = cluster  # a ClusterView: jobs, resource_manager, task_executors
+                address["dashboard"] = await nursery.start(
+                    functools.partial(run_web_monitor, view, bind, int(rest_port))
+                )
             private_files.write_private(rpc.cluster_dir() / ADDRESS_FILE, json.dumps(address).encode())
             await dispatcher.shutdown.wait()
             nursery.cancel_scope.cancel()

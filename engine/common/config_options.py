@@ -466,6 +466,18 @@ FAILURE_INJECTION_MAX_FAILURES = _opt(
     check=lambda v: None if v >= -1 else "must be -1 (no overall bound) or >= 0",
 )  # fmt: skip
 
+# the dashboard (REST API and web page: weir.cluster.web; `weir run --web`)
+REST_PORT = _opt(
+    "rest.port", "int", 8081, "Port of the dashboard's REST API and web page; 0 picks a free one.",
+    check=lambda v: None if 0 <= v <= 65535 else "must be a TCP port within 0..65535 (0: any free port)",
+)  # fmt: skip
+REST_BIND_ADDRESS = _opt(
+    "rest.bind-address", "str", "127.0.0.1", "Address the dashboard's server binds to (loopback by default)."
+)
+REST_ADDRESS = _opt(
+    "rest.address", "str", None, "Address clients use to reach the dashboard (default: the bind address)."
+)
+
 
 def option_for(key: str) -> ConfigOption | None:
     return OPTIONS.get(key)

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -127,11 +128,15 @@ def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_ans
         assert not check or done.returncode == 0, done.stderr
         return done
 
-    started = weir("cluster", "start", "--port", "0", "--slots", "2")
+    started = weir("cluster", "start", "--port", "0", "--slots", "2", "--rest-port", "0")
     assert "cluster started" in started.stdout
     directory = home / "cluster"
     address = json.loads((directory / "jobmanager.json").read_text())
     try:
+        # the JobManager serves the dashboard's REST API (rest.port)
+        assert f"dashboard: {address['dashboard']}" in started.stdout
+        with urllib.request.urlopen(address["dashboard"] + "overview", timeout=30) as response:
+            assert json.loads(response.read())["taskmanagers"] == 1
         assert stat.S_IMODE(directory.stat().st_mode) == 0o700
         assert stat.S_IMODE((directory / "secret").stat().st_mode) == 0o600
         jobmanager = address["pid"]

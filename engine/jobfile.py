@@ -209,6 +209,16 @@ def summary_tables(results: list[Any]) -> Any:
                 rate = max(records_in, records_out) / seconds
                 table.add_row(name, subtask, f"{records_in:,}", f"{records_out:,}", f"{rate:,.0f}")
         tables.append(table)
+        metrics = result.get_user_metrics() if hasattr(result, "get_user_metrics") else {}
+        if metrics:
+            user = Table(title=f"job '{graph.job_name}': user metrics")
+            for column in ("subtask", "operator", "metric", "value"):
+                user.add_column(column, no_wrap=column != "value")
+            for task, operators in metrics.items():
+                for operator, values in operators.items():
+                    for metric, value in values.items():
+                        user.add_row(task, operator, metric, str(value))
+            tables.append(user)
     return Group(*tables)
 
 

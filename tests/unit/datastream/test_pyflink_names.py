@@ -119,3 +119,68 @@ def test_add_python_file_makes_a_module_importable(tmp_path: Path) -> None:
         sys.modules.pop("weir_test_helper_module_28", None)
     with pytest.raises(UsageError, match="does not exist"):
         env.add_python_file(str(tmp_path / "missing.py"))
+
+
+def test_slot_sharing_groups_carry_their_resources() -> None:
+    from weir.datastream import MemorySize, SlotSharingGroup
+
+    group = (
+        SlotSharingGroup.builder("g")
+        .set_cpu_cores(1.5)
+        .set_task_heap_memory_mb(100)
+        .set_managed_memory(MemorySize.of_mebi_bytes(2))
+        .set_external_resource("gpu", 1)
+        .build()
+    )
+    assert (group.get_name(), group.get_cpu_cores()) == ("g", 1.5)
+    heap = group.get_task_heap_memory()
+    assert heap is not None and heap.get_mebi_bytes() == 100 and str(heap) == "100 mb"
+    assert group.get_task_off_heap_memory() is None
+    assert group.get_external_resources() == {"gpu": 1.0}
+    with pytest.raises(UsageError, match="set_cpu_cores needs a positive number, got 0"):
+        SlotSharingGroup.builder("g").set_cpu_cores(0)
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration())
+    mapped = env.from_collection([1]).map(lambda v: v).slot_sharing_group(group)
+    assert mapped.get_transformation().slot_sharing_group == "g"
+
+
+def test_embedded_rocksdb_runs_on_lmdb_and_keeps_its_settings(tmp_path: Path) -> None:
+    from weir.datastream import EmbeddedRocksDBStateBackend
+    from weir.datastream.state_backend import LmdbStateBackend
+
+    backend = EmbeddedRocksDBStateBackend(enable_incremental_checkpointing=True)
+    backend.set_db_storage_paths(str(tmp_path))
+    backend.set_number_of_transfer_threads(2)
+    assert isinstance(backend, LmdbStateBackend) and backend.is_incremental_checkpoints_enabled()
+    assert (backend.get_db_storage_paths(), backend.get_number_of_transfer_threads()) == ([str(tmp_path)], 2)
+    env = StreamExecutionEnvironment.get_execution_environment(Configuration())
+    env.set_state_backend(backend)
+    assert env.get_configuration().get_string("state.backend.type") == "lmdb"
+    out = env.from_collection([("a", 1), ("a", 2)]).key_by(lambda p: p[0]).sum(1).execute_and_collect(limit=5)
+    assert out == [("a", 1), ("a", 3)]
+
+
+def test_small_function_names() -> None:
+    from weir.datastream.functions import KeyedStateStore, NullByteKeySelector, RuntimeContext
+    from weir.datastream.state import AggregatingStateDescriptor, ReducingStateDescriptor
+
+    assert issubclass(RuntimeContext, KeyedStateStore)
+    assert NullByteKeySelector().get_key("anything") == 0
+
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    assert ReducingStateDescriptor("r", add).get_reduce_function() is add
+
+    class Avg:
+        def create_accumulator(self) -> int:
+            return 0
+
+        def add(self, v: int, acc: int) -> int:
+            return acc + v
+
+        def get_result(self, acc: int) -> int:
+            return acc
+
+    agg = Avg()
+    assert AggregatingStateDescriptor("a", agg).get_agg_function() is agg

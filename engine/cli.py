@@ -164,6 +164,17 @@ def plan(
 )
 @click.option("--failure-seed", type=int, help="Seed of the failure injector (default 0).")
 @click.option(
+    "--jobmanager",
+    "-m",
+    metavar="HOST:PORT",
+    help="Submit to the standalone cluster at HOST:PORT (`weir cluster start`) and wait for the job.",
+)
+@click.option(
+    "--taskmanager-processes/--no-taskmanager-processes",
+    default=None,
+    help="The embedded cluster starts its TaskManagers as child processes (weir.taskmanager.processes).",
+)
+@click.option(
     "--web",
     is_flag=True,
     help="Serve the dashboard (Flink's REST API and a web page) while the job runs; prints its URL.",
@@ -192,13 +203,16 @@ def run(
     allow_untrusted_pickle: bool = False,
     inject_failures: str | None = None,
     failure_seed: int | None = None,
+    jobmanager: str | None = None,
+    taskmanager_processes: bool | None = None,
     web: bool = False,
     web_port: int | None = None,
     target: str = "weir",
 ) -> None:
-    """Run JOB_FILE on an embedded cluster and print a summary. Ctrl-C cancels the job.
-    While it runs, `weir list`, `weir savepoint`, `weir stop` and `weir cancel` reach it,
-    and with --web its dashboard is at http://127.0.0.1:8081/."""
+    """Run JOB_FILE on an embedded cluster (or with --jobmanager on a standalone one) and print
+    a summary. Ctrl-C cancels an embedded job. While it runs, `weir list`, `weir savepoint`,
+    `weir stop` and `weir cancel` reach it, and with --web its dashboard is at
+    http://127.0.0.1:8081/."""
     from rich.console import Console
 
     from weir.jobfile import run_job_file
@@ -240,6 +254,15 @@ def run(
         conf.set_string(opts.FAILURE_INJECTION_SPEC.key, inject_failures)
     if failure_seed is not None:
         conf.set_integer(opts.FAILURE_INJECTION_SEED.key, failure_seed)
+    if taskmanager_processes is not None:
+        conf.set_string(opts.TASKMANAGER_PROCESSES.key, str(taskmanager_processes).lower())
+    if jobmanager is not None:
+        from weir.cluster.standalone import parse_address
+
+        host, port = parse_address(jobmanager)
+        conf.set_string(opts.EXECUTION_TARGET.key, "remote")
+        conf.set_string(opts.JOBMANAGER_RPC_ADDRESS.key, host)
+        conf.set_integer(opts.JOBMANAGER_RPC_PORT.key, port)
     if web_port is not None:
         conf.set_integer(opts.REST_PORT.key, web_port)
     summary = run_job_file(job_file, conf, console, show_live, web=web or web_port is not None)
@@ -281,19 +304,49 @@ def _local_dir(what: str, value: str) -> str:
     return os.path.abspath(opts.local_path(what, value))
 
 
+_JOBMANAGER = click.option(
+    "--jobmanager",
+    "-m",
+    metavar="HOST:PORT",
+    help="The standalone cluster's JobManager (default: the one `weir cluster start` started, if any).",
+)
+
+
+def _cluster_address(jobmanager: str | None, job_id: str | None = None) -> tuple[str, int] | None:
+    """Where a control request goes: the named JobManager; else the running standalone cluster
+    unless ``job_id`` runs in a `weir run` process of this user; else None (that process)."""
+    from weir.cluster import standalone
+    from weir.cluster.control import jobs_dir
+
+    if jobmanager is not None:
+        return standalone.parse_address(jobmanager)
+    if job_id is not None and (jobs_dir() / job_id).is_dir():
+        return None
+    address = standalone.read_address()
+    return None if address is None else (str(address["host"]), int(address["port"]))
+
+
 @main.command("list")
-def list_jobs() -> None:
-    """Jobs running in `weir run` processes of this user (under $WEIR_HOME)."""
+@_JOBMANAGER
+def list_jobs(jobmanager: str | None) -> None:
+    """Jobs running in `weir run` processes of this user (under $WEIR_HOME) and on the cluster."""
     import datetime
 
     from weir.cluster.control import jobs_dir, running_jobs
 
-    jobs = running_jobs()
-    if not jobs:
+    address = _cluster_address(jobmanager)
+    jobs = [] if jobmanager is not None else running_jobs()
+    if not jobs and address is None:
         click.echo(f"no running jobs (under {jobs_dir()})")
     for job in jobs:
         started = datetime.datetime.fromtimestamp(job["started"]).isoformat(timespec="seconds")
         click.echo(f"{job['job_id']}  {job['name']}  pid {job['pid']}  since {started}")
+    if address is not None:
+        from weir.cluster.standalone import request
+
+        (reply,) = request({"type": "list_jobs"}, address=address)
+        for job in reply.header.get("jobs", []):
+            click.echo(f"{job['job_id']}  {job['name']}  {job['status']}  on {address[0]}:{address[1]}")
 
 
 _FORMAT = click.option(
@@ -313,12 +366,19 @@ _FORMAT = click.option(
 @click.option(
     "--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds to wait."
 )
-def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: float) -> None:
+@_JOBMANAGER
+def savepoint(
+    job_id: str, target_directory: str | None, fmt: str, timeout: float, jobmanager: str | None
+) -> None:
     """Take a savepoint of running job JOB_ID into TARGET_DIRECTORY (default: the job's
     execution.checkpointing.savepoint-dir); prints the savepoint's path. The job goes on."""
     from weir.cluster.control import send_request
 
     target = None if target_directory is None else _local_dir("TARGET_DIRECTORY", target_directory)
+    address = _cluster_address(jobmanager, job_id)
+    if address is not None:
+        click.echo(_remote_savepoint(address, job_id, target, fmt, None))
+        return
     result = send_request(job_id, {"action": "savepoint", "target": target, "format": fmt}, timeout)
     click.echo(result["savepoint"])
 
@@ -336,23 +396,105 @@ def savepoint(job_id: str, target_directory: str | None, fmt: str, timeout: floa
 @click.option(
     "--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds to wait."
 )
-def stop(job_id: str, target: str | None, drain: bool, fmt: str, timeout: float) -> None:
+@_JOBMANAGER
+def stop(
+    job_id: str, target: str | None, drain: bool, fmt: str, timeout: float, jobmanager: str | None
+) -> None:
     """Stop running job JOB_ID with a savepoint (the job FINISHES); prints the savepoint's path."""
     from weir.cluster.control import send_request
 
     target = None if target is None else _local_dir("--savepoint-path", target)
+    address = _cluster_address(jobmanager, job_id)
+    if address is not None:
+        click.echo(_remote_savepoint(address, job_id, target, fmt, "drain" if drain else "no_drain"))
+        return
     request = {"action": "stop", "target": target, "drain": drain, "format": fmt}
     click.echo(send_request(job_id, request, timeout)["savepoint"])
 
 
+def _remote_savepoint(
+    address: tuple[str, int], job_id: str, target: str | None, fmt: str, stop: str | None
+) -> str:
+    from weir.cluster.standalone import request
+
+    header = {"type": "savepoint", "job_id": job_id, "target": target, "format": fmt, "stop": stop}
+    (reply,) = request(header, address=address)
+    return str(reply.header["path"])
+
+
 @main.command()
 @click.argument("job_id")
-def cancel(job_id: str) -> None:
+@_JOBMANAGER
+def cancel(job_id: str, jobmanager: str | None) -> None:
     """Cancel running job JOB_ID (no savepoint)."""
     from weir.cluster.control import send_request
 
-    send_request(job_id, {"action": "cancel"}, 60)
+    address = _cluster_address(jobmanager, job_id)
+    if address is not None:
+        from weir.cluster.standalone import request
+
+        request({"type": "cancel_job", "job_id": job_id}, address=address)
+    else:
+        send_request(job_id, {"action": "cancel"}, 60)
     click.echo(f"cancelling job {job_id}")
+
+
+@main.group()
+def cluster() -> None:
+    """A standalone cluster: a JobManager process and TaskManager processes in the background."""
+
+
+@cluster.command("start")
+@click.option("--taskmanagers", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--slots",
+    type=click.IntRange(min=1),
+    help="Slots per TaskManager (taskmanager.numberOfTaskSlots, default 1).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(min=0, max=65535),
+    help="jobmanager.rpc.port (default 6123; 0: any free port).",
+)
+@click.option("--address", help="jobmanager.rpc.address to bind (default 127.0.0.1).")
+@click.option("--rest-port", type=click.IntRange(min=0, max=65535), help="rest.port of the dashboard.")
+@click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="Any other Flink key.")
+def cluster_start(
+    taskmanagers: int, slots: int | None, port: int | None, address: str | None,
+    rest_port: int | None, dynamic: tuple[str, ...],
+) -> None:  # fmt: skip
+    """Start a JobManager and TASKMANAGERS TaskManager processes; returns once they registered."""
+    from weir.cluster.standalone import start_cluster
+
+    keys: dict[str, str] = {}
+    for item in dynamic:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.UsageError(f"-D {item!r} is not KEY=VALUE")
+        keys[key.strip()] = value.strip()
+    keys[opts.NUMBER_OF_TASKMANAGERS.key] = str(taskmanagers)
+    given: dict[str, object] = {
+        opts.SLOTS_PER_TASKMANAGER.key: slots, opts.JOBMANAGER_RPC_PORT.key: port,
+        opts.JOBMANAGER_RPC_ADDRESS.key: address, "rest.port": rest_port,
+    }  # fmt: skip
+    keys.update({key: str(value) for key, value in given.items() if value is not None})
+    started = start_cluster(keys)
+    click.echo(
+        f"cluster started: JobManager pid {started['pid']} at {started['host']}:{started['port']} "
+        f"with {taskmanagers} TaskManager(s)"
+        + (f"; dashboard: {started['dashboard']}" if started.get("dashboard") else "")
+    )
+
+
+@cluster.command("stop")
+def cluster_stop() -> None:
+    """Stop the standalone cluster (its running jobs end with it)."""
+    from weir.cluster.standalone import stop_cluster
+
+    stopped = stop_cluster()
+    click.echo(
+        "no cluster is running" if stopped is None else f"cluster stopped (JobManager pid {stopped['pid']})"
+    )
 
 
 @main.command()
@@ -579,6 +721,26 @@ def bench_checkpoint(
         }  # fmt: skip
     if output:
         write_report(report, output)
+
+
+@bench.command("processes")
+@click.option(
+    "--keys", "-k", type=click.IntRange(min=1), default=10_000, show_default=True, help="Distinct keys K."
+)
+@click.option("--parallelism", "-p", type=click.IntRange(min=2), default=2, show_default=True)
+@click.option("--events", type=click.IntRange(min=10_000), default=2_000_000, show_default=True)
+@click.option(
+    "--job", "jobs", multiple=True, type=click.Choice(["columnar", "per_record", "keyed_shuffle"]),
+    help="Jobs to run (default: all).",
+)  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
+def bench_processes(keys: int, parallelism: int, events: int, jobs: tuple[str, ...], as_json: bool) -> None:
+    """The window query and a keyed shuffle at parallelism P on one process and on P TaskManager
+    processes (TCP between them), timed in one run; prints events/s and the ratio."""
+    from weir.harness.process_bench import WAYS, format_process_report, run_process_bench
+
+    report = run_process_bench(events, keys, parallelism, jobs or WAYS, None if as_json else click.echo)
+    click.echo(json.dumps(report, sort_keys=True) if as_json else format_process_report(report))
 
 
 @bench.command("query")

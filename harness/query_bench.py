@@ -229,7 +229,9 @@ def _strategy(assigner: Any) -> WatermarkStrategy:
     ).with_timestamp_assigner(assigner)
 
 
-def build_columnar(env: StreamExecutionEnvironment, events: int, keys: int, run_id: str) -> None:
+def build_columnar(
+    env: StreamExecutionEnvironment, events: int, keys: int, run_id: str, sink: Any = None
+) -> None:
     L = Types.LONG
     numbers = env.from_source(
         NumberSequenceSource(0, events - 1), WatermarkStrategy.no_watermarks(), "numbers"
@@ -242,11 +244,13 @@ def build_columnar(env: StreamExecutionEnvironment, events: int, keys: int, run_
         .key_by(col.field(0))
         .window(TumblingEventTimeWindows.of(Time.seconds(1)))
         .aggregate(col.Aggregates(col.key(), col.window_start(), col.count(), col.sum(1)))
-        .add_sink(_ColumnSink(run_id))
+        .add_sink(sink if sink is not None else _ColumnSink(run_id))
     )
 
 
-def build_per_record(env: StreamExecutionEnvironment, events: int, keys: int, run_id: str) -> None:
+def build_per_record(
+    env: StreamExecutionEnvironment, events: int, keys: int, run_id: str, sink: Any = None
+) -> None:
     L = Types.LONG
     numbers = env.from_source(
         NumberSequenceSource(0, events - 1), WatermarkStrategy.no_watermarks(), "numbers"
@@ -260,7 +264,7 @@ def build_per_record(env: StreamExecutionEnvironment, events: int, keys: int, ru
         .key_by(lambda e: e[0], key_type=L())
         .window(TumblingEventTimeWindows.of(Time.seconds(1)))
         .aggregate(_CountAndSum(), _WithKeyAndStart(), output_type=Types.TUPLE([L(), L(), L(), L()]))
-        .add_sink(_RowSink(run_id))
+        .add_sink(sink if sink is not None else _RowSink(run_id))
     )
 
 

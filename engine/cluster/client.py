@@ -27,6 +27,7 @@ from typing import Any
 
 import trio
 
+from weir.cluster.heartbeat import HeartbeatSettings
 from weir.cluster.job_master import JobSettings
 from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from weir.cluster.savepoints import SavepointRestoreSettings
@@ -89,6 +90,7 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
     if slots is None:
         needed = sum(required_slots(build_execution_graph(job_graph)).values())
         slots = max(1, -(-needed // taskmanagers))
+    heartbeats = HeartbeatSettings.from_config(conf.to_dict())
     return ClusterConfig(
         taskmanagers=taskmanagers,
         slots_per_taskmanager=int(slots),
@@ -96,6 +98,9 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+        taskmanager_processes=bool(conf.get_option(opts.TASKMANAGER_PROCESSES)),
+        heartbeat_interval_ms=heartbeats.interval_ms,
+        heartbeat_timeout_ms=heartbeats.timeout_ms,
         transport=str(conf.get_option(opts.NETWORK_TRANSPORT)),
         data_port=int(conf.get_option(opts.DATA_PORT)),
         bind_host=str(conf.get_option(opts.BIND_HOST)),
@@ -160,7 +165,12 @@ async def run_job_graph(
     if cluster is not None:
         result = await _run_on(cluster, env, job_graph, collect_channels, on_submit)
     else:
-        async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
+        config = cluster_config_for(env, job_graph)
+        if collect_channels and config.taskmanager_processes:
+            from weir.cluster.minicluster import COLLECT_ACROSS_PROCESSES
+
+            raise UsageError(COLLECT_ACROSS_PROCESSES)  # before any process starts
+        async with open_minicluster(config) as embedded:
             result = await _run_on(embedded, env, job_graph, collect_channels, on_submit)
     outcome = result._result
     if outcome.status is JobStatus.FAILED:
@@ -222,6 +232,10 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
             "env.execute() was called inside a running Trio event loop; "
             "use `await weir.cluster.client.run_stream_graph(env, env.get_stream_graph())` there"
         )
+    if settings_of(env).configuration.get_option(opts.EXECUTION_TARGET) == "remote":
+        from weir.cluster.standalone import execute_remote
+
+        return execute_remote(settings_of(env), graph)
     job_graph = generate_job_graph(graph)
     warm_up()
     try:

@@ -688,11 +688,13 @@ class JobMaster:
         self._changed.set()
 
     def statistics(self) -> list[Any]:
-        return [h.task.statistics() for h in self.handles.values() if h.task is not None]
+        stats = [h.task.statistics() for h in self.handles.values() if h.task is not None]
+        return [s for s in stats if s is not None]  # a remote task reports its own at its end
 
     def task_statistics(self) -> dict[str, Any]:
         """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these)."""
-        return {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
+        stats = {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
+        return {eid: s for eid, s in stats.items() if s is not None}  # a remote task's come at its end
 
 
 def raise_for_result(result: JobResult) -> None:

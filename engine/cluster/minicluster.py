@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import secrets
 import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
@@ -25,11 +28,17 @@ import trio
 from weir.cluster.job_master import JobMaster, JobResult, JobSettings
 from weir.cluster.resource_manager import ResourceManager
 from weir.cluster.task_executor import TaskExecutor
-from weir.errors import UsageError
+from weir.errors import UsageError, WeirError
 from weir.graph.job_graph import JobGraph
 from weir.graph.plan import job_graph_to_json
 from weir.network.environment import Network, NetworkEnvironment, NetworkRegistry
 from weir.network.tcp import TcpNetwork
+
+COLLECT_ACROSS_PROCESSES = (
+    "execute_and_collect() needs the TaskManagers in the caller's process: its records stream into "
+    "the caller through in-process channels; set weir.taskmanager.processes to false, or write the "
+    "results with a sink (e.g. FileSink) instead"
+)
 
 
 @dataclass
@@ -41,6 +50,18 @@ class ClusterConfig:
     segment_size: int = 32 * 1024
     buffers_per_channel: int = 2
     floating_buffers_per_gate: int = 8
+    #: weir.taskmanager.processes: TaskManagers run as child processes (docs/cluster.md)
+    taskmanager_processes: bool = False
+    #: how long the child TaskManagers may take to start and register
+    startup_timeout_s: float = 120.0
+    #: where the JobManager's RPC endpoint listens (jobmanager.rpc.address/port; 0: any free port)
+    rpc_host: str = "127.0.0.1"
+    rpc_port: int = 0
+    #: the cluster's secret (a standalone cluster's, from its file); None: a random one
+    secret: bytes | None = None
+    #: Flink's heartbeat.interval / heartbeat.timeout between TaskManagers and the ResourceManager
+    heartbeat_interval_ms: float = 10_000
+    heartbeat_timeout_ms: float = 50_000
     #: how remote channels travel between the TaskManagers: "local" (in-process queues) or
     #: "tcp" (loopback sockets authenticated with a random secret of this cluster)
     transport: str = "local"
@@ -88,19 +109,25 @@ class MiniCluster:
             if config.transport == "local"
             else TcpNetwork(secrets.token_bytes(32), host=config.bind_host, port=config.data_port)
         )
-        self.resource_manager = ResourceManager()
-        self.task_executors: list[TaskExecutor] = []
+        self.resource_manager = ResourceManager(config.heartbeat_interval_ms, config.heartbeat_timeout_ms)
+        self.task_executors: list[Any] = []  # TaskExecutor, or RemoteTaskExecutor gateways
         self.jobs: dict[str, JobHandle] = {}
         self._nursery: trio.Nursery | None = None
         self.working_dir = (
             Path(config.working_dir) if config.working_dir else Path(tempfile.mkdtemp(prefix="weir-"))
         )
         self._own_working_dir = config.working_dir is None
+        self.processes: dict[int, trio.Process] = {}  # TaskManager processes by index
+        self.secret = b""
+        self.endpoint: Any = None
 
     async def _start(self, nursery: trio.Nursery) -> None:
         self._nursery = nursery
         await nursery.start(self.resource_manager.run)
         c = self.config
+        if c.taskmanager_processes:
+            await self._start_processes(nursery)
+            return
         for i in range(c.taskmanagers):
             tm_id = f"taskmanager-{i}"
             network = NetworkEnvironment(
@@ -116,10 +143,93 @@ class MiniCluster:
             await nursery.start(te.run)
             self.task_executors.append(te)
 
+    async def _start_processes(self, nursery: trio.Nursery) -> None:
+        """TaskManagers as child processes that register over RPC (``weir.cluster.gateway``)."""
+        from weir.cluster.gateway import JobManagerEndpoint, RemoteTaskExecutor
+        from weir.cluster.rpc import new_secret
+
+        testing = sys.modules.get("trio.testing")
+        if testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock):
+            raise UsageError(
+                "weir.taskmanager.processes: TaskManager processes run on the wall clock and cannot "
+                "follow a MockClock; run this test with TaskManagers in the process"
+            )
+        c = self.config
+        self.secret = c.secret or new_secret()
+        for i in range(c.taskmanagers):
+            self.task_executors.append(RemoteTaskExecutor(f"taskmanager-{i}", c.slots_per_taskmanager))
+        self.endpoint = JobManagerEndpoint(
+            self.secret, self.resource_manager, self.task_executors, c.rpc_host, c.rpc_port
+        )
+        self.endpoint.on_silent = self._kill_silent_taskmanager
+        port = await nursery.start(self.endpoint.serve)
+        for i in range(c.taskmanagers):
+            nursery.start_soon(self._supervise_taskmanager, i, port, name=f"taskmanager-{i} process")
+        with trio.fail_after(c.startup_timeout_s):
+            await self.endpoint.wait_for_taskmanagers(c.taskmanagers)
+
+    def _taskmanager_command(self, index: int, port: int) -> list[str]:
+        c = self.config
+        return [
+            sys.executable, "-m", "weir.cluster.entrypoint", "taskmanager",
+            "--jobmanager", f"{_connect_host(c.rpc_host)}:{port}", "--id", f"taskmanager-{index}",
+            "--slots", str(c.slots_per_taskmanager), "--secret-stdin",
+            "--network-memory", str(c.network_memory_bytes), "--segment-size", str(c.segment_size),
+            "--buffers-per-channel", str(c.buffers_per_channel),
+            "--floating-buffers-per-gate", str(c.floating_buffers_per_gate),
+            "--bind-host", c.bind_host,
+        ]  # fmt: skip
+
+    async def _supervise_taskmanager(self, index: int, port: int) -> None:
+        """Run TaskManager process ``index``; when it dies, start a new one with the same id
+        (its slots come back for the restart). Three deaths in a row before registering end
+        the cluster with an error. Cancellation: the process is killed."""
+        gateway = self.task_executors[index]
+        # the job's modules (test files, a job file's neighbours) import the same way there
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+        early_deaths = 0
+        while True:
+            process = await trio.lowlevel.open_process(
+                self._taskmanager_command(index, port), stdin=subprocess.PIPE, env=env
+            )
+            self.processes[index] = process
+            try:
+                assert process.stdin is not None
+                await process.stdin.send_all(self.secret.hex().encode() + b"\n")
+                await process.stdin.aclose()
+                registrations = self.endpoint.registrations
+                await process.wait()
+            finally:
+                if process.returncode is None:
+                    process.kill()
+                    with trio.CancelScope(shield=True):
+                        await process.wait()
+            early_deaths = early_deaths + 1 if self.endpoint.registrations == registrations else 0
+            if early_deaths >= 3:
+                raise WeirError(
+                    f"TaskManager process {gateway.taskmanager_id} exited {early_deaths} times before "
+                    f"registering (last exit status {process.returncode}); see its stderr above"
+                )
+
+    def _kill_silent_taskmanager(self, taskmanager_id: str) -> None:
+        """A TaskManager process missed its heartbeats (hung, stopped): it is killed, so its
+        supervisor starts a new one for the restart, as for a process that died."""
+        for index, te in enumerate(self.task_executors):
+            process = self.processes.get(index)
+            if te.taskmanager_id == taskmanager_id and process is not None and process.returncode is None:
+                process.kill()
+
+    def taskmanager_pids(self) -> list[int]:
+        """The pids of the TaskManager processes (weir.taskmanager.processes), by index."""
+        return [self.processes[i].pid for i in sorted(self.processes)]
+
     def submit(self, job_graph: JobGraph, settings: JobSettings, job_id: str | None = None) -> JobHandle:
         """Accept a job: persist its plan, start its JobMaster. Returns at once."""
         if self._nursery is None:
             raise UsageError("the cluster is not running")
+        if self.config.taskmanager_processes and settings.collect_channels:
+            raise UsageError(COLLECT_ACROSS_PROCESSES)
         job_id = job_id or secrets.token_hex(16)
         job_dir = self.working_dir / "jobs" / job_id
         job_dir.mkdir(parents=True, exist_ok=True)
@@ -178,6 +288,9 @@ class MiniCluster:
         cancelled and their state directories deleted, the ResourceManager drops it (so every
         JobMaster using it fails over at once), and a fresh TaskManager with the same id and
         slots registers in its place. Returns the deleted directories."""
+        if index in self.processes:  # a TaskManager process: it dies, and its supervisor starts another
+            self.processes[index].kill()
+            return []
         te = self.task_executors[index]
         self.resource_manager.unregister_task_executor(te.taskmanager_id)
         lost = te.crash()
@@ -193,6 +306,11 @@ class MiniCluster:
     def close(self) -> None:
         if self._own_working_dir:
             shutil.rmtree(self.working_dir, ignore_errors=True)
+
+
+def _connect_host(bind_host: str) -> str:
+    """Where a local process reaches an endpoint bound to ``bind_host``."""
+    return "127.0.0.1" if bind_host in ("", "0.0.0.0") else bind_host
 
 
 @contextlib.asynccontextmanager

@@ -384,6 +384,17 @@ WORKING_DIR = _opt(
 NUMBER_OF_TASKMANAGERS = _opt(
     "local.number-taskmanager", "int", 1, "TaskManagers of the embedded cluster.", check=_positive
 )
+JOBMANAGER_RPC_ADDRESS = _opt(
+    "jobmanager.rpc.address", "str", "127.0.0.1",
+    "Where the standalone JobManager's RPC endpoint listens, and where clients reach it.",
+)  # fmt: skip
+JOBMANAGER_RPC_PORT = _opt(
+    "jobmanager.rpc.port", "int", 6123, "Port of the standalone JobManager's RPC endpoint."
+)
+TASKMANAGER_PROCESSES = _opt(
+    "weir.taskmanager.processes", "bool", False,
+    "The embedded cluster starts its TaskManagers as child processes (weir; docs/cluster.md).",
+)  # fmt: skip
 SLOTS_PER_TASKMANAGER = _opt(
     "taskmanager.numberOfTaskSlots", "int", None, "Slots per TaskManager (default: enough for the job).",
     check=_positive,

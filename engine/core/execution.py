@@ -37,7 +37,10 @@ __all__ = [
 
 EXECUTOR_ENTRY_POINT_GROUP = "weir.executors"
 DEFAULT_EXECUTOR = "local"
-BUILTIN_EXECUTORS = {"local": "weir.cluster.client:LocalExecutor"}
+BUILTIN_EXECUTORS = {
+    "local": "weir.cluster.client:LocalExecutor",
+    "remote": "weir.cluster.standalone:RemoteExecutor",
+}
 
 _registered: dict[str, Callable[[], PipelineExecutor]] = {}
 

@@ -41,8 +41,10 @@ acknowledgement from its own copy of the snapshots and that JSON; nothing is unp
 A child that dies without answering fails the checkpoint (declined with its exit
 status). A task cancelled while its child writes kills the child and reaps it.
 
-The child does nothing but write: it resets the signal handlers the event loop set,
-replaces the locks its snapshots use (another thread of the parent may have held one at
+The child does nothing but write: it closes every file descriptor it inherited but its
+answer pipe (a copy of a socket held by the child would keep a peer from seeing the job's
+process close that connection), resets the signal handlers the event loop set, replaces
+the locks its snapshots use (another thread of the parent may have held one at
 the fork) and leaves with ``os._exit``, so no ``atexit`` handler, buffered output or
 finaliser of the parent runs twice.
 """
@@ -72,6 +74,9 @@ __all__ = [
     "use_child",
     "write_in_child",
 ]
+
+
+_MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16
 
 
 class ChildSnapshotError(WeirError):
@@ -198,6 +203,10 @@ def _child(
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, signal.SIG_DFL)
+        # the parent's sockets, pipes and environments: a copy held here would keep a peer
+        # from seeing the parent close its connection, and a port bound, until the child ends
+        os.closerange(3, write_fd)
+        os.closerange(write_fd + 1, _MAX_FD)
         mutable: list[int] = []
         _prepare_child(snapshots, mutable)
         try:

@@ -105,15 +105,19 @@ class KillsTheWriter:
 
 
 class SignalsThenSleeps:
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
+    """Its encoding tells its pid through a named pipe (the child keeps no inherited
+    descriptor), then takes a minute."""
+
+    def __init__(self, fifo: str) -> None:
+        self.fifo = fifo
 
     def __reduce__(self) -> Any:
-        os.write(self.fd, str(os.getpid()).encode() + b"\n")
+        with open(self.fifo, "w") as out:
+            out.write(f"{os.getpid()}\n")
         import time
 
         time.sleep(60)
-        return (SignalsThenSleeps, (self.fd,))
+        return (SignalsThenSleeps, (self.fifo,))
 
 
 async def test_a_child_that_dies_fails_the_checkpoint_with_its_signal(tmp_path: Path) -> None:
@@ -123,22 +127,51 @@ async def test_a_child_that_dies_fails_the_checkpoint_with_its_signal(tmp_path: 
 
 
 async def test_cancelling_the_task_kills_and_reaps_its_child(tmp_path: Path) -> None:
-    read_fd, write_fd = os.pipe()
-    snapshot = OperatorSnapshot("op", 1, 128, 0, operator_state=SignalsThenSleeps(write_fd))
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    snapshot = OperatorSnapshot("op", 1, 128, 0, operator_state=SignalsThenSleeps(str(fifo)))
     async with trio.open_nursery() as nursery:
 
         async def write() -> None:
             await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [snapshot])
 
         nursery.start_soon(write)
+        read_fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
         async with trio.lowlevel.FdStream(read_fd) as started:
             line = b""
             while not line.endswith(b"\n"):
                 line += await started.receive_some(64)  # the child is encoding
         nursery.cancel_scope.cancel()
-    os.close(write_fd)
     with pytest.raises(ChildProcessError):
         os.waitpid(int(line), os.WNOHANG)  # killed and reaped: no such child any more
+
+
+def test_a_child_keeps_no_descriptor_of_the_job_open(tmp_path: Path) -> None:
+    """A peer sees the job's process close a connection even while a child writes."""
+    import socket
+
+    ours, peer = socket.socketpair()
+    peer.settimeout(10)
+    snapshot = OperatorSnapshot("op", 1, 128, 0, operator_state=SignalsThenSleeps(str(tmp_path / "f")))
+    os.mkfifo(tmp_path / "f")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+
+            async def write() -> None:
+                await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [snapshot])
+
+            nursery.start_soon(write)
+            read_fd = os.open(tmp_path / "f", os.O_RDONLY | os.O_NONBLOCK)
+            async with trio.lowlevel.FdStream(read_fd) as started:
+                while not (await started.receive_some(64)).endswith(b"\n"):
+                    pass
+            ours.close()  # the child is alive: only its own copy could keep the socket open
+            assert peer.recv(1) == b""  # end of stream at once
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+    peer.close()
 
 
 def test_auto_forks_only_for_large_snapshots_and_never_for_incremental_runs() -> None:

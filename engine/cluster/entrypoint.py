@@ -1,0 +1,303 @@
+"""Process entry points: ``python -m weir.cluster.entrypoint taskmanager|jobmanager ...``.
+
+The role is the first argument, so ``ps`` tells the processes apart (as Flink's
+``TaskManagerRunner`` and ``StandaloneSessionClusterEntrypoint``).
+
+Theory of operation (TaskManager)
+---------------------------------
+A TaskManager process runs a ``TaskExecutor`` with its own ``NetworkEnvironment``. It
+connects to the JobManager's RPC endpoint, proves it holds the cluster's secret (read
+from its stdin when a parent started it, or from ``$WEIR_HOME/cluster/secret``), sends
+``register`` (id, slots, pid) and waits for ``registered``. Then it heartbeats every
+interval and serves messages:
+
+- ``submit``: a signed deployment payload; it is loaded (only after its MAC verified),
+  given this process's processing-time clock and callbacks that send ``checkpoint_ack``,
+  ``checkpoint_metrics``, ``checkpoint_decline`` and ``recovery_note`` back, and run;
+  the task's events go back as ``task_event`` (a failure with the exception as payload,
+  an end with the task's statistics);
+- ``cancel``, ``trigger_checkpoint``, ``notify_checkpoint``, ``release_partition`` act on
+  tasks and partitions of this process; unknown execution ids are ignored (an attempt
+  that ended meanwhile);
+- ``crash`` cancels every task and deletes its local state (failure injection).
+
+When the connection to the JobManager ends, the process exits: a JobManager that dies
+takes its jobs with it (no high availability), and the process holds no other work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+from typing import Any
+
+import trio
+
+from weir.cluster import rpc
+from weir.cluster.gateway import pack_exception
+from weir.errors import ProtocolViolation, UsageError
+
+
+def _deployment_with_callbacks(deployment: Any, connection: rpc.RpcConnection, now_ms: Any) -> Any:
+    """The loaded deployment, with this process's clock and callbacks that report over RPC."""
+    checkpointing = deployment.checkpoint_storage is not None
+
+    def ack(execution_id: str, checkpoint_id: int, acks: Any, size: int) -> None:
+        connection.send_nowait(
+            {"type": "checkpoint_ack", "execution_id": execution_id, "checkpoint_id": checkpoint_id,
+             "size": int(size)},
+            acks,
+        )  # fmt: skip
+
+    def metrics(execution_id: str, checkpoint_id: int, values: Any) -> None:
+        connection.send_nowait(
+            {"type": "checkpoint_metrics", "execution_id": execution_id, "checkpoint_id": checkpoint_id},
+            values,
+        )
+
+    def decline(execution_id: str, checkpoint_id: int, reason: str, counts: bool = True) -> None:
+        connection.send_nowait(
+            {"type": "checkpoint_decline", "execution_id": execution_id, "checkpoint_id": checkpoint_id,
+             "reason": str(reason), "counts": bool(counts)}
+        )  # fmt: skip
+
+    def note(line: str) -> None:
+        connection.send_nowait(
+            {"type": "recovery_note", "execution_id": deployment.execution_id, "line": str(line)}
+        )
+
+    return dataclasses.replace(
+        deployment,
+        processing_time_ms=now_ms,
+        on_checkpoint_ack=ack if checkpointing else None,
+        on_checkpoint_metrics=metrics if checkpointing else None,
+        on_checkpoint_decline=decline if checkpointing else None,
+        on_recovery_note=note,
+    )
+
+
+async def run_taskmanager(
+    host: str,
+    port: int,
+    taskmanager_id: str,
+    slots: int,
+    secret: bytes,
+    network_options: dict[str, int] | None = None,
+    bind_host: str = "127.0.0.1",
+    data_port: int = 0,
+) -> None:
+    """Serve as TaskManager ``taskmanager_id`` until the JobManager goes away."""
+    from weir.cluster.client import processing_time_source
+    from weir.cluster.task_executor import TaskExecutor
+    from weir.network.environment import NetworkEnvironment
+    from weir.network.tcp import TcpNetwork
+
+    connection = await rpc.connect(host, port, secret, "taskmanager")
+    # remote channels reach the other TaskManager processes over TCP, authenticated with the
+    # cluster's secret; the JobManager tells each where the others listen ("peers")
+    tcp = TcpNetwork(secret, host=bind_host, port=data_port)
+    network = NetworkEnvironment(taskmanager_id, tcp, **(network_options or {}))
+    executor = TaskExecutor(taskmanager_id, slots, network, None)
+    now_ms = processing_time_source()
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(connection.run_sender)
+            await nursery.start(executor.run)
+            data_host, data_port = network.listen_address or (bind_host, 0)
+            connection.send_nowait(
+                {"type": "register", "taskmanager_id": taskmanager_id, "slots": slots, "pid": os.getpid(),
+                 "data_address": [data_host, data_port]}
+            )  # fmt: skip
+            reply = await connection.receive()
+            if reply is None:
+                raise EOFError("the JobManager closed the connection before accepting this TaskManager")
+            if reply.type != "registered":
+                raise ProtocolViolation(f"the JobManager answered {reply.type!r}; expected 'registered'")
+            interval_ms = reply.get("heartbeat_interval_ms", (int, float), "the JobManager")
+            nursery.start_soon(_heartbeat, connection, interval_ms / 1000)
+            while True:
+                message = await connection.receive()
+                if message is None:
+                    break
+                if message.type == "peers":
+                    _set_peers(tcp, taskmanager_id, message)
+                    continue
+                _serve(message, executor, connection, now_ms)
+            nursery.cancel_scope.cancel()
+    finally:
+        await connection.aclose()
+
+
+def _set_peers(tcp: Any, own_id: str, message: rpc.Message) -> None:
+    """Where the other TaskManagers serve their partitions: {id: [host, port]}."""
+    addresses = message.get("addresses", dict, "the JobManager")
+    for tm_id, address in addresses.items():
+        if tm_id == own_id:
+            continue
+        if (
+            not isinstance(address, list) or len(address) != 2 or not isinstance(address[0], str)
+            or not isinstance(address[1], int) or isinstance(address[1], bool)
+        ):  # fmt: skip
+            raise ProtocolViolation(
+                f"the JobManager sent address {address!r} for {tm_id!r}; expected [host, port]"
+            )
+        tcp.set_address(tm_id, address[0], address[1])
+
+
+async def _heartbeat(connection: rpc.RpcConnection, interval_s: float) -> None:
+    while True:
+        connection.send_nowait({"type": "heartbeat"})
+        await trio.sleep(interval_s)
+
+
+def _serve(message: rpc.Message, executor: Any, connection: rpc.RpcConnection, now_ms: Any) -> None:
+    from weir.network.events import CheckpointBarrier
+
+    kind = message.type
+    if kind == "submit":
+        execution_id = message.get("execution_id", str, "the JobManager")
+        try:
+            loaded = message.load()
+        except Exception as exc:  # e.g. a module of the job that this process cannot import
+            from weir.errors import JobExecutionError
+
+            failure = JobExecutionError(
+                f"TaskManager {executor.taskmanager_id} could not load the task {execution_id}: "
+                f"{type(exc).__name__}: {exc}"
+            )
+            connection.send_nowait(
+                {"type": "task_event", "execution_id": execution_id, "event": "fail"},
+                blob=pack_exception(failure),
+            )
+            return
+        deployment = _deployment_with_callbacks(loaded, connection, now_ms)
+        executor.submit_task(deployment, _reporter(executor, connection))
+    elif kind == "cancel":
+        handle = executor.tasks.get(message.get("execution_id", str, "the JobManager"))
+        if handle is not None:
+            handle.cancel()
+    elif kind == "trigger_checkpoint":
+        handle = executor.tasks.get(message.get("execution_id", str, "the JobManager"))
+        if handle is not None and handle.task is not None:
+            barrier = CheckpointBarrier(
+                message.get("checkpoint_id", int), message.get("timestamp", int),
+                message.get("is_savepoint", bool), message.get("unaligned", bool),
+                message.get("native", bool),
+            )  # fmt: skip
+            stop = message.header.get("stop")
+            if stop not in (None, "drain", "no_drain"):
+                raise ProtocolViolation(f"the JobManager sent stop mode {stop!r}")
+            handle.task.trigger_checkpoint(barrier, stop)
+    elif kind == "notify_checkpoint":
+        handle = executor.tasks.get(message.get("execution_id", str, "the JobManager"))
+        if handle is not None and handle.task is not None:
+            checkpoint_id = message.get("checkpoint_id", int)
+            if message.get("aborted", bool):
+                handle.task.notify_checkpoint_aborted(checkpoint_id)
+            else:
+                handle.task.notify_checkpoint_complete(checkpoint_id)
+    elif kind == "release_partition":
+        executor.network.release_partition(message.get("partition_id", str, "the JobManager"))
+    elif kind == "crash":
+        executor.crash()
+    else:
+        raise ProtocolViolation(f"the JobManager sent unknown message {kind!r}")
+
+
+def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
+    def report(execution_id: str, event: str, exc: BaseException | None) -> None:
+        header = {"type": "task_event", "execution_id": execution_id, "event": event}
+        if event == "fail":
+            connection.send_nowait(header, blob=pack_exception(exc))
+            return
+        blob = b""
+        handle = executor.tasks.get(execution_id)
+        if event in ("finish", "canceled") and handle is not None and handle.task is not None:
+            try:
+                blob = rpc.dumps(handle.task.statistics())
+            except Exception:
+                blob = b""  # statistics are for people: a task's end does not depend on them
+        connection.send_nowait(header, blob=blob)
+
+    return report
+
+
+def _prepare_taskmanager_process() -> None:
+    """What ``env.execute()`` does for the embedded cluster, once for this process: load the
+    compiled kernels before the first task needs them, and freeze the heap as it is then, so
+    full collections walk only what the tasks create (``weir.loop.gc_pauses``)."""
+    import gc
+
+    from weir.loop.warmup import warm_up
+
+    warm_up()
+    gc.collect()
+    gc.freeze()
+
+
+# -- command line ------------------------------------------------------------------------------------
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"address {text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m weir.cluster.entrypoint")
+    roles = parser.add_subparsers(dest="role", required=True)
+    tm = roles.add_parser("taskmanager", help="run a TaskManager that registers with a JobManager")
+    tm.add_argument("--jobmanager", required=True, help="HOST:PORT of the JobManager's RPC endpoint")
+    tm.add_argument("--id", required=True, help="this TaskManager's id")
+    tm.add_argument("--slots", type=int, default=1)
+    tm.add_argument("--secret-stdin", action="store_true", help="read the cluster secret from stdin")
+    tm.add_argument("--network-memory", type=int, default=64 << 20)
+    tm.add_argument("--segment-size", type=int, default=32 * 1024)
+    tm.add_argument("--buffers-per-channel", type=int, default=2)
+    tm.add_argument("--floating-buffers-per-gate", type=int, default=8)
+    tm.add_argument(
+        "--bind-host", default="127.0.0.1", help="taskmanager.bind-host: where to serve partitions"
+    )
+    tm.add_argument("--data-port", type=int, default=0, help="taskmanager.data.port (0: any free port)")
+    jm = roles.add_parser("jobmanager", help="run a standalone JobManager")
+    jm.add_argument("--config", default=None, help="a JSON file of Flink keys")
+    args = parser.parse_args(argv)
+    try:
+        if args.role == "taskmanager":
+            host, port = _address(args.jobmanager)
+            secret = rpc.secret_from_env_fd(0) if args.secret_stdin else rpc.read_cluster_secret()
+            network = {
+                "total_bytes": args.network_memory,
+                "segment_size": args.segment_size,
+                "buffers_per_channel": args.buffers_per_channel,
+                "floating_buffers_per_gate": args.floating_buffers_per_gate,
+            }
+            _prepare_taskmanager_process()
+            trio.run(
+                run_taskmanager,
+                host,
+                port,
+                args.id,
+                args.slots,
+                secret,
+                network,
+                args.bind_host,
+                args.data_port,
+            )
+            return 0
+        from weir.cluster.standalone import run_jobmanager_process
+
+        return run_jobmanager_process(args.config)
+    except (UsageError, ProtocolViolation, EOFError, OSError) as exc:
+        print(f"weir {args.role}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,459 @@
+"""The standalone cluster: a JobManager process with its TaskManager processes, and its clients.
+
+Theory of operation
+-------------------
+``weir cluster start`` writes a new secret to ``$WEIR_HOME/cluster/secret`` (0600 in a
+0700 directory) and the cluster's Flink keys to ``config.json``, and starts
+``python -m weir.cluster.entrypoint jobmanager`` in its own session. The JobManager
+process runs an embedded cluster whose TaskManagers are child processes
+(``weir.taskmanager.processes``, see ``minicluster``), its RPC endpoint bound to
+``jobmanager.rpc.address``/``jobmanager.rpc.port``, and a ``Dispatcher`` that answers
+clients on the same endpoint. Once its TaskManagers registered it writes
+``jobmanager.json`` (host, port, pid); ``weir cluster start`` returns when that file
+appears (or fails with the log's last lines if the process died first).
+
+Clients (``weir run --jobmanager``, a script with ``execution.target: remote``,
+``weir cancel/savepoint/stop/list``) read the secret, open an RPC connection as role
+``client``, send one request and read the answer:
+
+- ``submit_job`` + payload (job graph, JobSettings without the caller's clock or collect
+  channels) -> ``submitted`` {job_id}; with ``wait`` later ``job_result`` + payload
+  (JobResult, task statistics);
+- ``list_jobs`` -> ``jobs``; ``cancel_job`` -> ``ok``; ``savepoint`` {job_id, target,
+  format, stop} -> ``savepoint_done`` {path}; ``shutdown`` -> ``ok``, then the process
+  ends and its TaskManagers with it.
+
+A request that cannot be met gets ``error`` {message}: the client raises it as one clear
+line. Only holders of the secret get past the handshake, so only the user who started
+the cluster (the secret file is theirs, 0600) can submit, cancel, stop or savepoint.
+
+A TaskManager started by hand (``python -m weir.cluster.entrypoint taskmanager
+--jobmanager HOST:PORT --id NAME``) reads the same secret and takes part in the next
+deployment. A JobManager that dies takes its jobs with it; their retained checkpoints
+resume with ``weir run -s``.
+
+With ``rest.port`` set (``weir cluster start --rest-port``) the JobManager serves the
+dashboard (``weir.cluster.web``) for its jobs; its URL is in ``jobmanager.json``. Tasks in
+TaskManager processes report their metrics when they end, so a running job's vertices show
+no live record counts or back pressure yet. ``REST_HOOK``, when set, replaces it:
+``REST_HOOK(cluster, rest_port)`` is started in the JobManager's nursery.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from weir import private_files
+from weir.cluster import rpc
+from weir.errors import JobExecutionError, UsageError, WeirError
+
+ADDRESS_FILE = "jobmanager.json"
+CONFIG_FILE = "config.json"
+LOG_FILE = "jobmanager.log"
+REST_HOOK: Callable[..., Any] | None = None  # (cluster, rest_port, task_status) -> awaitable
+
+
+# -- the JobManager process ---------------------------------------------------------------------
+
+
+class Dispatcher:
+    """Answers clients' requests on the JobManager's endpoint (see the module docstring)."""
+
+    def __init__(self, cluster: Any) -> None:
+        self.cluster = cluster
+        self.shutdown = trio.Event()
+
+    def handlers(self) -> dict[str, Callable[[rpc.RpcConnection, rpc.Message], Any]]:
+        return {
+            "submit_job": self.on_submit,
+            "list_jobs": self.on_list,
+            "cancel_job": self.on_cancel,
+            "savepoint": self.on_savepoint,
+            "wait_job": self.on_wait,
+            "shutdown": self.on_shutdown,
+        }
+
+    def _handle(self, message: rpc.Message) -> Any:
+        job_id = message.get("job_id", str, "a client")
+        handle = self.cluster.jobs.get(job_id)
+        if handle is None:
+            known = ", ".join(self.cluster.jobs) or "none"
+            raise UsageError(f"no job {job_id} on this cluster (jobs: {known})")
+        return handle
+
+    async def _answer(self, connection: rpc.RpcConnection, work: Callable[[], Any]) -> None:
+        try:
+            header, payload = await work()
+        except WeirError as exc:
+            header, payload = {"type": "error", "message": str(exc)}, None
+        await connection.send(header, payload)
+
+    async def on_submit(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        from weir.cluster.client import processing_time_source
+
+        try:
+            job_graph, settings = message.load()
+        except Exception as exc:
+            await connection.send(
+                {
+                    "type": "error",
+                    "message": f"the JobManager could not load the job: {type(exc).__name__}: {exc}",
+                }
+            )
+            return
+        settings.processing_time_ms = processing_time_source()
+        try:
+            handle = self.cluster.submit(job_graph, settings)
+        except WeirError as exc:
+            await connection.send({"type": "error", "message": str(exc)})
+            return
+        await connection.send({"type": "submitted", "job_id": handle.job_id})
+        if message.header.get("wait"):
+            await self._send_result(connection, handle)
+
+    async def on_wait(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        try:
+            handle = self._handle(message)
+        except WeirError as exc:
+            await connection.send({"type": "error", "message": str(exc)})
+            return
+        await self._send_result(connection, handle)
+
+    async def _send_result(self, connection: rpc.RpcConnection, handle: Any) -> None:
+        result = await handle.wait()
+        stats = handle.job_master.statistics()
+        failure = result.failure
+        try:
+            rpc.dumps(failure)
+        except Exception:  # one that does not pickle travels as its text
+            result.failure = JobExecutionError(f"{type(failure).__name__}: {failure}")
+        try:
+            await connection.send({"type": "job_result", "job_id": handle.job_id}, (result, stats))
+        except Exception:  # statistics that do not pickle: the result alone
+            await connection.send({"type": "job_result", "job_id": handle.job_id}, (result, []))
+
+    async def on_list(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        jobs = [
+            {
+                "job_id": job_id,
+                "name": h.job_master.job_graph.job_name,
+                "status": h.job_master.job_status.name,
+            }
+            for job_id, h in self.cluster.jobs.items()
+        ]
+        await connection.send({"type": "jobs", "jobs": jobs})
+
+    async def on_cancel(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        async def work() -> Any:
+            self._handle(message).cancel()
+            return {"type": "ok"}, None
+
+        await self._answer(connection, work)
+
+    async def on_savepoint(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        async def work() -> Any:
+            handle = self._handle(message)
+            target = message.header.get("target")
+            fmt = message.header.get("format", "canonical")
+            stop = message.header.get("stop")
+            if not (target is None or isinstance(target, str)) or fmt not in ("canonical", "native"):
+                raise UsageError(f"savepoint request with target {target!r}, format {fmt!r}")
+            path = await handle.job_master.trigger_savepoint(target, fmt, stop)
+            return {"type": "savepoint_done", "path": path}, None
+
+        await self._answer(connection, work)
+
+    async def on_shutdown(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        await connection.send({"type": "ok"})
+        self.shutdown.set()
+
+
+def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
+    """The JobManager's ClusterConfig from Flink's keys (and weir's ``local.number-taskmanager``)."""
+    from weir.cluster.minicluster import ClusterConfig
+    from weir.common import config_options as opts
+    from weir.common.configuration import Configuration
+
+    conf = Configuration()
+    for key, value in keys.items():
+        conf.set_string(key, str(value))
+    return ClusterConfig(
+        taskmanagers=int(conf.get_option(opts.NUMBER_OF_TASKMANAGERS)),
+        slots_per_taskmanager=int(conf.get_option(opts.SLOTS_PER_TASKMANAGER) or 1),
+        network_memory_bytes=int(conf.get_option(opts.NETWORK_MEMORY)),
+        segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
+        buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
+        floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+        taskmanager_processes=True,
+        rpc_host=str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)),
+        rpc_port=int(conf.get_option(opts.JOBMANAGER_RPC_PORT)),
+        working_dir=str(rpc.cluster_dir() / "work"),
+    )
+
+
+async def run_jobmanager(keys: dict[str, Any]) -> None:
+    """Run the standalone JobManager until a client asks it to shut down."""
+    from weir.cluster.minicluster import open_minicluster
+
+    config = cluster_config_from_keys(keys)
+    config.secret = rpc.read_cluster_secret()
+    Path(config.working_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+    async with open_minicluster(config) as cluster:
+        dispatcher = Dispatcher(cluster)
+        cluster.endpoint.handlers.update(dispatcher.handlers())
+        async with trio.open_nursery() as nursery:
+            address: dict[str, Any] = {
+                "host": config.rpc_host,
+                "port": cluster.endpoint.port,
+                "pid": os.getpid(),
+            }
+            rest_port = keys.get("rest.port")
+            if REST_HOOK is not None:
+                await nursery.start(REST_HOOK, cluster, rest_port)
+            elif rest_port is not None:  # the dashboard, as `weir run --web` serves it
+                from weir.cluster.web.server import run_web_monitor
+
+                bind = str(keys.get("rest.bind-address", "127.0.0.1"))
+                view: Any = cluster  # a ClusterView: jobs, resource_manager, task_executors
+                address["dashboard"] = await nursery.start(
+                    functools.partial(run_web_monitor, view, bind, int(rest_port))
+                )
+            private_files.write_private(rpc.cluster_dir() / ADDRESS_FILE, json.dumps(address).encode())
+            await dispatcher.shutdown.wait()
+            nursery.cancel_scope.cancel()
+
+
+def run_jobmanager_process(config_path: str | None) -> int:
+    """``python -m weir.cluster.entrypoint jobmanager``: the cluster's keys from ``config_path``."""
+    path = Path(config_path) if config_path else rpc.cluster_dir() / CONFIG_FILE
+    keys = json.loads(private_files.read_private(path, max_bytes=1 << 20))
+    try:
+        trio.run(run_jobmanager, keys)
+    finally:
+        (rpc.cluster_dir() / ADDRESS_FILE).unlink(missing_ok=True)
+    return 0
+
+
+# -- starting and stopping (weir cluster start / stop) -------------------------------------------
+
+
+def read_address() -> dict[str, Any] | None:
+    """The running cluster's address file, or None when there is none."""
+    path = rpc.cluster_dir() / ADDRESS_FILE
+    if not os.path.lexists(path.parent):
+        return None
+    try:
+        private_files.check_private_dir(path.parent)
+        data = json.loads(private_files.read_private(path, max_bytes=4096))
+    except FileNotFoundError:
+        return None
+    except ValueError as exc:
+        raise UsageError(f"the cluster's address file {path} is unreadable: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("port"), int):
+        raise UsageError(f"the cluster's address file {path} holds {data!r}")
+    return data
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def start_cluster(keys: dict[str, Any], timeout_s: float = 180.0) -> dict[str, Any]:
+    """Start a JobManager process (and its TaskManagers) in the background; returns its address
+    once the TaskManagers registered. Refuses when a cluster of this user already runs."""
+    existing = read_address()
+    if existing is not None and _alive(int(existing.get("pid", -1))):
+        raise UsageError(
+            f"a cluster already runs (JobManager pid {existing['pid']} at {existing['host']}:{existing['port']}); "
+            "stop it first with `weir cluster stop`"
+        )
+    cluster_config_from_keys(keys)  # bad keys are reported here, not in the background
+    rpc.create_cluster_secret()
+    directory = rpc.cluster_dir()
+    (directory / ADDRESS_FILE).unlink(missing_ok=True)
+    private_files.write_private(directory / CONFIG_FILE, json.dumps(keys).encode())
+    log_path = directory / LOG_FILE
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    command = [
+        sys.executable,
+        "-m",
+        "weir.cluster.entrypoint",
+        "jobmanager",
+        "--config",
+        str(directory / CONFIG_FILE),
+    ]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    with os.fdopen(fd, "wb") as log:
+        process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
+        )
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        address = read_address()
+        if address is not None and address.get("pid") == process.pid:
+            return address
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise UsageError(
+                f"the JobManager exited with status {process.returncode} before its TaskManagers "
+                f"registered; last lines of {log_path}:\n" + "\n".join(tail)
+            )
+        time.sleep(0.05)  # waits for the address file: the event is another process's write
+    process.kill()
+    raise UsageError(f"the cluster did not come up within {timeout_s:.0f} s; see {log_path}")
+
+
+def stop_cluster(timeout_s: float = 60.0) -> dict[str, Any] | None:
+    """Ask the running cluster to shut down and wait for its JobManager to exit."""
+    address = read_address()
+    if address is None:
+        return None
+    pid = int(address.get("pid", -1))
+    if _alive(pid):
+        try:
+            request({"type": "shutdown"}, address=(address["host"], address["port"]))
+        except (OSError, WeirError):
+            os.kill(pid, 15)
+        deadline = time.monotonic() + timeout_s
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)  # waits for the process's exit
+    (rpc.cluster_dir() / ADDRESS_FILE).unlink(missing_ok=True)
+    return address
+
+
+# -- clients ------------------------------------------------------------------------------------------
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(f"JobManager address {text!r} is not HOST:PORT (e.g. 127.0.0.1:6123)")
+    return host, int(port)
+
+
+def default_address() -> tuple[str, int]:
+    address = read_address()
+    if address is None:
+        raise UsageError(
+            f"no standalone cluster is running (no {rpc.cluster_dir() / ADDRESS_FILE}); "
+            "start one with `weir cluster start` or name one with --jobmanager HOST:PORT"
+        )
+    return str(address["host"]), int(address["port"])
+
+
+async def _exchange(
+    header: dict[str, Any], payload: Any, address: tuple[str, int], replies: int
+) -> list[rpc.Message]:
+    connection = await rpc.connect(address[0], address[1], rpc.read_cluster_secret(), "client")
+    out: list[rpc.Message] = []
+    try:
+        await connection.send(header, payload)
+        for _ in range(replies):
+            reply = await connection.receive()
+            if reply is None:
+                raise JobExecutionError(
+                    f"the JobManager at {address[0]}:{address[1]} closed the connection before answering "
+                    f"{header['type']!r} (it died, or refused the request)"
+                )
+            if reply.type == "error":
+                raise UsageError(str(reply.header.get("message")))
+            out.append(reply)
+    finally:
+        await connection.aclose()
+    return out
+
+
+def request(
+    header: dict[str, Any], payload: Any = None, address: tuple[str, int] | None = None, replies: int = 1
+) -> list[rpc.Message]:
+    """Send one request to the cluster and return its answers (synchronous)."""
+    address = address or default_address()
+    try:
+        return trio.run(_exchange, header, payload, address, replies)
+    except OSError as exc:
+        raise UsageError(f"cannot reach the JobManager at {address[0]}:{address[1]}: {exc}") from None
+
+
+def _register_job_modules() -> None:
+    """Modules loaded from the job file's directory travel by value (the cluster cannot import them)."""
+    import cloudpickle
+
+    if not sys.argv or not sys.argv[0].endswith(".py"):
+        return
+    directory = Path(sys.argv[0]).resolve().parent
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and module.__name__ != "__main__" and Path(file).resolve().parent == directory:
+            cloudpickle.register_pickle_by_value(module)
+
+
+def execute_remote(settings: Any, graph: Any) -> Any:
+    """``env.execute()`` with ``execution.target: remote``: submit to the JobManager at
+    jobmanager.rpc.address/port and wait for the job's end."""
+    import dataclasses
+
+    from weir.cluster.client import JobExecutionResult, job_settings_for
+    from weir.cluster.job_master import raise_for_result
+    from weir.common import config_options as opts
+    from weir.graph.job_graph import generate_job_graph
+
+    conf = settings.configuration
+    address = (
+        str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)),
+        int(conf.get_option(opts.JOBMANAGER_RPC_PORT)),
+    )
+    job_graph = generate_job_graph(graph)
+    _register_job_modules()
+
+    async def submit() -> list[rpc.Message]:
+        # the settings read Trio's clock; the JobManager gets them without it and uses its own
+        job_settings = dataclasses.replace(job_settings_for(settings), processing_time_ms=_no_clock)
+        header = {"type": "submit_job", "wait": True}
+        return await _exchange(header, (job_graph, job_settings), address, 2)
+
+    try:
+        _submitted, finished = trio.run(submit)
+    except OSError as exc:
+        raise UsageError(f"cannot reach the JobManager at {address[0]}:{address[1]}: {exc}") from None
+    result, stats = finished.load()
+    raise_for_result(result)
+    return JobExecutionResult(result, stats)
+
+
+def _no_clock() -> int:
+    raise JobExecutionError("the JobManager replaces the submitter's processing-time clock with its own")
+
+
+class RemoteExecutor:
+    """``execution.target: remote``: jobs go to a standalone cluster (jobmanager.rpc.address/port)."""
+
+    def execute(self, graph: Any, settings: Any) -> Any:
+        from weir.cluster import client
+
+        return client.execute_stream_graph(settings, graph)  # looked up now: `weir run` records it
+
+    def execute_async(self, graph: Any, settings: Any) -> Any:
+        raise UsageError("execute_async() on a remote cluster is not supported yet; use execute()")
+
+    def execute_and_collect(self, graph: Any, settings: Any, sink_node_id: int, limit: int | None) -> Any:
+        raise UsageError(
+            "execute_and_collect() streams records into the caller's process and does not reach a "
+            "remote cluster; write the results with a sink (e.g. FileSink) instead"
+        )

@@ -1,0 +1,258 @@
+"""The standalone cluster from the command line: `weir cluster start/stop`, `weir run
+--jobmanager`, `execution.target: remote`, and `weir list/savepoint/cancel` over the RPC.
+
+Real processes talk here, so the waits are on the wall clock, each a poll of a real event
+(a file, a process's exit, a job's status) with a generous deadline."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import stat
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+HELPER = """
+def label(n):
+    return f"n={n}"
+"""
+
+BOUNDED = """
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.functions import SinkFunction
+
+from helper import label  # a module next to the job file: it travels by value
+
+
+class Lines(SinkFunction):  # defined in the job file (__main__): by value too
+    def __init__(self, path):
+        self.path = path
+
+    def open(self, runtime_context):
+        self.file = open(self.path, "a")
+
+    def invoke(self, value, context):
+        self.file.write(value + "\\n")
+
+    def close(self):
+        self.file.close()
+
+
+env = StreamExecutionEnvironment.get_execution_environment({conf})
+env.set_parallelism(1)
+env.from_source(NumberSequenceSource(1, 100), WatermarkStrategy.no_watermarks(), "numbers").map(
+    label, output_type=Types.STRING()
+).add_sink(Lines({out!r}))
+env.execute("bounded")
+"""
+
+ENDLESS = """
+from weir.common import Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+
+env = StreamExecutionEnvironment.get_execution_environment()
+env.enable_checkpointing(200)
+(
+    env.from_source(
+        DataGeneratorSource(lambda i: i, 10_000_000, rate_limit=500.0, type_info=Types.LONG()),
+        WatermarkStrategy.no_watermarks(),
+        "numbers",
+    )
+    .key_by(lambda n: n % 3)
+    .reduce(lambda a, b: a + b)
+    .uid("sum")
+    .add_sink(lambda n: None)
+)
+env.execute("endless")
+"""
+
+
+def poll(condition: Callable[[], object], what: str, seconds: float = 120) -> object:
+    deadline = time.monotonic() + seconds
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting: {what}")
+        time.sleep(0.1)
+    return value
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(") ", 1)[1][0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def cmdline(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+def children(pid: int) -> list[int]:
+    return [
+        int(p.name)
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and (p / "stat").exists() and _ppid(p) == pid
+    ]
+
+
+def _ppid(proc: Path) -> int:
+    try:
+        return int((proc / "stat").read_text().split(") ", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_answers_control(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    env = {**os.environ, "WEIR_HOME": str(home)}
+
+    def weir(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert not check or done.returncode == 0, done.stderr
+        return done
+
+    started = weir("cluster", "start", "--port", "0", "--slots", "2", "--rest-port", "0")
+    assert "cluster started" in started.stdout
+    directory = home / "cluster"
+    address = json.loads((directory / "jobmanager.json").read_text())
+    try:
+        # the JobManager serves the dashboard's REST API (rest.port)
+        assert f"dashboard: {address['dashboard']}" in started.stdout
+        with urllib.request.urlopen(address["dashboard"] + "overview", timeout=30) as response:
+            assert json.loads(response.read())["taskmanagers"] == 1
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+        assert stat.S_IMODE((directory / "secret").stat().st_mode) == 0o600
+        jobmanager = address["pid"]
+        assert "weir.cluster.entrypoint jobmanager" in cmdline(jobmanager)
+        (taskmanager,) = children(jobmanager)
+        assert "weir.cluster.entrypoint taskmanager" in cmdline(taskmanager)
+        where = f"{address['host']}:{address['port']}"
+
+        # weir run --jobmanager: user code of the job file and of a module beside it
+        jobs = tmp_path / "jobs"
+        jobs.mkdir()
+        (jobs / "helper.py").write_text(HELPER)
+        out = tmp_path / "out.txt"
+        (jobs / "bounded.py").write_text(BOUNDED.format(conf="", out=str(out)))
+        ran = weir("run", "--jobmanager", where, "--no-live", str(jobs / "bounded.py"))
+        assert "FINISHED" in ran.stderr + ran.stdout
+        assert sorted(out.read_text().split()) == sorted(f"n={n}" for n in range(1, 101))
+
+        # a plain script whose configuration says execution.target: remote (PyFlink's remote env)
+        out.unlink()
+        conf = (
+            "__import__('weir.common', fromlist=['Configuration']).Configuration()"
+            ".set_string('execution.target', 'remote')"
+            f".set_string('jobmanager.rpc.address', {address['host']!r})"
+            f".set_string('jobmanager.rpc.port', '{address['port']}')"
+        )
+        (jobs / "remote.py").write_text(BOUNDED.format(conf=conf, out=str(out)))
+        script = subprocess.run(
+            [sys.executable, str(jobs / "remote.py")], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert script.returncode == 0, script.stderr
+        assert len(out.read_text().split()) == 100
+
+        # control over the RPC: list, savepoint, cancel a running job
+        (jobs / "endless.py").write_text(ENDLESS)
+        runner = subprocess.Popen(
+            [sys.executable, "-m", "weir.cli", "run", "--jobmanager", where, "--no-live", str(jobs / "endless.py")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+
+            def running_job() -> str | None:
+                for line in weir("list").stdout.splitlines():
+                    if "endless" in line and "RUNNING" in line:
+                        return line.split()[0]
+                return None
+
+            job_id = str(poll(running_job, "the endless job RUNNING in `weir list`"))
+            savepoints = tmp_path / "savepoints"
+            taken = poll(
+                lambda: (
+                    (r := weir("savepoint", job_id, str(savepoints), check=False)).returncode == 0
+                    and r.stdout.strip()
+                ),
+                "a savepoint (tasks may still be starting)",
+            )
+            assert (Path(str(taken)) / "_metadata").is_file()
+            weir("cancel", job_id)
+            assert runner.wait(timeout=120) == 0
+            assert "CANCELED" in runner.stderr.read()  # type: ignore[union-attr]
+        finally:
+            if runner.poll() is None:
+                runner.kill()
+        unknown = weir("cancel", "0" * 32, check=False)
+        assert unknown.returncode == 2 and f"no job {'0' * 32} on this cluster" in unknown.stderr
+    finally:
+        stopped = weir("cluster", "stop", check=False)
+    assert "cluster stopped" in stopped.stdout, stopped.stderr
+    poll(lambda: not alive(jobmanager) and not alive(taskmanager), "the cluster's processes to exit", 60)
+    assert not (directory / "jobmanager.json").exists()
+
+
+@pytest.mark.slow
+def test_a_jobmanager_that_dies_takes_its_jobs_along_and_weir_run_s_resumes_them(tmp_path: Path) -> None:
+    from tests.e2e.test_cli_resume import EVENTS, JOB, _wait_for_checkpoint, committed_lines, expected_lines
+
+    job = tmp_path / "job.py"
+    slower = JOB.replace("rate_limit=1500.0", "rate_limit=300.0")  # 10 s: startup on a busy machine
+    assert slower != JOB
+    job.write_text(slower)
+    checkpoints, out = tmp_path / "checkpoints", tmp_path / "out"
+    env = {
+        **os.environ,
+        "WEIR_HOME": str(tmp_path / "home"),
+        "CHECKPOINTS": str(checkpoints),
+        "OUT": str(out),
+    }
+
+    def weir(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=300
+        )
+
+    started = weir("cluster", "start", "--port", "0", "--slots", "2")
+    assert started.returncode == 0, started.stderr
+    address = json.loads((tmp_path / "home" / "cluster" / "jobmanager.json").read_text())
+    jobmanager = address["pid"]
+    (taskmanager,) = children(jobmanager)
+    running = subprocess.Popen(
+        [sys.executable, "-m", "weir.cli", "run", "--jobmanager", f"{address['host']}:{address['port']}",
+         "--no-live", str(job)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        _wait_for_checkpoint(checkpoints, running, checkpoint_id=2)
+        os.kill(jobmanager, signal.SIGKILL)
+        _, stderr = running.communicate(timeout=120)
+    finally:
+        running.kill()
+        weir("cluster", "stop")
+    assert running.returncode == 2 and "closed the connection" in stderr, stderr
+    poll(lambda: not alive(taskmanager), "the orphaned TaskManager to exit", 60)
+    assert sum(committed_lines(out).values()) < EVENTS  # it died in the middle
+
+    listing = weir("checkpoints", str(checkpoints))
+    (path,) = re.findall(r"weir run JOB_FILE -s (\S+)", listing.stdout)
+    resumed = weir("run", str(job), "--no-live", "-s", path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert committed_lines(out) == expected_lines()

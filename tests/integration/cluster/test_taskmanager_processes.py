@@ -1,0 +1,207 @@
+"""TaskManagers as child processes of the embedded cluster (weir.taskmanager.processes).
+
+The JobManager side runs in the test's process; each TaskManager is a real child process
+that registers over the authenticated RPC. These tests run on the wall clock (a child
+cannot follow a MockClock) and wait only on real events: a job's end, a process's exit.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.integration.runtime.test_exactly_once import (
+    Case,
+    build_job,
+    committed_lines,
+    describe_difference,
+    job_graph_parallelism,
+    oracle,
+)
+from weir.cluster.client import job_settings_for
+from weir.cluster.minicluster import ClusterConfig, open_minicluster
+from weir.common import Configuration, Types
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.functions import SinkFunction
+from weir.errors import UsageError
+
+EVENTS = 40_000  # about 2 s at the source rate: several checkpoints complete
+TIMEOUT_S = 120  # generous: a failure, never a measurement
+
+
+def process_config(job_graph: object, taskmanagers: int = 1) -> ClusterConfig:
+    """``taskmanagers`` processes with slots for the whole job spread over them."""
+    return ClusterConfig(
+        taskmanagers=taskmanagers,
+        slots_per_taskmanager=-(-job_graph_parallelism(job_graph) // taskmanagers),
+        taskmanager_processes=True,
+    )
+
+
+async def test_a_job_runs_in_a_taskmanager_process_and_commits_exactly_the_oracle(tmp_path: Path) -> None:
+    case = Case("sum", 2, "hashmap", False)
+    env, job_graph = build_job(case, tmp_path / "out", EVENTS)
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph)) as cluster:
+            (pid,) = cluster.taskmanager_pids()
+            assert pid != os.getpid()
+            result = await cluster.submit(job_graph, job_settings_for(env)).wait()
+    assert result.status.name == "FINISHED", result.failure
+    assert result.accumulators["checkpoints_completed"] >= 1
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
+
+
+class LinesTo(SinkFunction):
+    """Appends each record to a file: a function of a test module, imported by reference there."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: Any = None
+
+    def open(self, runtime_context: Any) -> None:
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115
+
+    def invoke(self, value: Any, context: Any) -> None:
+        self._file.write(f"{value}\n")
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def processes_env() -> StreamExecutionEnvironment:
+    conf = Configuration()
+    conf.set_string("weir.taskmanager.processes", "true")
+    return StreamExecutionEnvironment.get_execution_environment(conf)
+
+
+def test_env_execute_with_the_switch_runs_the_tasks_in_a_child_process(tmp_path: Path) -> None:
+    env = processes_env()
+    out = tmp_path / "pids.txt"
+    numbers = env.from_collection(list(range(10)), type_info=Types.LONG())
+    numbers.map(lambda n: f"{n} {os.getpid()}", output_type=Types.STRING()).add_sink(LinesTo(str(out)))
+    result = env.execute("in a child")
+    assert result.get_job_status().name == "FINISHED"
+    lines = [line.split() for line in out.read_text().splitlines()]
+    assert sorted(int(n) for n, _ in lines) == list(range(10))
+    assert {int(pid) for _, pid in lines} - {os.getpid()} == {int(pid) for _, pid in lines}
+
+
+def test_execute_and_collect_refuses_taskmanager_processes_with_one_clear_error() -> None:
+    env = processes_env()
+    numbers = env.from_collection([1, 2, 3], type_info=Types.LONG())
+    with pytest.raises(UsageError, match=r"execute_and_collect\(\) needs the TaskManagers in the caller's"):
+        list(numbers.execute_and_collect())
+
+
+async def test_a_job_spread_over_two_taskmanager_processes_shuffles_over_tcp(tmp_path: Path) -> None:
+    case = Case("window", 2, "lmdb", False)
+    env, job_graph = build_job(case, tmp_path / "out", EVENTS)
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph, taskmanagers=2)) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            result = await handle.wait()
+            pids = {te.pid for te in cluster.task_executors}
+    assert result.status.name == "FINISHED", result.failure
+    assert len(pids) == 2 and os.getpid() not in pids
+    master = handle.job_master
+    placed = {master.plan.taskmanager_of(ev) for ev in master.execution_graph.all_execution_vertices()}
+    assert placed == {0, 1}  # subtasks in both processes: the keyed shuffle crossed them
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
+
+
+async def kill_taskmanager_after_a_checkpoint(cluster: object, master: object, checkpoints: int) -> int:
+    """SIGKILL TaskManager 0 once ``checkpoints`` checkpoints completed; returns the killed pid."""
+    while master.checkpoints is None or len(master.checkpoints.completed) < checkpoints:  # type: ignore[attr-defined]
+        await trio.sleep(0.005)  # polls the JobMaster's state (the event), not a duration
+    (pid,) = cluster.taskmanager_pids()[:1]  # type: ignore[attr-defined]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+async def test_a_killed_taskmanager_process_restarts_its_region_and_the_output_stays_exact(
+    tmp_path: Path,
+) -> None:
+    case = Case("sum", 2, "lmdb", False)
+    events = 40_000  # about 2 s at the source's rate: the kill lands mid-job
+    env, job_graph = build_job(case, tmp_path / "out", events)
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph)) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            killed = await kill_taskmanager_after_a_checkpoint(cluster, handle.job_master, 2)
+            result = await handle.wait()
+            assert cluster.taskmanager_pids()[0] != killed  # a new process took its place
+    assert result.status.name == "FINISHED", result.failure
+    assert handle.job_master.restarts >= 1
+    assert "was lost" in result.accumulators["restart_log"][0], result.accumulators["restart_log"]
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, events)) == ""
+
+
+@pytest.mark.slow
+async def test_a_stopped_taskmanager_process_is_declared_dead_by_heartbeat_timeout(tmp_path: Path) -> None:
+    """SIGSTOP keeps the connection open: only the missing heartbeats tell. The silent process
+    is killed and replaced, and the job restarts from its latest checkpoint."""
+    case = Case("sum", 2, "hashmap", False)
+    env, job_graph = build_job(case, tmp_path / "out", EVENTS)
+    config = process_config(job_graph)
+    config.heartbeat_interval_ms, config.heartbeat_timeout_ms = 200, 3_000
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(config) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            master = handle.job_master
+            while master.checkpoints is None or len(master.checkpoints.completed) < 2:
+                await trio.sleep(0.005)  # polls the JobMaster's state (the event), not a duration
+            (stopped,) = cluster.taskmanager_pids()
+            os.kill(stopped, signal.SIGSTOP)
+            result = await handle.wait()
+            assert cluster.taskmanager_pids()[0] != stopped
+    assert result.status.name == "FINISHED", result.failure
+    assert "no heartbeat within 3000 ms" in result.accumulators["restart_log"][0]
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, EVENTS)) == ""
+
+
+KILLS_PER_RUN = 4
+SEEDS = range(5)  # 5 seeds x 4 kills: 20 SIGKILLs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_sigkills_of_taskmanager_processes_across_seeds_keep_the_output_exact(
+    seed: int, tmp_path: Path
+) -> None:
+    rng = random.Random(seed)
+    case = Case(rng.choice(["sum", "window"]), 2, rng.choice(["hashmap", "lmdb"]), rng.random() < 0.3)
+    events = 400_000  # about 20 s at the source's rate, with restarts
+    env, job_graph = build_job(case, tmp_path / "out", events)
+    killed: list[int] = []
+    with trio.fail_after(10 * TIMEOUT_S):
+        async with open_minicluster(process_config(job_graph, taskmanagers=2)) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            master = handle.job_master
+            for _ in range(KILLS_PER_RUN):
+                # after the last restart, let 1..3 more checkpoints complete, then kill a random one
+                target = len(master.checkpoints.completed if master.checkpoints else []) + rng.randint(1, 3)
+                while (master.checkpoints is None or len(master.checkpoints.completed) < target) and (
+                    not handle.done.is_set()
+                ):
+                    await trio.sleep(0.005)  # polls the JobMaster's state, not a duration
+                if handle.done.is_set():
+                    break
+                busy = [cluster.processes[i].pid for i, te in enumerate(cluster.task_executors) if te.tasks]
+                pid = rng.choice(busy)  # a TaskManager that runs tasks of the job
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+                while master.restarts < len(killed) and not handle.done.is_set():
+                    await trio.sleep(0.005)
+            result = await handle.wait()
+    assert result.status.name == "FINISHED", result.failure
+    problem = describe_difference(committed_lines(tmp_path / "out"), oracle(case, events))
+    assert not problem, f"{case}, seed {seed}, {len(killed)} kills: {problem}"
+    assert len(killed) == KILLS_PER_RUN, f"{case}: the job ended after {len(killed)} kills; make it longer"
+    assert master.restarts >= KILLS_PER_RUN

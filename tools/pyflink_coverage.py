@@ -2,8 +2,11 @@
 
     python tools/pyflink_coverage.py [--missing] [--json]
 
-Needs apache-flink installed beside weir (``pip install apache-flink``); it only imports
-the two packages, it starts no JVM. What is counted (docs/pyflink-coverage.md):
+PyFlink cannot share weir's environment (docs/decisions.md), so the script runs itself a
+second time under PyFlink's interpreter (``$WEIR_FLINK_PYTHON`` or ``.venv-flink``, made by
+``make flink-env``) with ``--dump-reference``, which imports only PyFlink and prints its
+names as JSON, and compares them here with weir's. No JVM starts. What is counted
+(docs/pyflink-compatibility.md):
 
 * every public class defined in a module of ``pyflink.datastream`` or ``pyflink.common``
   (tests excluded), and every public method, property, static and class method the class
@@ -23,6 +26,7 @@ import importlib
 import inspect
 import json
 import pkgutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -87,43 +91,65 @@ def reachable_classes(modules: list[ModuleType]) -> dict[str, type]:
     return found
 
 
-def compare(
-    package: str, reference: list[ModuleType], reference_prefix: str, weir: list[ModuleType]
-) -> Coverage:
+def reference_names() -> dict[str, Any]:
+    """PyFlink's user-facing classes (with their members) and ``__all__``, per package.
+    Runs where PyFlink is installed (``--dump-reference``)."""
+    out: dict[str, Any] = {}
+    for package in PACKAGES:
+        modules = submodules(importlib.import_module(f"pyflink.{package}"))
+        out[package] = {
+            "classes": user_facing(modules, f"pyflink.{package}"),
+            "all": list(getattr(modules[0], "__all__", [])),
+        }
+    return out
+
+
+def compare(package: str, reference: dict[str, Any], weir: list[ModuleType]) -> Coverage:
     cov = Coverage(package)
     have = reachable_classes(weir)
-    for cls, members in sorted(user_facing(reference, reference_prefix).items()):
+    for cls, members in sorted(reference["classes"].items()):
         target: Any = have.get(cls)
         (cov.present if target is not None else cov.missing).append(cls)
         for m in members:
             (cov.present if target is not None and hasattr(target, m) else cov.missing).append(f"{cls}.{m}")
-    names = getattr(reference[0], "__all__", [])
-    for name in names:
+    for name in reference["all"]:
         (cov.all_present if hasattr(weir[0], name) else cov.all_missing).append(name)
     return cov
 
 
 def measure() -> list[Coverage]:
+    from weir.errors import UsageError
+    from weir.flink_bridge import flink_environment, flink_python
+
     try:
-        import pyflink  # noqa: F401
-    except ImportError:
-        raise SystemExit(
-            "tools/pyflink_coverage.py needs PyFlink to compare against: install it beside weir with "
-            "`pip install apache-flink` (or `pip install 'weir[flink]'`)"
-        ) from None
-    out = []
-    for package in PACKAGES:
-        reference = submodules(importlib.import_module(f"pyflink.{package}"))
-        weir = submodules(importlib.import_module(f"weir.{package}"))
-        out.append(compare(package, reference, f"pyflink.{package}", weir))
-    return out
+        python = flink_python()
+    except UsageError as exc:
+        raise SystemExit(f"tools/pyflink_coverage.py: {exc}") from None
+    done = subprocess.run(
+        [python, __file__, "--dump-reference"],
+        capture_output=True,
+        text=True,
+        env=flink_environment(python),
+        check=False,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"reading PyFlink's names with {python} failed:\n{done.stderr.strip()}")
+    reference = json.loads(done.stdout)
+    return [
+        compare(package, reference[package], submodules(importlib.import_module(f"weir.{package}")))
+        for package in PACKAGES
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--missing", action="store_true", help="list the names weir lacks")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--dump-reference", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.dump_reference:  # under PyFlink's interpreter: its names, as JSON
+        print(json.dumps(reference_names()))
+        return 0
     results = measure()
     if args.json:
         print(json.dumps([vars(c) for c in results], indent=2))

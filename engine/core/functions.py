@@ -269,6 +269,66 @@ class ProcessWindowFunction(Function):
         pass
 
 
+class AllWindowFunction(Function):
+    """A window function of a non-keyed window (``window_all``): no key."""
+
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class ProcessAllWindowFunction(Function):
+    """A process window function of a non-keyed window (``window_all``): ``process(context,
+    elements)``, no key; the context is ``ProcessWindowFunction.Context``'s."""
+
+    Context = ProcessWindowFunction.Context
+
+    def process(
+        self, context: ProcessWindowFunction.Context, elements: Iterable[Any]
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
+        pass
+
+
+class _AllWindowAdapter(WindowFunction):
+    """An AllWindowFunction (or a callable ``(window, inputs)``) run by the keyed window operator."""
+
+    def __init__(self, function: Any) -> None:
+        self.fn = function
+        self._apply = function.apply if isinstance(function, AllWindowFunction) else function
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.close()
+
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Any:
+        return self._apply(window, inputs)
+
+
+class _ProcessAllWindowAdapter(ProcessWindowFunction):
+    """A ProcessAllWindowFunction run by the keyed window operator (the key is dropped)."""
+
+    def __init__(self, function: ProcessAllWindowFunction) -> None:
+        self.fn = function
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        self.fn.close()
+
+    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Any:
+        return self.fn.process(context, elements)
+
+    def clear(self, context: Any) -> None:
+        self.fn.clear(context)
+
+
 class SourceFunction(Function):
     """A legacy-style source for ``add_source``: ``run(ctx)`` runs in a worker thread and emits
     with ``ctx.collect(value)`` or ``ctx.collect_with_timestamp(value, timestamp_ms)``. A
@@ -461,6 +521,30 @@ def wrap_window_function(api: str, fn: object) -> WindowFunction | ProcessWindow
 
 def wrap_process_window(api: str, fn: object) -> ProcessWindowFunction:
     return _wrap(api, fn, ProcessWindowFunction, _ProcessWindowCallable, "a ProcessWindowFunction")
+
+
+def wrap_all_window_function(api: str, fn: object) -> WindowFunction | ProcessWindowFunction:
+    """An AllWindowFunction, ProcessAllWindowFunction or callable ``(window, inputs)``, as the
+    keyed window operator calls window functions."""
+    if isinstance(fn, ProcessAllWindowFunction):
+        return _ProcessAllWindowAdapter(fn)
+    if isinstance(fn, AllWindowFunction):
+        return _AllWindowAdapter(fn)
+    if isinstance(fn, (WindowFunction, ProcessWindowFunction)):
+        raise UsageError(
+            f"{api} is a non-keyed window: it needs an AllWindowFunction or ProcessAllWindowFunction "
+            f"(no key argument), got the keyed {type(fn).__name__} {fn!r}"
+        )
+    _require_callable(
+        api, fn, "an AllWindowFunction, a ProcessAllWindowFunction or a callable (window, inputs)"
+    )
+    return _AllWindowAdapter(fn)
+
+
+def wrap_process_all_window(api: str, fn: object) -> ProcessWindowFunction:
+    if not isinstance(fn, ProcessAllWindowFunction):
+        raise UsageError(f"{api} needs a ProcessAllWindowFunction (process(context, elements)), got {fn!r}")
+    return _ProcessAllWindowAdapter(fn)
 
 
 def wrap_aggregate(api: str, fn: object) -> AggregateFunction:

@@ -70,3 +70,33 @@ __all__ = [
     "WindowFunction",
     "WindowedStream",
 ]
+
+# -- issue 28 part 1 (windows, broadcast state) -------------------------------------------------
+from weir.datastream.data_stream import AllWindowedStream
+from weir.datastream.functions import AllWindowFunction, ProcessAllWindowFunction
+from weir.datastream.window import (
+    CountSlidingWindowAssigner,
+    CountTumblingWindowAssigner,
+    CountWindow,
+    SessionWindowTimeGapExtractor,
+    TimeWindow,
+    Trigger,
+    TriggerResult,
+    Window,
+    WindowAssigner,
+)
+
+__all__ += [
+    "AllWindowFunction",
+    "AllWindowedStream",
+    "CountSlidingWindowAssigner",
+    "CountTumblingWindowAssigner",
+    "CountWindow",
+    "ProcessAllWindowFunction",
+    "SessionWindowTimeGapExtractor",
+    "TimeWindow",
+    "Trigger",
+    "TriggerResult",
+    "Window",
+    "WindowAssigner",
+]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from weir.core.functions import (
     AggregateFunction,
+    AllWindowFunction,
     CoFlatMapFunction,
     CoMapFunction,
     CoProcessFunction,
@@ -18,6 +19,7 @@ from weir.core.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    ProcessAllWindowFunction,
     ProcessFunction,
     ProcessWindowFunction,
     ReduceFunction,
@@ -29,6 +31,7 @@ from weir.core.functions import (
 
 __all__ = [
     "AggregateFunction",
+    "AllWindowFunction",
     "CoFlatMapFunction",
     "CoMapFunction",
     "CoProcessFunction",
@@ -39,6 +42,7 @@ __all__ = [
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "MapFunction",
+    "ProcessAllWindowFunction",
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReduceFunction",

@@ -269,6 +269,93 @@ class ProcessWindowFunction(Function):
         pass
 
 
+class BaseBroadcastProcessFunction(Function):
+    """What both broadcast process functions share: their contexts."""
+
+    class BaseContext:
+        def timestamp(self) -> int | None:
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+        def current_watermark(self) -> int:
+            raise NotImplementedError
+
+        def output(self, output_tag: Any, value: Any) -> None:
+            raise NotImplementedError
+
+    class Context(BaseContext):
+        """The context of ``process_broadcast_element``: broadcast state read-write."""
+
+        def get_broadcast_state(self, state_descriptor: Any) -> Any:
+            raise NotImplementedError
+
+    class ReadOnlyContext(BaseContext):
+        """The context of ``process_element``: broadcast state read only."""
+
+        def get_broadcast_state(self, state_descriptor: Any) -> Any:
+            raise NotImplementedError
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction):
+    """The function of a non-keyed stream connected with a broadcast stream: ``process_element``
+    per element of the stream (broadcast state read only), ``process_broadcast_element`` per
+    broadcast element (read-write)."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        pass
+
+    def process_element(
+        self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(
+        self, value: Any, ctx: BroadcastProcessFunction.Context
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
+    """The function of a keyed stream connected with a broadcast stream: as
+    BroadcastProcessFunction, plus keyed state and timers on the keyed side (``on_timer``) and
+    ``ctx.apply_to_keyed_state`` on the broadcast side."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        def apply_to_keyed_state(self, state_descriptor: Any, function: Callable[[Any, Any], None]) -> None:
+            raise NotImplementedError
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        def timer_service(self) -> Any:
+            raise NotImplementedError
+
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    class OnTimerContext(ReadOnlyContext):
+        def time_domain(self) -> Any:
+            raise NotImplementedError
+
+    def process_element(
+        self, value: Any, ctx: KeyedBroadcastProcessFunction.ReadOnlyContext
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(
+        self, value: Any, ctx: KeyedBroadcastProcessFunction.Context
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(
+        self, timestamp: int, ctx: KeyedBroadcastProcessFunction.OnTimerContext
+    ) -> Iterable[Any] | None:
+        pass
+
+
 class AllWindowFunction(Function):
     """A window function of a non-keyed window (``window_all``): no key."""
 

@@ -72,8 +72,13 @@ __all__ = [
 ]
 
 # -- issue 28 part 1 (windows, broadcast state) -------------------------------------------------
-from weir.datastream.data_stream import AllWindowedStream
-from weir.datastream.functions import AllWindowFunction, ProcessAllWindowFunction
+from weir.datastream.data_stream import AllWindowedStream, BroadcastConnectedStream, BroadcastStream
+from weir.datastream.functions import (
+    AllWindowFunction,
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    ProcessAllWindowFunction,
+)
 from weir.datastream.window import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
@@ -89,9 +94,13 @@ from weir.datastream.window import (
 __all__ += [
     "AllWindowFunction",
     "AllWindowedStream",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
     "CountSlidingWindowAssigner",
     "CountTumblingWindowAssigner",
     "CountWindow",
+    "KeyedBroadcastProcessFunction",
     "ProcessAllWindowFunction",
     "SessionWindowTimeGapExtractor",
     "TimeWindow",

@@ -18,6 +18,7 @@ from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import functions as fn
 from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
 from weir.core.connectors import Sink
+from weir.core.state import MapStateDescriptor
 from weir.core.window import (
     CountSlidingWindowAssigner,
     CountTumblingWindowAssigner,
@@ -255,9 +256,14 @@ class DataStream(_Configurable):
         )
         return DataStream(self._env, t)
 
-    def connect(self, ds: DataStream) -> ConnectedStreams:
+    def connect(self, ds: DataStream | BroadcastStream) -> Any:
         """Two streams, possibly of different types, as the two inputs of one operator
-        (``map``/``flat_map``/``process`` with a Co*Function); state may be shared between them."""
+        (``map``/``flat_map``/``process`` with a Co*Function); state may be shared between them.
+        With a ``BroadcastStream``: a ``BroadcastConnectedStream`` (broadcast state)."""
+        if isinstance(ds, BroadcastStream):
+            if ds._stream._env is not self._env:
+                raise UsageError("connect() cannot combine streams of different StreamExecutionEnvironments")
+            return BroadcastConnectedStream(self, ds)
         if not isinstance(ds, DataStream):
             raise UsageError(f"connect() takes a DataStream, got {ds!r}")
         if ds._env is not self._env:
@@ -286,8 +292,13 @@ class DataStream(_Configurable):
     def shuffle(self) -> DataStream:
         return self._partition(parts.SHUFFLE)
 
-    def broadcast(self) -> DataStream:
-        return self._partition(parts.BROADCAST)
+    def broadcast(self, *broadcast_state_descriptors: MapStateDescriptor) -> Any:
+        r"""Every record to every subtask of the next operator; with ``MapStateDescriptor``\ s a
+        ``BroadcastStream`` to ``connect`` to another stream, whose function then keeps those
+        broadcast states."""
+        if not broadcast_state_descriptors or broadcast_state_descriptors == (None,):
+            return self._partition(parts.BROADCAST)
+        return BroadcastStream(self, list(broadcast_state_descriptors))
 
     def global_(self) -> DataStream:
         """All records to the first subtask (Java's ``global()``; ``global`` is a Python keyword)."""
@@ -859,3 +870,87 @@ class AllWindowedStream:
         return self._windowed.process(
             fn.wrap_process_all_window("AllWindowedStream.process()", process_window_function), output_type
         )
+
+
+class BroadcastStream:
+    r"""A stream every subtask of the next operator receives whole, with the broadcast states
+    (``MapStateDescriptor``\ s) its function keeps (``DataStream.broadcast(descriptor)``);
+    ``other.connect(broadcast_stream)`` uses it."""
+
+    def __init__(self, stream: DataStream, broadcast_state_descriptors: list[MapStateDescriptor]) -> None:
+        names = set()
+        for d in broadcast_state_descriptors:
+            if not isinstance(d, MapStateDescriptor):
+                raise UsageError(f"broadcast() takes MapStateDescriptors (the broadcast states), got {d!r}")
+            if d.name in names:
+                raise UsageError(f"broadcast() got two broadcast states named {d.name!r}")
+            names.add(d.name)
+        self._stream = stream
+        self.broadcast_state_descriptors = list(broadcast_state_descriptors)
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._stream._env
+
+
+class BroadcastConnectedStream:
+    """A (keyed or not) stream connected with a BroadcastStream; ``process`` finishes it with a
+    BroadcastProcessFunction, or on a keyed stream a KeyedBroadcastProcessFunction."""
+
+    def __init__(self, non_broadcast_stream: DataStream, broadcast_stream: BroadcastStream) -> None:
+        self.non_broadcast_stream = non_broadcast_stream
+        self.broadcast_stream = broadcast_stream
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self.non_broadcast_stream._env
+
+    def get_type1(self) -> TypeInformation | None:
+        return self.non_broadcast_stream.get_type()
+
+    def get_type2(self) -> TypeInformation | None:
+        return self.broadcast_stream._stream.get_type()
+
+    def process(
+        self,
+        func: fn.BroadcastProcessFunction | fn.KeyedBroadcastProcessFunction,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        output_type = check_type_info("process(output_type)", output_type)
+        first = self.non_broadcast_stream
+        keyed = isinstance(first, KeyedStream)
+        if keyed and not isinstance(func, fn.KeyedBroadcastProcessFunction):
+            raise UsageError(
+                f"a keyed stream connected with a broadcast stream needs a KeyedBroadcastProcessFunction "
+                f"(process_element, process_broadcast_element, on_timer), got {func!r}"
+            )
+        if not keyed and not isinstance(func, fn.BroadcastProcessFunction):
+            raise UsageError(
+                f"a non-keyed stream connected with a broadcast stream needs a BroadcastProcessFunction "
+                f"(process_element, process_broadcast_element), got {func!r}"
+                + (
+                    "; a KeyedBroadcastProcessFunction needs key_by(...) before connect"
+                    if isinstance(func, fn.KeyedBroadcastProcessFunction)
+                    else ""
+                )
+            )
+        env = first._env
+        broadcast_input = self.broadcast_stream._stream.broadcast()
+        spec = OperatorSpec(
+            "keyed_broadcast_process" if keyed else "broadcast_process",
+            func,
+            {
+                "broadcast_state_descriptors": self.broadcast_stream.broadcast_state_descriptors,
+                "broadcast_input2": True,
+            },
+            keyed=keyed,
+        )
+        t = TwoInputTransformation(
+            id=env._new_id(),
+            name="Co-Process-Broadcast-Keyed" if keyed else "Co-Process-Broadcast",
+            output_type=output_type,
+            inputs=[first._transformation, broadcast_input._transformation],
+            operator=spec,
+            state_key_selector1=first._state_key() if keyed else None,
+            state_key_selector2=None,
+        )
+        env._add_transformation(t)
+        return DataStream(env, t)

@@ -7,6 +7,7 @@ module hands out the same classes. Evictors (``Evictor``, ``CountEvictor``,
 
 from __future__ import annotations
 
+from weir.common.time import Time  # noqa: F401 - importable from here, as in PyFlink
 from weir.core.window import (
     MAX_WATERMARK,
     MIN_TIMESTAMP,

@@ -196,6 +196,8 @@ class _KeyedReadOnlyContext(_KeyedContext, _BroadcastContext):
 class KeyedBroadcastProcessOperator(KeyedCoProcessOperator):
     """A KeyedBroadcastProcessFunction: input 1 keyed (state, timers), input 2 broadcast."""
 
+    broadcast_input2 = True
+
     def __init__(
         self, name: str, key_selector: Any, function: Any, descriptors: list[MapStateDescriptor]
     ) -> None:

@@ -217,3 +217,19 @@ def _batch(pairs: list[tuple[Any, int]]) -> Any:
     from weir.codec.batch import Batch
 
     return Batch([v for v, _ in pairs], np.array([t for _, t in pairs], dtype=np.int64))
+
+
+def test_harness_for_a_keyed_broadcast_function() -> None:
+    from weir.testing import harness_for
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    rules = env.from_collection([1]).broadcast(RULES)
+    out = env.from_collection([("a", 1)]).key_by(lambda r: r[0]).connect(rules).process(CountAndReset())
+    harness = harness_for(out)
+    harness.open()
+    harness.process_element2(4, 0)
+    harness.process_element1(("a", 1), 5)
+    harness.process_watermark1(100)
+    harness.process_watermark2(100)
+    assert harness.extract_output_values() == [("seen", "a", 4), ("timer", "a", 15, 1)]
+    harness.close()

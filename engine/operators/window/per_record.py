@@ -18,8 +18,9 @@ Follows Flink's WindowOperator record by record:
 - a cleanup timer at ``max_timestamp + allowed_lateness`` clears the window, its trigger
   state (``Trigger.clear``) and per-window state; windows that never end (global and count
   windows) have none;
-- merging assigners (sessions): each key's set of windows is keyed state
-  (``merging-window-set``); a new window the assigner merges with existing ones becomes
+- merging assigners (sessions): each key's set of windows is kept in a dict while the job
+  runs and written into keyed state ``merging-window-set`` before every snapshot (read back
+  per key after a restore); a new window the assigner merges with existing ones becomes
   their cover: the trigger's ``on_merge`` runs for it, the merged windows' trigger state
   and cleanup timers are cleared, and their contents move into it;
 - results carry the window's ``max_timestamp`` as their timestamp.
@@ -61,6 +62,8 @@ from weir.core.window import (
     Trigger,
     TriggerResult,
     WindowAssigner,
+    _DynamicSession,
+    _Session,
     _Sliding,
     _Tumbling,
 )
@@ -220,6 +223,12 @@ class WindowOperator(FastPaneMode):
         else:  # all elements; with an evictor as (value, timestamp) pairs
             self.contents_descriptor = ListStateDescriptor("window-contents")
         self.window_set_descriptor = ValueStateDescriptor("merging-window-set")
+        self._sets: dict[Any, list[Any]] = {}  # key -> its windows (merging assigners)
+        self._dirty_sets: set[Any] = set()
+        self._restored_sets = False
+        self._time_sessions = isinstance(assigner, _Session | _DynamicSession)
+        self._lateness = self.allowed_lateness_ms
+        self._default_trigger = type(trigger) in (EventTimeTrigger, ProcessingTimeTrigger)
         # a count window with its default trigger fires once, when full, and never gets
         # another element: it is cleared when it fires (Flink keeps it forever)
         self._clear_on_fire = (
@@ -269,7 +278,9 @@ class WindowOperator(FastPaneMode):
             self._open_fast()
 
     def initialize_state(self) -> None:
-        """Fast mode: restored timers become open panes (their accumulators stay in the backend)."""
+        """Fast mode: restored timers become open panes (their accumulators stay in the backend).
+        Merging assigners: the windows of a key are read from the backend when first needed."""
+        self._restored_sets = self.context.is_restored
         if self.fast and self.timers.number_of_timers():
             self._restore_fast()
 
@@ -283,9 +294,11 @@ class WindowOperator(FastPaneMode):
         self.backend.set_current_key(key)
         self.contents.set_current_namespace(window)
 
-    def _add(self, key: Any, window: Any, value: Any, timestamp: int | None) -> None:
-        self._use(key, window)
-        self.contents.add(value if self.evictor is None else (value, timestamp))
+    def _add(self, window: Any, value: Any, timestamp: int | None) -> None:
+        """Into ``window`` of the current key (the caller set it)."""
+        contents = self.contents
+        contents.set_current_namespace(window)
+        contents.add(value if self.evictor is None else (value, timestamp))
 
     def _emit_window(self, key: Any, window: Any) -> None:
         self._use(key, window)
@@ -337,13 +350,16 @@ class WindowOperator(FastPaneMode):
         self._use(key, window)
         self.contents.clear()
 
-    def _clear(self, key: Any, window: Any) -> None:
-        """Everything of a window: contents, trigger state and timers, per-window state."""
+    def _clear(self, key: Any, window: Any, fired_at: int | None = None) -> None:
+        """Everything of a window: contents, trigger state and timers, per-window state.
+        ``fired_at``: the time of the timer that fired (and is gone) just now."""
         self._use(key, window)
         self.contents.clear()
-        ctx = self._tctx
-        ctx.key, ctx.window = key, window
-        self.trigger.clear(window, ctx)
+        trigger = self.trigger
+        if not (self._default_trigger and fired_at == window.max_timestamp()):
+            ctx = self._tctx  # (a default trigger's clear deletes the timer that just fired)
+            ctx.key, ctx.window = key, window
+            trigger.clear(window, ctx)
         if self._window_state_names:
             self._clear_window_state(key, window)
         if self.assigner.is_merging:
@@ -378,17 +394,18 @@ class WindowOperator(FastPaneMode):
 
     def _key_group(self, key: Any) -> int:
         """The key group of ``key``, which becomes the backend's current key."""
-        self.backend.set_current_key(key)
-        kg: int = self.backend.current_key_group
+        backend = self.backend
+        if backend.current_key is not key:
+            backend.set_current_key(key)
+        kg: int = backend.current_key_group
         return kg
 
     def _cleanup_time(self, window: Any) -> int:
-        if window.max_timestamp() == MAX_WATERMARK:
-            return MAX_WATERMARK
-        if self.assigner.is_event_time:
-            cleanup = window.max_timestamp() + self.allowed_lateness_ms
-            return cleanup if cleanup >= window.max_timestamp() else window.max_timestamp()
-        return window.max_timestamp()
+        end: int = window.max_timestamp()
+        if end == MAX_WATERMARK or not self._lateness:
+            return end
+        cleanup = end + self._lateness
+        return cleanup if cleanup < MAX_WATERMARK else MAX_WATERMARK
 
     def _is_window_late(self, window: Any) -> bool:
         return self.assigner.is_event_time and self._cleanup_time(window) <= self.current_watermark
@@ -417,8 +434,13 @@ class WindowOperator(FastPaneMode):
         now = None if event_time else self.context.processing_time_ms()
         ctx = self._tctx
         trigger = self.trigger
+        # the default triggers' on_element, inlined (the same decisions, without the calls)
+        event_trigger = type(trigger) is EventTimeTrigger
+        processing_trigger = type(trigger) is ProcessingTimeTrigger
         assign = self.assigner.assign_windows
         backend = self.backend
+        register = self._register
+        cleanup_time = self._cleanup_time
         late: list[int] = []
         for i, (value, ts) in enumerate(zip(batch.as_list(), batch.timestamp_list())):
             if event_time and ts is None:
@@ -434,46 +456,95 @@ class WindowOperator(FastPaneMode):
             for window in windows:
                 if merging:
                     window = self._merge(key, window)
-                if self._is_window_late(window):
+                    if backend.current_key is not key:
+                        backend.set_current_key(key)
+                cleanup = cleanup_time(window)
+                if event_time and cleanup <= self.current_watermark:  # the window is late
                     if merging:
                         self._retire(key, window)
                     continue
                 skipped = False
-                self._add(key, window, value, ts)
-                ctx.key, ctx.window = key, window
-                self._apply(trigger.on_element(value, element_time, window, ctx), key, window)
-                cleanup = self._cleanup_time(window)
+                self._add(window, value, ts)
+                if event_trigger:
+                    end = window.max_timestamp()
+                    if end <= self.current_watermark:
+                        self._apply(FIRE, key, window)
+                    else:
+                        register(True, key, window, end)
+                elif processing_trigger:
+                    register(False, key, window, window.max_timestamp())
+                else:
+                    ctx.key, ctx.window = key, window
+                    self._apply(trigger.on_element(value, element_time, window, ctx), key, window)
                 if cleanup != MAX_WATERMARK:
-                    self._register(event_time, key, window, cleanup)
+                    register(event_time, key, window, cleanup)
             if skipped and event_time and element_time + self.allowed_lateness_ms <= self.current_watermark:
                 late.append(i)
         self._flush()
         self._emit_late(batch, late)
 
     # -- merging windows (sessions) --------------------------------------------------------------
-    def _window_set(self, key: Any) -> Any:
-        self.backend.set_current_key(key)
-        state = self.backend.get_state(self.window_set_descriptor)
-        state.set_current_namespace(None)
-        return state
+    # Each key's windows live in ``self._sets`` while the job runs; ``prepare_snapshot_pre_barrier``
+    # writes the keys that changed into keyed state ``merging-window-set`` (so a checkpoint holds
+    # them, redistributed with the key groups), and a key not in ``self._sets`` is read from there.
+    def _windows_of(self, key: Any) -> list[Any]:
+        windows = self._sets.get(key)
+        if windows is None:
+            if self._restored_sets:
+                self.backend.set_current_key(key)
+                state = self.backend.get_state(self.window_set_descriptor)
+                state.set_current_namespace(None)
+                windows = list(state.value() or ())
+            else:
+                windows = []
+            self._sets[key] = windows
+        return windows
+
+    def _set_windows(self, key: Any, windows: list[Any]) -> None:
+        self._sets[key] = windows
+        self._dirty_sets.add(key)
 
     def _retire(self, key: Any, window: Any) -> None:
-        state = self._window_set(key)
-        windows = state.value()
-        if windows and window in windows:
-            rest = [w for w in windows if w != window]
-            if rest:
-                state.update(rest)
+        windows = self._windows_of(key)
+        if window in windows:
+            self._set_windows(key, [w for w in windows if w != window])
+
+    def _persist_window_sets(self) -> None:
+        if not self._dirty_sets:
+            return
+        backend = self.backend
+        state = backend.get_state(self.window_set_descriptor)
+        for key in self._dirty_sets:
+            windows = self._sets.get(key)
+            backend.set_current_key(key)
+            state.set_current_namespace(None)
+            if windows:
+                state.update(sorted(windows))
             else:
                 state.clear()
+                self._sets.pop(key, None)
+        self._dirty_sets.clear()
+        self._restored_sets = True  # keys dropped from memory are in the backend now
 
     def _merge(self, key: Any, new_window: Any) -> Any:
         """Add ``new_window`` to the key's windows, merging as the assigner says; returns the
         window the element goes to (``new_window`` or the one it merged into)."""
-        state = self._window_set(key)
-        existing = list(state.value() or ())
+        existing = self._windows_of(key)
         if new_window in existing:
             return new_window
+        if self._time_sessions:  # weir's session assigners: merge what overlaps the new window
+            overlapping = [w for w in existing if w.intersects(new_window)]
+            if not overlapping:
+                self._set_windows(key, [*existing, new_window])
+                return new_window
+            result = new_window
+            for w in overlapping:
+                result = result.cover(w)
+            sources = sorted(w for w in overlapping if w != result)
+            if sources:
+                self._merge_into(key, result, sources)
+            self._set_windows(key, [w for w in existing if w not in overlapping] + [result])
+            return result
         collector = _MergeCollector()
         self.assigner.merge_windows([*existing, new_window], collector)  # type: ignore[attr-defined]
         current = set(existing)
@@ -491,8 +562,7 @@ class WindowOperator(FastPaneMode):
                 self._merge_into(key, result, sources)
         if not added:
             current.add(new_window)
-        state = self._window_set(key)
-        state.update(sorted(current))
+        self._set_windows(key, list(current))
         return result_window
 
     def _merge_into(self, key: Any, result: Any, sources: list[Any]) -> None:
@@ -527,22 +597,27 @@ class WindowOperator(FastPaneMode):
         trigger = self.trigger
         merging = self.assigner.is_merging
         own_clock = event_time == self.assigner.is_event_time
+        event_trigger = type(trigger) is EventTimeTrigger
+        processing_trigger = type(trigger) is ProcessingTimeTrigger
         while (timer := pop(until)) is not None:
             key, window, time = timer.key, timer.namespace, timer.timestamp
             self._registered.discard((event_time, key, window, time))
-            if merging:
-                windows = self._window_set(key).value()
-                if not windows or window not in windows:
-                    continue  # the window merged into another or is gone
+            if merging and window not in self._windows_of(key):
+                continue  # the window merged into another or is gone
             self.backend.set_current_key(key)
-            ctx.key, ctx.window = key, window
-            if event_time:
-                result = trigger.on_event_time(time, window, ctx)
+            if event_trigger:  # EventTimeTrigger.on_event_time / ProcessingTimeTrigger.on_processing_time
+                result = FIRE if event_time and time == window.max_timestamp() else CONTINUE
+            elif processing_trigger:
+                result = CONTINUE if event_time else FIRE
             else:
-                result = trigger.on_processing_time(time, window, ctx)
+                ctx.key, ctx.window = key, window
+                if event_time:
+                    result = trigger.on_event_time(time, window, ctx)
+                else:
+                    result = trigger.on_processing_time(time, window, ctx)
             self._apply(result, key, window)
             if own_clock and time == self._cleanup_time(window):
-                self._clear(key, window)
+                self._clear(key, window, time)
         self._flush()
 
     def _advance(self, event_time: bool, until: int) -> None:
@@ -575,6 +650,8 @@ class WindowOperator(FastPaneMode):
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         if self.fast:
             self._snapshot_fast()
+        if self.assigner.is_merging:
+            self._persist_window_sets()
 
     def _fire(self, until: int) -> None:
         self._fire_fast(until)

@@ -272,7 +272,9 @@ def test_a_non_positive_dynamic_gap_is_a_clear_error() -> None:
 
 # -- restore --------------------------------------------------------------------------------------
 def restored(old: WindowOperator, new: WindowOperator) -> Harness:
-    """``new`` restored from a snapshot of ``old``'s keyed state and timers."""
+    """``new`` restored from a snapshot of ``old``'s keyed state and timers, taken as a task does
+    (``prepare_snapshot_pre_barrier`` first)."""
+    old.prepare_snapshot_pre_barrier(1)
     keyed = old.backend.snapshot()
     timers = old.timers.snapshot()
 

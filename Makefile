@@ -10,12 +10,12 @@ STAMP := $(VENV)/.weir-installed
 UV_VERSION := 0.13.9
 PYTEST_FAST := -m "not slow and not bench"
 
-.PHONY: help env test test-all lint format run bench bench-micro check-python check-java clean
+.PHONY: help env test test-all browser lint format run bench bench-micro check-python check-java clean
 
 help:
 	@echo "make run       run the reference job (sets everything up first)"
 	@echo "make test      create .venv if needed and run the test suite"
-	@echo "make test-all  the suite including slow tests"
+	@echo "make test-all  the suite including slow and browser tests (installs chromium)"
 	@echo "make lint      ruff and mypy"
 	@echo "make bench     benchmarks (pytest-benchmark)"
 	@echo "make bench-micro  micro-benchmarks, JSON saved under results/micro/"
@@ -46,8 +46,14 @@ env: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_FAST) -q
 
-test-all: $(STAMP)
+test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not bench" -q
+
+# the dashboard's browser test drives Debian's chromium through selenium (installed from the lock)
+browser:
+	@command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium and chromium-driver for the browser test"; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; }
 
 # mypy checks the package under its import name `weir`: a tree of links in .lint/ maps it
 # onto the folders as pyproject's package-dir does.

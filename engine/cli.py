@@ -147,6 +147,16 @@ def plan(
     "(grammar: docs/exactly-once.md).",
 )
 @click.option("--failure-seed", type=int, help="Seed of the failure injector (default 0).")
+@click.option(
+    "--web",
+    is_flag=True,
+    help="Serve the dashboard (Flink's REST API and a web page) while the job runs; prints its URL.",
+)
+@click.option(
+    "--web-port",
+    type=click.IntRange(min=0, max=65535),
+    help="Port of the dashboard (rest.port, default 8081; 0: any free port). Implies --web.",
+)
 def run(
     job_file: Path,
     parallelism: int | None,
@@ -159,9 +169,12 @@ def run(
     allow_untrusted_pickle: bool = False,
     inject_failures: str | None = None,
     failure_seed: int | None = None,
+    web: bool = False,
+    web_port: int | None = None,
 ) -> None:
     """Run JOB_FILE on an embedded cluster and print a summary. Ctrl-C cancels the job.
-    While it runs, `weir list`, `weir savepoint`, `weir stop` and `weir cancel` reach it."""
+    While it runs, `weir list`, `weir savepoint`, `weir stop` and `weir cancel` reach it,
+    and with --web its dashboard is at http://127.0.0.1:8081/."""
     from rich.console import Console
 
     from weir.jobfile import run_job_file
@@ -183,7 +196,9 @@ def run(
         conf.set_string(opts.FAILURE_INJECTION_SPEC.key, inject_failures)
     if failure_seed is not None:
         conf.set_integer(opts.FAILURE_INJECTION_SEED.key, failure_seed)
-    summary = run_job_file(job_file, conf, console, show_live)
+    if web_port is not None:
+        conf.set_integer(opts.REST_PORT.key, web_port)
+    summary = run_job_file(job_file, conf, console, show_live, web=web or web_port is not None)
     console.print(summary)
 
 
@@ -357,17 +372,46 @@ def bench_suite(**options: Any) -> None:
     multiple=True,
     help="Repeatable; default 0, 1, 10, 100.",
 )
+@click.option(
+    "--exchange",
+    "exchanges",
+    type=click.Choice(["local", "inprocess", "tcp"]),
+    multiple=True,
+    help="Repeatable; default local. local: 1 TaskManager; inprocess / tcp: 2 TaskManagers, "
+    "the shuffle between them in-process / over loopback TCP.",
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Runs of every configuration, interleaved; the median is reported.",
+)
 @click.option("--memory/--no-memory", default=True, help="Measure peak RSS at two sizes in subprocesses.")
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
 def bench_network(
-    records: int, parallelisms: tuple[int, ...], timeouts: tuple[int, ...], memory: bool, output: str | None
+    records: int,
+    parallelisms: tuple[int, ...],
+    timeouts: tuple[int, ...],
+    exchanges: tuple[str, ...],
+    rounds: int,
+    memory: bool,
+    output: str | None,
 ) -> None:
     """Records/s through source -> key_by -> discarding sink, typed and untyped, next to a Python loop."""
     import json as _json
 
     from weir.harness.network_bench import run_suite
 
-    report = run_suite(records, parallelisms or (1, 2), timeouts or (0, 1, 10, 100), memory, echo=click.echo)
+    report = run_suite(
+        records,
+        parallelisms or (1, 2),
+        timeouts or (0, 1, 10, 100),
+        memory,
+        echo=click.echo,
+        exchanges=exchanges or ("local",),
+        rounds=rounds,
+    )
     if output:
         Path(output).write_text(_json.dumps(report, indent=2))
         click.echo(f"results written to {output}")

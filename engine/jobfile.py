@@ -81,8 +81,11 @@ def _last_frame_in(job_path: Path, exc: BaseException) -> int | None:
 _SUBMITTERS = ("submit_stream_graph", "execute_and_collect")
 
 
-def run_job_file(path: str | Path, configuration: Configuration, console: Any, live: bool) -> Any:
-    """Run a job file for real (``weir run``); returns a short summary of every job it ran."""
+def run_job_file(
+    path: str | Path, configuration: Configuration, console: Any, live: bool, web: bool = False
+) -> Any:
+    """Run a job file for real (``weir run``); returns a short summary of every job it ran.
+    ``web``: serve the dashboard while each job runs (rest.port, rest.bind-address)."""
     from weir.cluster import client
     from weir.datastream.stream_execution_environment import default_configuration
 
@@ -118,7 +121,23 @@ def run_job_file(path: str | Path, configuration: Configuration, console: Any, l
         live_observer = make_live_observer(console)
     # `weir savepoint` etc. reach the job (a weir home that is not private is refused before it
     # starts); restarts are said on stderr
-    observer = combine_observers(live_observer, job_control_observer(), restart_announcer(console))
+    web_observer = None
+    if web:
+        from weir.cluster.web.server import web_observer as make_web_observer
+        from weir.common import config_options as opts
+
+        def announce(line: str) -> None:
+            console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+        web_observer = make_web_observer(
+            configuration.get_option(opts.REST_BIND_ADDRESS),
+            configuration.get_option(opts.REST_PORT),
+            announce,
+            configuration.get_option(opts.REST_ADDRESS),
+        )
+    observer = combine_observers(
+        live_observer, web_observer, job_control_observer(), restart_announcer(console)
+    )
     saved_argv = sys.argv
     sys.argv = [str(job_path)]
     sys.path.insert(0, str(job_path.parent.resolve()))
@@ -190,6 +209,16 @@ def summary_tables(results: list[Any]) -> Any:
                 rate = max(records_in, records_out) / seconds
                 table.add_row(name, subtask, f"{records_in:,}", f"{records_out:,}", f"{rate:,.0f}")
         tables.append(table)
+        metrics = result.get_user_metrics() if hasattr(result, "get_user_metrics") else {}
+        if metrics:
+            user = Table(title=f"job '{graph.job_name}': user metrics")
+            for column in ("subtask", "operator", "metric", "value"):
+                user.add_column(column, no_wrap=column != "value")
+            for task, operators in metrics.items():
+                for operator, values in operators.items():
+                    for metric, value in values.items():
+                        user.add_row(task, operator, metric, str(value))
+            tables.append(user)
     return Group(*tables)
 
 

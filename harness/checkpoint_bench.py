@@ -38,6 +38,7 @@ wall-clock time, since the benchmark runs on the real clock.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import tempfile
@@ -288,6 +289,12 @@ def build_state_job(
     return env
 
 
+def _children_cpu() -> float:
+    """CPU seconds of this process's waited-for children (the forked checkpoint writers)."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def _spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "max": max(values)} if values else {}
 
@@ -305,6 +312,8 @@ def run_state_point(
     ``min_records`` records, so that a small state still sees several checkpoints."""
     records = max(keys * records_per_key, min_records)
     seconds: dict[str, float] = {}
+    cpu_seconds: dict[str, float] = {}  # the job's own process (every thread)
+    child_seconds: dict[str, float] = {}  # the children that wrote checkpoint files
     history: list[dict[str, Any]] = []
     for mode in ("none", "checkpoints"):
         with tempfile.TemporaryDirectory(prefix="weir-bench-chk-") as directory:
@@ -317,9 +326,11 @@ def run_state_point(
                 job,
                 directory,
             )
-            started = time.perf_counter()
+            started, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
             env.execute(f"state-size sweep {keys} keys {backend} {mode}")
             seconds[mode] = time.perf_counter() - started
+            cpu_seconds[mode] = time.process_time() - cpu
+            child_seconds[mode] = _children_cpu() - children
             if mode == "checkpoints":
                 for path in Path(directory).rglob(HISTORY_FILE_NAME):
                     history.extend(read_history(path))
@@ -340,10 +351,15 @@ def run_state_point(
         "records_per_s_without": records / seconds["none"],
         "records_per_s_with": records / seconds["checkpoints"],
         "throughput_ratio": seconds["none"] / seconds["checkpoints"],
+        "cpu_seconds_without": cpu_seconds["none"],
+        "cpu_seconds_with": cpu_seconds["checkpoints"],
+        "job_cpu_ratio": cpu_seconds["checkpoints"] / cpu_seconds["none"],
+        "child_cpu_seconds": child_seconds["checkpoints"],
         "checkpoints_completed": len(completed),
         "checkpoints_failed": len([h for h in history if h.get("status") == "FAILED"]),
         "sync_ms": _spread([float(h["sync_ms"]) for h in completed]),
         "async_ms": _spread([float(h["async_ms"]) for h in completed]),
+        "fork_ms": _spread([float(h.get("fork_ms", 0.0)) for h in completed]),
         "duration_ms": _spread([float(h["duration_ms"]) for h in completed]),
         "full_size_bytes": _spread([float(h["full_size_bytes"]) for h in completed]),
         "checkpointed_size_bytes": _spread([float(h["checkpointed_size_bytes"]) for h in completed]),
@@ -388,11 +404,13 @@ def format_state_point(p: dict[str, Any]) -> str:
     return (
         f"  {p['keys']:>9,} keys {p['backend']:>16}: sync {p['sync_ms']['median']:.0f}/{p['sync_ms']['max']:.0f} ms, "
         f"async {p['async_ms']['median']:.0f}/{p['async_ms']['max']:.0f} ms, "
+        f"fork {p['fork_ms']['median']:.0f}/{p['fork_ms']['max']:.0f} ms, "
         f"duration {p['duration_ms']['median']:.0f}/{p['duration_ms']['max']:.0f} ms (median/max), "
         f"size {p['checkpointed_size_bytes']['median'] / mb:.1f} MB (full {p['full_size_bytes']['median'] / mb:.1f}), "
         f"{p['checkpoints_completed']} checkpoints; "
         f"{p['records_per_s_with']:,.0f} vs {p['records_per_s_without']:,.0f} records/s without: "
-        f"{p['throughput_ratio']:.2f}x"
+        f"{p['throughput_ratio']:.2f}x; the job's CPU {p['cpu_seconds_with']:.1f} vs {p['cpu_seconds_without']:.1f} s "
+        f"({p['job_cpu_ratio']:.2f}x), children {p['child_cpu_seconds']:.1f} s"
     )
 
 

@@ -59,17 +59,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from weir.errors import ProtocolViolation, UsageError
-from weir.network.events import CheckpointBarrier, Event
-
-# ---------------------------------------------------------------------------------- events
-
-
-@dataclass(frozen=True)
-class CancelCheckpointMarker(Event):
-    """Upstream aborted ``checkpoint_id``; sent in band instead of (or after) its barrier."""
-
-    checkpoint_id: int
-
+from weir.network.events import CancelCheckpointMarker, CheckpointBarrier, Event
 
 # --------------------------------------------------------------------------------- actions
 

@@ -3,8 +3,9 @@
 Theory of operation
 -------------------
 Each task reports, with its acknowledgement, how its part went: how long alignment
-took (first barrier to snapshot, processing time), the synchronous snapshot and the
-asynchronous write (wall-clock milliseconds), the bytes it wrote for this checkpoint
+took (first barrier to snapshot, processing time), the synchronous snapshot, the
+asynchronous write and the fork of the process that wrote the files, if one did
+(wall-clock milliseconds), the bytes it wrote for this checkpoint
 (the incremental size), the bytes of every file its state needs (the full size) and
 the in-flight bytes an unaligned checkpoint persisted. The driver folds those into one
 record per checkpoint (maxima of the durations, sums of the sizes) and, when the
@@ -23,7 +24,7 @@ from typing import Any
 
 HISTORY_FILE_NAME = "_history.jsonl"
 
-_MAX_FIELDS = ("alignment_ms", "sync_ms", "async_ms")
+_MAX_FIELDS = ("alignment_ms", "sync_ms", "async_ms", "fork_ms")
 _SUM_FIELDS = ("checkpointed_size_bytes", "full_size_bytes", "persisted_in_flight_bytes")
 
 
@@ -39,6 +40,9 @@ class CheckpointRecord:
     alignment_ms: float = 0.0
     sync_ms: float = 0.0
     async_ms: float = 0.0
+    fork_ms: float = (
+        0.0  # the job's thread forking the process that writes the files (0: a thread wrote them)
+    )
     checkpointed_size_bytes: int = 0
     full_size_bytes: int = 0
     persisted_in_flight_bytes: int = 0

@@ -27,10 +27,14 @@ from typing import Any
 
 import trio
 
-from weir.cluster.job_master import JobResult, JobSettings
+from weir.cluster.job_master import JobSettings
 from weir.cluster.minicluster import ClusterConfig, JobHandle, MiniCluster, open_minicluster
 from weir.cluster.savepoints import SavepointRestoreSettings
 from weir.common import config_options as opts
+from weir.common.completable_future import CompletableFuture
+from weir.common.job_client import JobClient as _JobClientBase
+from weir.common.job_client import JobExecutionResult, JobID
+from weir.core.execution import CloseableIterator as _CloseableIteratorBase
 from weir.core.execution import ExecutionSettings
 from weir.core.state_backend import configured_state_backend
 from weir.errors import JobExecutionError, UsageError
@@ -56,33 +60,6 @@ def observe_jobs(observer: Observer) -> Iterator[None]:
         yield
     finally:
         _observer = previous
-
-
-class JobExecutionResult:
-    """What ``execute()`` returns (PyFlink's JobExecutionResult)."""
-
-    def __init__(self, result: JobResult, statistics: list[Any] | None = None) -> None:
-        self._result = result
-        self.statistics = statistics or []
-
-    def get_job_id(self) -> str:
-        return self._result.job_id
-
-    def get_job_status(self) -> JobStatus:
-        return self._result.status
-
-    def get_net_runtime(self) -> int:
-        """Milliseconds from the job's start to its end."""
-        return self._result.net_runtime_ms
-
-    def get_all_accumulator_results(self) -> dict[str, Any]:
-        return dict(self._result.accumulators)
-
-    def get_accumulator_result(self, name: str) -> Any:
-        return self._result.accumulators.get(name)
-
-    def __repr__(self) -> str:
-        return f"JobExecutionResult(job {self.get_job_id()}, {self.get_job_status().name}, {self.get_net_runtime()} ms)"
 
 
 def processing_time_source() -> Callable[[], int]:
@@ -119,6 +96,9 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         segment_size=int(conf.get_option(opts.SEGMENT_SIZE)),
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
+        transport=str(conf.get_option(opts.NETWORK_TRANSPORT)),
+        data_port=int(conf.get_option(opts.DATA_PORT)),
+        bind_host=str(conf.get_option(opts.BIND_HOST)),
     )
 
 
@@ -160,6 +140,8 @@ def job_settings_for(env: Any, collect_channels: dict[int, Any] | None = None) -
         collect_channels=collect_channels or {},
         job_parameters=dict(settings.job_parameters),
         debloat=DebloatSettings.from_configuration(conf),
+        async_snapshot=conf.get_option(opts.ASYNC_SNAPSHOT).lower(),
+        savepoint_timeout_ms=conf.get_option(opts.CHECKPOINTING_TIMEOUT),
     )
 
 
@@ -250,7 +232,7 @@ def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:
         raise first_cause(group) from None
 
 
-class JobClient:
+class JobClient(_JobClientBase):
     """``execute_async``: the job runs in a background thread; this handle waits for or cancels it."""
 
     def __init__(self, env: Any, job_graph: JobGraph) -> None:
@@ -260,6 +242,7 @@ class JobClient:
         self._scope: trio.CancelScope | None = None
         self._handle: JobHandle | None = None
         self._ready = threading.Event()
+        self._done: concurrent.futures.Future[JobExecutionResult] = concurrent.futures.Future()
         self._thread = threading.Thread(
             target=self._main, args=(env, job_graph), daemon=True, name="weir-job"
         )
@@ -283,16 +266,35 @@ class JobClient:
             self._error = exc
         finally:
             self._ready.set()
+            if self._error is not None:
+                self._done.set_exception(self._error)
+            elif self._result is None:
+                self._done.set_exception(JobExecutionError("job was cancelled"))
+            else:
+                self._done.set_result(self._result)
+
+    def get_job_status(self) -> CompletableFuture:
+        """The job's status now (PyFlink: a future of a JobStatus, done at once here)."""
+        if self._done.done():
+            if self._result is not None:
+                status = self._result.get_job_status()
+            else:
+                status = JobStatus.CANCELED if self._error is None else JobStatus.FAILED
+        elif self._handle is not None:
+            status = self._handle.job_master.job_status
+        else:
+            status = JobStatus.INITIALIZING
+        return CompletableFuture.completed(status)
 
     def cancel(self) -> None:
         if self._token is not None and self._scope is not None and self._thread.is_alive():
             with contextlib.suppress(trio.RunFinishedError):
                 trio.from_thread.run_sync(self._scope.cancel, trio_token=self._token)
 
-    def get_job_id(self) -> str:
+    def get_job_id(self) -> JobID:
         if self._handle is None:
             raise JobExecutionError(f"the job was not submitted: {self._error}")
-        return self._handle.job_id
+        return JobID(self._handle.job_id)
 
     def _savepoint(self, directory: str | None, fmt: str, stop: str | None) -> concurrent.futures.Future:
         """Runs in the caller's thread and blocks until the savepoint ends; returns a done future."""
@@ -329,15 +331,10 @@ class JobClient:
         stop = "drain" if advance_to_end_of_event_time else "no_drain"
         return self._savepoint(savepoint_directory, _savepoint_format(format_type), stop)
 
-    def get_job_execution_result(self, timeout_s: float | None = None) -> JobExecutionResult:
-        self._thread.join(timeout_s)
-        if self._thread.is_alive():
-            raise TimeoutError(f"job still running after {timeout_s} s")
-        if self._error is not None:
-            raise self._error
-        if self._result is None:
-            raise JobExecutionError("job was cancelled")
-        return self._result
+    def get_job_execution_result(self) -> CompletableFuture:
+        """A future of the job's JobExecutionResult: ``.result(timeout_s)`` waits for the job's
+        end and raises its failure (``JobExecutionError("job was cancelled")`` after ``cancel``)."""
+        return CompletableFuture(self._done)
 
 
 def _savepoint_format(format_type: Any) -> str:
@@ -356,7 +353,7 @@ def submit_stream_graph(env: Any, graph: StreamGraph) -> JobClient:
 _END = object()
 
 
-class CloseableIterator:
+class CloseableIterator(_CloseableIteratorBase):
     """Records of ``execute_and_collect``; close it (or use ``with``) to stop the job early."""
 
     def __init__(self, env: Any, job_graph: JobGraph, sink_node_id: int, capacity: int = 16) -> None:

@@ -65,6 +65,10 @@ class JobSettings:
     debloat: Any = None  # weir.network.debloat.DebloatSettings; None: batches keep their size
     #: execution.checkpointing.externalized-checkpoint-retention: which end of the job discards its checkpoints
     checkpoint_retention: str = "NO_EXTERNALIZED_CHECKPOINTS"
+    #: execution.checkpointing.timeout, for savepoints of a job without periodic checkpoints
+    savepoint_timeout_ms: int = 600_000
+    #: weir.checkpointing.async-snapshot: where the asynchronous part of a checkpoint runs
+    async_snapshot: str = "auto"
 
 
 class JobMaster:
@@ -466,8 +470,8 @@ class JobMaster:
         from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
         from weir.cluster.checkpointing import CheckpointDriver
 
-        # without periodic checkpoints the driver still takes savepoints
-        config = s.checkpoint_config or CheckpointCoordinatorConfig()
+        # without periodic checkpoints the driver still takes savepoints, with the job's timeout
+        config = s.checkpoint_config or CheckpointCoordinatorConfig(timeout_ms=s.savepoint_timeout_ms)
 
         vertices = eg.all_execution_vertices()
         sources = [ev.current_execution.attempt_id for ev in vertices if ev.job_vertex.job_vertex.is_source]
@@ -631,6 +635,7 @@ class JobMaster:
             unaligned_checkpoints=s.checkpoint_config is not None and s.checkpoint_config.unaligned,
             aligned_timeout_ms=0 if s.checkpoint_config is None else s.checkpoint_config.aligned_timeout_ms,
             debloat=s.debloat,
+            async_snapshot=s.async_snapshot,
         )
         self.executions[execution.attempt_id] = execution
         self.deploy_order.append(ev.task_name_with_subtask)
@@ -684,6 +689,10 @@ class JobMaster:
 
     def statistics(self) -> list[Any]:
         return [h.task.statistics() for h in self.handles.values() if h.task is not None]
+
+    def task_statistics(self) -> dict[str, Any]:
+        """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these)."""
+        return {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
 
 
 def raise_for_result(result: JobResult) -> None:

@@ -14,6 +14,7 @@ import json
 import secrets
 import shutil
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from weir.cluster.task_executor import TaskExecutor
 from weir.errors import UsageError
 from weir.graph.job_graph import JobGraph
 from weir.graph.plan import job_graph_to_json
-from weir.network.environment import NetworkEnvironment, NetworkRegistry
+from weir.network.environment import Network, NetworkEnvironment, NetworkRegistry
+from weir.network.tcp import TcpNetwork
 
 
 @dataclass
@@ -39,12 +41,24 @@ class ClusterConfig:
     segment_size: int = 32 * 1024
     buffers_per_channel: int = 2
     floating_buffers_per_gate: int = 8
+    #: how remote channels travel between the TaskManagers: "local" (in-process queues) or
+    #: "tcp" (loopback sockets authenticated with a random secret of this cluster)
+    transport: str = "local"
+    data_port: int = 0  # tcp: where the TaskManager listens (0: any free port; only with 1 TaskManager)
+    bind_host: str = "127.0.0.1"  # tcp: the address the TaskManagers' listeners bind to
 
     def __post_init__(self) -> None:
         if self.taskmanagers < 1:
             raise UsageError(f"a cluster needs at least 1 TaskManager, got {self.taskmanagers}")
         if self.slots_per_taskmanager < 1:
             raise UsageError(f"a TaskManager needs at least 1 slot, got {self.slots_per_taskmanager}")
+        if self.transport not in ("local", "tcp"):
+            raise UsageError(f"taskmanager.network.transport: expected local or tcp, got {self.transport!r}")
+        if self.data_port and self.taskmanagers > 1:
+            raise UsageError(
+                f"taskmanager.data.port {self.data_port}: the embedded cluster's {self.taskmanagers} "
+                "TaskManagers each need a port of their own; use 0 (any free port)"
+            )
 
 
 @dataclass
@@ -53,6 +67,8 @@ class JobHandle:
     job_master: JobMaster
     done: trio.Event = field(default_factory=trio.Event)
     result: JobResult | None = None
+    start_ms: int = field(default_factory=lambda: int(time.time() * 1000))  # epoch ms of submission
+    end_ms: int | None = None  # epoch ms when the job reached its terminal status
 
     def cancel(self) -> None:
         self.job_master.cancel()
@@ -67,7 +83,11 @@ class JobHandle:
 class MiniCluster:
     def __init__(self, config: ClusterConfig) -> None:
         self.config = config
-        self.registry = NetworkRegistry()
+        self.registry: Network = (
+            NetworkRegistry()
+            if config.transport == "local"
+            else TcpNetwork(secrets.token_bytes(32), host=config.bind_host, port=config.data_port)
+        )
         self.resource_manager = ResourceManager()
         self.task_executors: list[TaskExecutor] = []
         self.jobs: dict[str, JobHandle] = {}
@@ -143,6 +163,7 @@ class MiniCluster:
                 handle.job_id, handle.job_master.job_graph.job_name, JobStatus.FAILED, 0, exc
             )
         finally:
+            handle.end_ms = int(time.time() * 1000)
             handle.done.set()
 
     def taskmanager_index_of(self, execution_id: str) -> int:

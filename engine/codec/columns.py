@@ -35,6 +35,9 @@ Column bodies (all integers little endian):
   lengths in code points, ``u32 blob length``, the concatenated UTF-8 blob; the
   reader decodes once and slices.
 * BYTE_ARRAY (``bytes``): ``n × u32`` lengths, then the concatenated bytes.
+* BIG_INT, BIG_DEC, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, INSTANT: as a STRING column of their
+  text (``str(int)``, ``str(Decimal)``, ISO 8601, ``seconds.nanos``), read back with the
+  type's parser.
 * pickled (a field of any other type, e.g. LIST, MAP, BASIC_ARRAY, a nested ROW):
   ``u32 length`` and ``pickle.dumps(list_of_values, protocol=5)``.
 
@@ -43,6 +46,8 @@ Pure: no I/O, no clock.
 
 from __future__ import annotations
 
+import datetime
+import decimal
 import pickle
 import reprlib
 import struct
@@ -54,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from weir.codec import kernels
+from weir.common.time import Instant
 from weir.common.typeinfo import (
     BasicArrayTypeInfo,
     BasicTypeInfo,
@@ -81,6 +87,7 @@ __all__ = [
     "PickledColumn",
     "Prepared",
     "StringColumn",
+    "TextColumn",
     "column_for",
     "copy_out",
     "describe_value",
@@ -129,6 +136,12 @@ _BASIC_NAMES = {
     "Float": "FLOAT",
     "Double": "DOUBLE",
     "Character": "CHAR",
+    "BigInteger": "BIG_INT",
+    "BigDecimal": "BIG_DEC",
+    "SqlDate": "SQL_DATE",
+    "SqlTime": "SQL_TIME",
+    "SqlTimestamp": "SQL_TIMESTAMP",
+    "Instant": "INSTANT",
 }
 
 
@@ -715,6 +728,126 @@ class StringColumn(ColumnCodec):
         return [text[a:b] for a, b in zip([0, *bounds[:-1]], bounds)], pos
 
 
+class TextColumn(ColumnCodec):
+    """A type without a fixed width that reads back from its text: BIG_INT, BIG_DEC and the
+    SQL date/time types travel as a STRING column of ``str(value)``/``value.isoformat()``."""
+
+    min_record_bytes = 1  # n values take at least 4 + 2n - 1 bytes (a character and a separator each)
+
+    def __init__(
+        self,
+        type_info: BasicTypeInfo,
+        accepts: Callable[[Any], bool],
+        to_text: Callable[[Any], str],
+        from_text: Callable[[str], Any],
+        placeholder: Any,
+    ) -> None:
+        self.type_info = type_info
+        self._text = StringColumn(type_info)
+        self.placeholder = placeholder  # stands in for None in a ROW field (the null mask says None)
+        self.accepts = accepts
+        self.to_text = to_text
+        self.from_text = from_text
+
+    def describe(self) -> str:
+        return f"{type_expr(self.type_info)} as text in a UTF-8 blob"
+
+    def check_types(self, values: Values) -> None:
+        accepts = self.accepts
+        for i, v in enumerate(values):
+            if not accepts(v):
+                expected = self.type_info.python_type  # type: ignore[attr-defined]
+                raise Mismatch(
+                    i, f"got {describe_value(v)}, expected a {expected.__module__}.{expected.__name__}"
+                )
+
+    def prepare(self, values: Values) -> Prepared:
+        self.check_types(values)
+        return _StringPrepared([self.to_text(v) for v in values])
+
+    def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
+        texts, pos = self._text.decode(payload, pos, n, flags)
+        try:
+            return [self.from_text(t) for t in texts], pos
+        except ValueError as e:
+            raise ProtocolViolation(
+                f"a {type_expr(self.type_info)} column holds unreadable text: {e}"
+            ) from None
+
+
+def _text_column(type_info: BasicTypeInfo) -> TextColumn | None:
+    """BIG_INT, BIG_DEC, SQL_DATE, SQL_TIME, SQL_TIMESTAMP (a datetime is a date and a bool an
+    int in Python; neither fits the other's column)."""
+    name = type_info.name
+    if name == "BigInteger":
+        return TextColumn(type_info, _is_big_int, str, int, 0)
+    if name == "BigDecimal":
+        return TextColumn(type_info, _is_decimal, str, _decimal, decimal.Decimal(0))
+    if name == "SqlDate":
+        return TextColumn(
+            type_info,
+            _is_date,
+            datetime.date.isoformat,
+            datetime.date.fromisoformat,
+            datetime.date(1970, 1, 1),
+        )
+    if name == "SqlTime":
+        return TextColumn(
+            type_info, _is_time, datetime.time.isoformat, datetime.time.fromisoformat, datetime.time(0)
+        )
+    if name == "SqlTimestamp":
+        return TextColumn(
+            type_info,
+            _is_datetime,
+            datetime.datetime.isoformat,
+            datetime.datetime.fromisoformat,
+            datetime.datetime(1970, 1, 1),
+        )
+    if name == "Instant":
+        return TextColumn(type_info, _is_instant, _instant_text, _instant, Instant(0, 0))
+    return None
+
+
+def _is_instant(v: Any) -> bool:
+    return isinstance(v, Instant)
+
+
+def _instant_text(v: Instant) -> str:
+    return f"{v.seconds}.{v.nanos:09d}"
+
+
+def _instant(text: str) -> Instant:
+    seconds, _, nanos = text.partition(".")
+    return Instant(int(seconds), int(nanos))
+
+
+def _is_big_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_decimal(v: Any) -> bool:
+    return isinstance(v, decimal.Decimal)
+
+
+def _is_date(v: Any) -> bool:
+    return isinstance(v, datetime.date) and not isinstance(v, datetime.datetime)
+
+
+def _is_time(v: Any) -> bool:
+    return isinstance(v, datetime.time)
+
+
+def _is_datetime(v: Any) -> bool:
+    return isinstance(v, datetime.datetime)
+
+
+def _decimal(text: str) -> decimal.Decimal:
+    try:
+        return decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        raise ValueError(f"{text!r} is not a decimal number") from None
+
+
 # -- bytes -----------------------------------------------------------------------------------------
 
 
@@ -871,7 +1004,7 @@ def column_for(type_info: TypeInformation) -> ColumnCodec | None:
             return StringColumn(type_info)
         if type_info.name in _FIXED_NAMES:
             return FixedColumn(type_info)
-        return None
+        return _text_column(type_info)
     if isinstance(type_info, PrimitiveArrayTypeInfo) and type_info.element_type == Types.BYTE():
         return BytesColumn(type_info)
     return None

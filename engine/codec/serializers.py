@@ -84,6 +84,7 @@ from weir.codec.columns import (
     PickledColumn,
     Prepared,
     StringColumn,
+    TextColumn,
     column_for,
     copy_out,
     describe_value,
@@ -805,6 +806,8 @@ def _placeholder(codec: ColumnCodec) -> Any:
         return {"int": 0, "float": 0.0, "bool": False, "char": " "}[codec.kind]
     if isinstance(codec, StringColumn):
         return ""
+    if isinstance(codec, TextColumn):
+        return codec.placeholder
     return b""
 
 

@@ -2,17 +2,42 @@
 
 from __future__ import annotations
 
+from weir.common.completable_future import CompletableFuture
+from weir.common.config_options import ConfigOption
 from weir.common.configuration import Configuration
-from weir.common.time import Duration, Time
+from weir.common.execution_config import ExecutionConfig
+from weir.common.job_client import JobClient, JobExecutionResult, JobID
+from weir.common.job_status import JobStatus
+from weir.common.serialization import (
+    ByteArraySchema,
+    DeserializationSchema,
+    Encoder,
+    SerializationSchema,
+    SimpleStringSchema,
+)
+from weir.common.time import Duration, Instant, Time
 from weir.common.typeinfo import TypeInformation, Types
 from weir.common.types import Row, RowKind
 from weir.common.watermark_strategy import TimestampAssigner, WatermarkStrategy
 
 __all__ = [
+    "ByteArraySchema",
+    "CompletableFuture",
+    "ConfigOption",
     "Configuration",
+    "DeserializationSchema",
     "Duration",
+    "Encoder",
+    "ExecutionConfig",
+    "Instant",
+    "JobClient",
+    "JobExecutionResult",
+    "JobID",
+    "JobStatus",
     "Row",
     "RowKind",
+    "SerializationSchema",
+    "SimpleStringSchema",
     "Time",
     "TimestampAssigner",
     "TypeInformation",

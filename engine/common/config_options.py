@@ -272,6 +272,13 @@ CHECKPOINTING_RETENTION = _opt(
     "RETAIN_ON_CANCELLATION keeps them when it was CANCELED or FAILED.",
     choices=("NO_EXTERNALIZED_CHECKPOINTS", "DELETE_ON_CANCELLATION", "RETAIN_ON_CANCELLATION"),
 )  # fmt: skip
+ASYNC_SNAPSHOT = _opt(
+    "weir.checkpointing.async-snapshot", "enum", "AUTO",
+    "Where a task writes its checkpoint files while the job goes on: PROCESS, a forked child with its own "
+    "core and GIL (POSIX; incremental LMDB snapshots always use a thread); THREAD, a worker thread of the "
+    "job's process; AUTO, a child for snapshots of 50,000 entries or more, else a thread.",
+    choices=("AUTO", "PROCESS", "THREAD"),
+)  # fmt: skip
 SAVEPOINT_DIRECTORY = _opt(
     "execution.checkpointing.savepoint-dir", "path", None, "Default savepoint directory.",
     fallback_keys=("state.savepoints.dir",),
@@ -396,6 +403,22 @@ FLOATING_BUFFERS_PER_GATE = _opt(
     "taskmanager.network.memory.floating-buffers-per-gate", "int", 8, "Floating buffers per gate.",
     check=_non_negative,
 )  # fmt: skip
+# the transport between the TaskManagers of the embedded cluster (weir; docs/network.md)
+NETWORK_TRANSPORT = _opt(
+    "taskmanager.network.transport", "enum", "local",
+    "How remote channels travel between TaskManagers: local (in-process queues) or tcp (loopback sockets, "
+    "authenticated with the cluster's secret) (weir).",
+    choices=("local", "tcp"),
+)  # fmt: skip
+DATA_PORT = _opt(
+    "taskmanager.data.port", "int", 0,
+    "Port a TaskManager serves its partitions on over TCP; 0 picks a free one.",
+    check=lambda v: None if 0 <= v <= 65535 else "must be a TCP port (0..65535, 0 = any free port)",
+)  # fmt: skip
+BIND_HOST = _opt(
+    "taskmanager.bind-host", "str", "127.0.0.1",
+    "Address the TaskManagers' TCP listeners bind to (loopback unless configured otherwise).",
+)  # fmt: skip
 # buffer debloating (Flink's keys; weir sizes source batches by them, see engine/network/debloat.py)
 BUFFER_DEBLOAT_ENABLED = _opt(
     "taskmanager.network.memory.buffer-debloat.enabled", "bool", True,
@@ -431,6 +454,18 @@ FAILURE_INJECTION_MAX_FAILURES = _opt(
     "Injected failures over the job's life at most; -1: only each fault's own times= bounds them.",
     check=lambda v: None if v >= -1 else "must be -1 (no overall bound) or >= 0",
 )  # fmt: skip
+
+# the dashboard (REST API and web page: weir.cluster.web; `weir run --web`)
+REST_PORT = _opt(
+    "rest.port", "int", 8081, "Port of the dashboard's REST API and web page; 0 picks a free one.",
+    check=lambda v: None if 0 <= v <= 65535 else "must be a TCP port within 0..65535 (0: any free port)",
+)  # fmt: skip
+REST_BIND_ADDRESS = _opt(
+    "rest.bind-address", "str", "127.0.0.1", "Address the dashboard's server binds to (loopback by default)."
+)
+REST_ADDRESS = _opt(
+    "rest.address", "str", None, "Address clients use to reach the dashboard (default: the bind address)."
+)
 
 
 def option_for(key: str) -> ConfigOption | None:

@@ -7,11 +7,13 @@ as they are, as Flink keeps them.
 
 from __future__ import annotations
 
+import base64
 import builtins
 from collections.abc import Iterator
 from typing import Any
 
 from weir.common.config_options import ConfigOption, option_for
+from weir.errors import UsageError
 
 
 class Configuration:
@@ -70,6 +72,35 @@ class Configuration:
         for k, v in other._data.items():
             self.set_string(k if prefix is None else prefix + k, v)
         return self
+
+    def add_all_to_dict(self, target_dict: dict[str, Any]) -> None:
+        """Put every entry of this configuration into ``target_dict``."""
+        target_dict.update(self._data)
+
+    def set_bytearray(self, key: str, value: bytes | bytearray) -> Configuration:
+        """Bytes, kept as base64 text (the configuration holds strings, as Flink's)."""
+        return self.set_string(key, base64.b64encode(bytes(value)).decode("ascii"))
+
+    def get_bytearray(self, key: str, default_value: bytearray | None = None) -> bytearray | None:
+        text = self._data.get(key)
+        if text is None:
+            return default_value
+        try:
+            return bytearray(base64.b64decode(text, validate=True))
+        except ValueError:
+            raise UsageError(
+                f"configuration key '{key}' holds {text!r}, not bytes set with set_bytearray"
+            ) from None
+
+    @staticmethod
+    def parse_list_value(value: str) -> list[str]:
+        """A list option's items: ``a;b;c`` (Flink's separator), or a YAML-style ``[a, b]``."""
+        if not value:
+            return []
+        text = value.strip()
+        if text.startswith("[") and text.endswith("]"):
+            return [item.strip().strip("'\"") for item in text[1:-1].split(",") if item.strip()]
+        return value.split(";")
 
     def to_dict(self) -> dict[str, str]:
         return dict(self._data)

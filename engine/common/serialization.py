@@ -1,5 +1,6 @@
 """``pyflink.common.serialization``'s names: the row-format ``Encoder`` and the bulk-format
-``BulkWriterFactory`` of file sinks.
+``BulkWriterFactory`` of file sinks, and the record schemas message-queue connectors take
+(``SimpleStringSchema``, ``ByteArraySchema``).
 
 It lives here, below the API and the runtime, because both the file system connector
 (``weir.datastream.connectors.file_system`` re-exports it) and the file sink operator use it.
@@ -11,7 +12,14 @@ from typing import Any
 
 from weir.errors import UsageError
 
-__all__ = ["BulkWriterFactory", "Encoder"]
+__all__ = [
+    "BulkWriterFactory",
+    "ByteArraySchema",
+    "DeserializationSchema",
+    "Encoder",
+    "SerializationSchema",
+    "SimpleStringSchema",
+]
 
 
 class Encoder:
@@ -49,3 +57,50 @@ class BulkWriterFactory:
 
     def describe(self) -> dict[str, Any]:
         return {"class": type(self).__name__}
+
+
+class SerializationSchema:
+    """Turns a record into the bytes of a message (``serialize``)."""
+
+    def serialize(self, element: Any) -> bytes:
+        raise NotImplementedError
+
+
+class DeserializationSchema:
+    """Turns the bytes of a message into a record (``deserialize``)."""
+
+    def deserialize(self, message: bytes) -> Any:
+        raise NotImplementedError
+
+
+class SimpleStringSchema(SerializationSchema, DeserializationSchema):
+    """Strings as their bytes in ``charset`` (Flink's SimpleStringSchema)."""
+
+    def __init__(self, charset: str = "UTF-8") -> None:
+        try:
+            "".encode(charset)
+        except (LookupError, TypeError):
+            raise UsageError(f"SimpleStringSchema: unknown charset {charset!r}; use e.g. 'UTF-8'") from None
+        self.charset = charset
+
+    def serialize(self, element: Any) -> bytes:
+        if not isinstance(element, str):
+            raise UsageError(
+                f"SimpleStringSchema serializes strings, got {element!r} ({type(element).__name__})"
+            )
+        return element.encode(self.charset)
+
+    def deserialize(self, message: bytes) -> str:
+        return bytes(message).decode(self.charset)
+
+
+class ByteArraySchema(SerializationSchema, DeserializationSchema):
+    """Messages as they are: ``bytes`` in, ``bytes`` out."""
+
+    def serialize(self, element: Any) -> bytes:
+        if not isinstance(element, bytes | bytearray | memoryview):
+            raise UsageError(f"ByteArraySchema serializes bytes, got {element!r} ({type(element).__name__})")
+        return bytes(element)
+
+    def deserialize(self, message: bytes) -> bytes:
+        return bytes(message)

@@ -102,6 +102,38 @@ class Time:
         return f"Time({self._millis} ms)"
 
 
+class Instant:
+    """A point on the time line: ``seconds`` since the epoch and ``nanos`` (0..999,999,999)
+    into that second, as ``pyflink.common.Instant`` (Java's Instant); ``Types.INSTANT()``
+    values."""
+
+    __slots__ = ("nanos", "seconds")
+
+    def __init__(self, seconds: int, nanos: int) -> None:
+        if isinstance(seconds, bool) or not isinstance(seconds, int):
+            raise UsageError(f"Instant seconds must be an integer, got {seconds!r}")
+        if isinstance(nanos, bool) or not isinstance(nanos, int) or not 0 <= nanos < 1_000_000_000:
+            raise UsageError(f"Instant nanos must be an integer in 0..999999999, got {nanos!r}")
+        self.seconds = seconds
+        self.nanos = nanos
+
+    def to_epoch_milli(self) -> int:
+        return self.seconds * 1000 + self.nanos // 1_000_000
+
+    @staticmethod
+    def of_epoch_milli(epoch_milli: int) -> Instant:
+        return Instant(epoch_milli // 1000, (epoch_milli % 1000) * 1_000_000)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Instant) and (self.seconds, self.nanos) == (other.seconds, other.nanos)
+
+    def __hash__(self) -> int:
+        return hash((self.seconds, self.nanos))
+
+    def __repr__(self) -> str:
+        return f"Instant<{self.seconds}, {self.nanos}>"
+
+
 def to_millis(what: str, value: Duration | Time | int) -> int:
     """Accept a Duration, a Time or plain milliseconds; name ``what`` in the error."""
     if isinstance(value, (Duration, Time)):

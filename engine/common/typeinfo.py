@@ -7,9 +7,12 @@ a typed stream gets a compiled columnar serializer, an untyped one (or
 
 from __future__ import annotations
 
+import datetime
+import decimal
 from collections.abc import Sequence
 from typing import Any
 
+from weir.common.time import Instant
 from weir.errors import UsageError
 
 
@@ -50,6 +53,55 @@ class BasicTypeInfo(TypeInformation):
 
     def __repr__(self) -> str:
         return self.name
+
+    # PyFlink's constants, each the same object as the matching ``Types`` method returns
+    @staticmethod
+    def STRING_TYPE_INFO() -> BasicTypeInfo:
+        return _STRING
+
+    @staticmethod
+    def BOOLEAN_TYPE_INFO() -> BasicTypeInfo:
+        return _BOOLEAN
+
+    @staticmethod
+    def BYTE_TYPE_INFO() -> BasicTypeInfo:
+        return _BYTE
+
+    @staticmethod
+    def SHORT_TYPE_INFO() -> BasicTypeInfo:
+        return _SHORT
+
+    @staticmethod
+    def INT_TYPE_INFO() -> BasicTypeInfo:
+        return _INT
+
+    @staticmethod
+    def LONG_TYPE_INFO() -> BasicTypeInfo:
+        return _LONG
+
+    @staticmethod
+    def FLOAT_TYPE_INFO() -> BasicTypeInfo:
+        return _FLOAT
+
+    @staticmethod
+    def DOUBLE_TYPE_INFO() -> BasicTypeInfo:
+        return _DOUBLE
+
+    @staticmethod
+    def CHAR_TYPE_INFO() -> BasicTypeInfo:
+        return _CHAR
+
+    @staticmethod
+    def BIG_INT_TYPE_INFO() -> BasicTypeInfo:
+        return _BIG_INT
+
+    @staticmethod
+    def BIG_DEC_TYPE_INFO() -> BasicTypeInfo:
+        return _BIG_DEC
+
+    @staticmethod
+    def INSTANT_TYPE_INFO() -> BasicTypeInfo:
+        return _INSTANT
 
 
 class PickledBytesTypeInfo(TypeInformation):
@@ -218,6 +270,13 @@ _FLOAT = BasicTypeInfo("Float", float, 4, "float32")
 _DOUBLE = BasicTypeInfo("Double", float, 8, "float64")
 _CHAR = BasicTypeInfo("Character", str, 2, "uint16")
 _PICKLED = PickledBytesTypeInfo()
+# Values without a fixed width, carried as text (see weir.codec.columns.TextColumn).
+_BIG_INT = BasicTypeInfo("BigInteger", int, None, None)
+_BIG_DEC = BasicTypeInfo("BigDecimal", decimal.Decimal, None, None)
+_SQL_DATE = BasicTypeInfo("SqlDate", datetime.date, None, None)
+_SQL_TIME = BasicTypeInfo("SqlTime", datetime.time, None, None)
+_SQL_TIMESTAMP = BasicTypeInfo("SqlTimestamp", datetime.datetime, None, None)
+_INSTANT = BasicTypeInfo("Instant", Instant, None, None)
 
 
 class Types:
@@ -258,6 +317,36 @@ class Types:
     @staticmethod
     def CHAR() -> BasicTypeInfo:
         return _CHAR
+
+    @staticmethod
+    def BIG_INT() -> BasicTypeInfo:
+        """Python ``int`` of any size (Java's BigInteger)."""
+        return _BIG_INT
+
+    @staticmethod
+    def BIG_DEC() -> BasicTypeInfo:
+        """``decimal.Decimal`` (Java's BigDecimal)."""
+        return _BIG_DEC
+
+    @staticmethod
+    def SQL_DATE() -> BasicTypeInfo:
+        """``datetime.date`` (Java's java.sql.Date)."""
+        return _SQL_DATE
+
+    @staticmethod
+    def SQL_TIME() -> BasicTypeInfo:
+        """``datetime.time`` (Java's java.sql.Time)."""
+        return _SQL_TIME
+
+    @staticmethod
+    def SQL_TIMESTAMP() -> BasicTypeInfo:
+        """``datetime.datetime`` (Java's java.sql.Timestamp)."""
+        return _SQL_TIMESTAMP
+
+    @staticmethod
+    def INSTANT() -> BasicTypeInfo:
+        """``weir.common.Instant`` (Java's Instant)."""
+        return _INSTANT
 
     @staticmethod
     def PICKLED_BYTE_ARRAY() -> PickledBytesTypeInfo:

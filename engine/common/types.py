@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from enum import Enum
 from typing import Any
 
+from weir.errors import UsageError
+
 
 class RowKind(Enum):
     INSERT = 0
@@ -61,6 +63,22 @@ class Row:
 
     def get_field_names(self) -> list[str] | None:
         return None if self._fields is None else list(self._fields)
+
+    def get_fields_by_names(self, names: list[str]) -> list[Any]:
+        """The values of the fields ``names``, in that order (all values for an unnamed row)."""
+        if self._fields is None or names == self._fields:
+            return list(self._values)
+        unknown = [n for n in names if n not in self._fields]
+        if unknown:
+            raise UsageError(f"Row has no fields {unknown}; its fields are {self._fields}")
+        return [self._values[self._fields.index(n)] for n in names]
+
+    @staticmethod
+    def of_kind(row_kind: RowKind, *args: Any, **kwargs: Any) -> Row:
+        """A row of the given kind (``Row.of_kind(RowKind.DELETE, 1, "a")``)."""
+        row = Row(*args, **kwargs)
+        row.set_row_kind(row_kind)
+        return row
 
     def get_row_kind(self) -> RowKind:
         return self._row_kind
@@ -127,7 +145,7 @@ class Row:
     def __repr__(self) -> str:
         if self._fields is not None:
             return "Row(" + ", ".join(f"{k}={v!r}" for k, v in zip(self._fields, self._values)) + ")"
-        return "Row(" + ", ".join(repr(v) for v in self._values) + ")"
+        return "<Row(" + ", ".join(repr(v) for v in self._values) + ")>"
 
 
 def _make_row(fields: list[str] | None, values: list[Any], kind: int) -> Row:

@@ -28,6 +28,7 @@ __all__ = [
     "BUILTIN_EXECUTORS",
     "DEFAULT_EXECUTOR",
     "EXECUTOR_ENTRY_POINT_GROUP",
+    "CloseableIterator",
     "ExecutionSettings",
     "PipelineExecutor",
     "get_executor",
@@ -39,6 +40,31 @@ DEFAULT_EXECUTOR = "local"
 BUILTIN_EXECUTORS = {"local": "weir.cluster.client:LocalExecutor"}
 
 _registered: dict[str, Callable[[], PipelineExecutor]] = {}
+
+
+class CloseableIterator:
+    """What ``execute_and_collect()`` returns without a limit (PyFlink's name): the records
+    as they arrive; ``close()`` (or leaving a ``with`` block) stops the job early. An
+    executor returns its own subclass."""
+
+    def __iter__(self) -> CloseableIterator:
+        return self
+
+    def __next__(self) -> Any:
+        raise NotImplementedError
+
+    def next(self) -> Any:
+        """The next record (PyFlink's name; ``next(iterator)`` works too)."""
+        return self.__next__()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> CloseableIterator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(frozen=True)

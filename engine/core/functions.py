@@ -8,12 +8,42 @@ matching class so the runtime sees one shape. ``process_element``, ``on_timer`` 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
 
 from weir.errors import UsageError
 
+# The type parameters of PyFlink's generic function classes (``ProcessWindowFunction[IN, OUT,
+# KEY, W]``): annotations only, nothing checks them.
+IN = TypeVar("IN")
+OUT = TypeVar("OUT")
+KEY = TypeVar("KEY")
+W = TypeVar("W")
+W2 = TypeVar("W2")
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
 
-class RuntimeContext:
+
+class KeyedStateStore:
+    """Where a function on a keyed stream gets its state (PyFlink's base of RuntimeContext)."""
+
+    def get_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_list_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_map_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_reducing_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+    def get_aggregating_state(self, state_descriptor: Any) -> Any:
+        raise NotImplementedError
+
+
+class RuntimeContext(KeyedStateStore):
     """What a function sees of the subtask running it (filled in by the runtime)."""
 
     def __init__(
@@ -84,6 +114,37 @@ class RuntimeContext:
         return self._state("aggregating", state_descriptor)
 
 
+class TimeDomain(StrEnum):
+    """Which clock fired a timer (``ctx.time_domain()`` in ``on_timer``), as PyFlink's TimeDomain.
+    A member equals its name as a string (``TimeDomain.EVENT_TIME == "EVENT_TIME"``)."""
+
+    EVENT_TIME = "EVENT_TIME"
+    PROCESSING_TIME = "PROCESSING_TIME"
+
+
+class TimerService:
+    """What ``ctx.timer_service()`` offers (``pyflink.datastream.TimerService``): the two
+    clocks, and timers of the current key (keyed streams only)."""
+
+    def current_processing_time(self) -> int:
+        raise NotImplementedError
+
+    def current_watermark(self) -> int:
+        raise NotImplementedError
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def register_event_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        raise NotImplementedError
+
+
 class Function:
     """Base of every user function: ``open`` before the first record, ``close`` after the last."""
 
@@ -112,6 +173,13 @@ class FilterFunction(Function):
 class KeySelector(Function):
     def get_key(self, value: Any) -> Any:
         raise NotImplementedError
+
+
+class NullByteKeySelector(KeySelector):
+    """Keys every record by one constant (PyFlink's key selector for non-keyed state)."""
+
+    def get_key(self, value: Any) -> Any:
+        return 0
 
 
 class ReduceFunction(Function):
@@ -235,13 +303,20 @@ class KeyedCoProcessFunction(Function):
         return None
 
 
-class WindowFunction(Function):
+class Partitioner(Function):
+    """``partition_custom``: ``partition(key, num_partitions)`` names the subtask (0-based)."""
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        raise NotImplementedError
+
+
+class WindowFunction(Function, Generic[IN, OUT, KEY, W]):
     def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any] | None:
         raise NotImplementedError
 
 
-class ProcessWindowFunction(Function):
-    class Context:
+class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
+    class Context(Generic[W2]):
         def window(self) -> Any:
             raise NotImplementedError
 
@@ -298,7 +373,7 @@ class BaseBroadcastProcessFunction(Function):
             raise NotImplementedError
 
 
-class BroadcastProcessFunction(BaseBroadcastProcessFunction):
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):
     """The function of a non-keyed stream connected with a broadcast stream: ``process_element``
     per element of the stream (broadcast state read only), ``process_broadcast_element`` per
     broadcast element (read-write)."""
@@ -320,7 +395,7 @@ class BroadcastProcessFunction(BaseBroadcastProcessFunction):
         raise NotImplementedError
 
 
-class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN1, IN2, OUT]):
     """The function of a keyed stream connected with a broadcast stream: as
     BroadcastProcessFunction, plus keyed state and timers on the keyed side (``on_timer``) and
     ``ctx.apply_to_keyed_state`` on the broadcast side."""
@@ -356,14 +431,14 @@ class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction):
         pass
 
 
-class AllWindowFunction(Function):
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
     """A window function of a non-keyed window (``window_all``): no key."""
 
     def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any] | None:
         raise NotImplementedError
 
 
-class ProcessAllWindowFunction(Function):
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
     """A process window function of a non-keyed window (``window_all``): ``process(context,
     elements)``, no key; the context is ``ProcessWindowFunction.Context``'s."""
 
@@ -537,6 +612,18 @@ def wrap_filter(fn: object) -> FilterFunction:
 
 def wrap_key_selector(fn: object) -> KeySelector:
     return _wrap("key_by()", fn, KeySelector, _KeySelectorCallable, "a KeySelector")
+
+
+class _PartitionerCallable(Partitioner):
+    def __init__(self, fn: Callable[[Any, int], int]) -> None:
+        self.fn = fn
+
+    def partition(self, key: Any, num_partitions: int) -> int:
+        return self.fn(key, num_partitions)
+
+
+def wrap_partitioner(fn: object) -> Partitioner:
+    return _wrap("partition_custom()", fn, Partitioner, _PartitionerCallable, "a Partitioner")
 
 
 def wrap_reduce(api: str, fn: object) -> ReduceFunction:

@@ -297,6 +297,9 @@ class ReducingStateDescriptor(StateDescriptor):
             )
         self.reduce_function = reduce_function
 
+    def get_reduce_function(self) -> Any:
+        return self.reduce_function
+
 
 class AggregatingStateDescriptor(StateDescriptor):
     """``agg_function`` is an ``AggregateFunction`` (create_accumulator, add, get_result, merge)."""
@@ -316,6 +319,9 @@ class AggregatingStateDescriptor(StateDescriptor):
                 f"got {agg_function!r} without {', '.join(missing)}"
             )
         self.agg_function = agg_function
+
+    def get_agg_function(self) -> Any:
+        return self.agg_function
 
 
 # --------------------------------------------------------------------------- state interfaces

@@ -21,6 +21,7 @@ from weir.errors import UsageError
 __all__ = [
     "DEFAULT_COMMIT_EVERY_OPS",
     "DEFAULT_MAP_SIZE_BYTES",
+    "EmbeddedRocksDBStateBackend",
     "HashMapStateBackend",
     "LmdbStateBackend",
     "StateBackend",
@@ -124,6 +125,44 @@ class LmdbStateBackend(StateBackend):
             else (f", enable_incremental_checkpointing={self.enable_incremental_checkpointing}")
         )
         return f"LmdbStateBackend(path={self.path!r}{incremental})"
+
+
+class EmbeddedRocksDBStateBackend(LmdbStateBackend):
+    """PyFlink's embedded on-disk backend, which weir runs on LMDB (``state.backend.type:
+    rocksdb`` is the same choice). A PyFlink job that sets it runs unchanged: the storage
+    paths and incremental checkpoints apply; RocksDB's tuning (predefined options, options
+    factory, transfer threads) is kept and read back, and changes nothing in LMDB."""
+
+    def __init__(self, enable_incremental_checkpointing: bool | None = None) -> None:
+        super().__init__(enable_incremental_checkpointing=enable_incremental_checkpointing)
+        self._predefined_options: Any = None
+        self._options: str | None = None
+        self._transfer_threads = 4
+
+    def set_db_storage_paths(self, *paths: str) -> None:
+        """The directory the subtasks' databases go under (the first path: LMDB has one)."""
+        self.path = Path(paths[0]) if paths else None
+
+    def get_db_storage_paths(self) -> list[str]:
+        return [] if self.path is None else [str(self.path)]
+
+    def set_predefined_options(self, options: Any) -> None:
+        self._predefined_options = options
+
+    def get_predefined_options(self) -> Any:
+        return self._predefined_options
+
+    def set_options(self, options_factory_class_name: str) -> None:
+        self._options = options_factory_class_name
+
+    def get_options(self) -> str | None:
+        return self._options
+
+    def set_number_of_transfer_threads(self, number_of_transfering_threads: int) -> None:
+        self._transfer_threads = int(number_of_transfering_threads)
+
+    def get_number_of_transfer_threads(self) -> int:
+        return self._transfer_threads
 
 
 def configured_state_backend(chosen: StateBackend | None, conf: Any) -> StateBackend:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
+from weir.common.execution_config import ExecutionConfig
+from weir.datastream.checkpoint_config import CheckpointConfig
 from weir.datastream.data_stream import (
     ConnectedStreams,
     DataStream,
     DataStreamSink,
     KeyedStream,
-    SlotSharingGroup,
     WindowedStream,
 )
 from weir.datastream.execution_mode import (
@@ -27,16 +27,22 @@ from weir.datastream.functions import (
     KeyedProcessFunction,
     KeySelector,
     MapFunction,
+    Partitioner,
     ProcessFunction,
     ProcessWindowFunction,
     ReduceFunction,
     RuntimeContext,
     SinkFunction,
     SourceFunction,
+    TimeDomain,
+    TimerService,
     WindowFunction,
 )
 from weir.datastream.output_tag import OutputTag
+from weir.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
+from weir.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
 from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
+from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssigner
 
 __all__ = [
     "AggregateFunction",
@@ -48,16 +54,21 @@ __all__ = [
     "ConnectedStreams",
     "DataStream",
     "DataStreamSink",
+    "EmbeddedRocksDBStateBackend",
     "ExecutionConfig",
     "ExternalizedCheckpointRetention",
     "FilterFunction",
     "FlatMapFunction",
+    "GlobalWindow",
+    "HashMapStateBackend",
     "KeySelector",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
+    "MemorySize",
     "OutputTag",
+    "Partitioner",
     "ProcessFunction",
     "ProcessWindowFunction",
     "ReduceFunction",
@@ -66,7 +77,13 @@ __all__ = [
     "SinkFunction",
     "SlotSharingGroup",
     "SourceFunction",
+    "StateBackend",
     "StreamExecutionEnvironment",
+    "TimeDomain",
+    "TimeWindow",
+    "TimerService",
+    "Trigger",
+    "WindowAssigner",
     "WindowFunction",
     "WindowedStream",
 ]
@@ -84,11 +101,8 @@ from weir.datastream.window import (
     CountTumblingWindowAssigner,
     CountWindow,
     SessionWindowTimeGapExtractor,
-    TimeWindow,
-    Trigger,
     TriggerResult,
     Window,
-    WindowAssigner,
 )
 
 __all__ += [
@@ -103,9 +117,6 @@ __all__ += [
     "KeyedBroadcastProcessFunction",
     "ProcessAllWindowFunction",
     "SessionWindowTimeGapExtractor",
-    "TimeWindow",
-    "Trigger",
     "TriggerResult",
     "Window",
-    "WindowAssigner",
 ]

@@ -1,4 +1,5 @@
-"""``CheckpointConfig`` and ``ExecutionConfig``: typed views over the environment's Configuration.
+"""``CheckpointConfig``: a typed view over the environment's Configuration (``ExecutionConfig``,
+the other such view, is in ``weir.common.execution_config``, where PyFlink has it).
 
 Flink 2.x keeps every setting in the job's configuration; these classes only read and
 write the matching keys, so ``env.configure(conf)`` and the typed setters agree.
@@ -18,6 +19,7 @@ from weir.errors import UsageError
 class CheckpointConfig:
     def __init__(self, configuration: Configuration) -> None:
         self._conf = configuration
+        self._force_unaligned = False
 
     def is_checkpointing_enabled(self) -> bool:
         return self.get_checkpoint_interval() > 0
@@ -124,27 +126,36 @@ class CheckpointConfig:
     def get_externalized_checkpoint_retention(self) -> ExternalizedCheckpointRetention:
         return ExternalizedCheckpointRetention[self._conf.get_option(opts.CHECKPOINTING_RETENTION)]
 
-
-class ExecutionConfig:
-    def __init__(self, configuration: Configuration) -> None:
-        self._conf = configuration
-        self._global_job_parameters: dict[str, str] = {}
-
-    def set_auto_watermark_interval(self, interval: int) -> ExecutionConfig:
-        self._conf.set_string(
-            opts.AUTO_WATERMARK_INTERVAL.key, f"{_ms('auto watermark interval', interval)} ms"
+    def is_externalized_checkpoints_enabled(self) -> bool:
+        """Checkpoints outlive the job (a retention other than NO_EXTERNALIZED_CHECKPOINTS)."""
+        return (
+            self.get_externalized_checkpoint_retention()
+            is not ExternalizedCheckpointRetention.NO_EXTERNALIZED_CHECKPOINTS
         )
+
+    # PyFlink's older names for the settings above
+    def set_alignment_timeout(self, alignment_timeout: Duration) -> CheckpointConfig:
+        return self.set_aligned_checkpoint_timeout(alignment_timeout)
+
+    def get_alignment_timeout(self) -> Duration:
+        return self.get_aligned_checkpoint_timeout()
+
+    def set_fail_on_checkpointing_errors(self, fail_on_checkpointing_errors: bool) -> CheckpointConfig:
+        """True: a failed checkpoint fails the job (no tolerable failures); False: never."""
+        return self.set_tolerable_checkpoint_failure_number(0 if fail_on_checkpointing_errors else 2**31 - 1)
+
+    def is_fail_on_checkpointing_errors(self) -> bool:
+        return self.get_tolerable_checkpoint_failure_number() == 0
+
+    def set_force_unaligned_checkpoints(self, force_unaligned_checkpoints: bool = True) -> CheckpointConfig:
+        """Kept for PyFlink jobs: weir checkpoints every edge unaligned when unaligned
+        checkpoints are on (custom partitioners included; it has no iterations), so forcing
+        changes nothing."""
+        self._force_unaligned = bool(force_unaligned_checkpoints)
         return self
 
-    def get_auto_watermark_interval(self) -> int:
-        return int(self._conf.get_option(opts.AUTO_WATERMARK_INTERVAL))
-
-    def set_global_job_parameters(self, global_job_parameters_dict: dict[str, str]) -> ExecutionConfig:
-        self._global_job_parameters = {str(k): str(v) for k, v in global_job_parameters_dict.items()}
-        return self
-
-    def get_global_job_parameters(self) -> dict[str, str]:
-        return dict(self._global_job_parameters)
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self._force_unaligned
 
 
 def _ms(what: str, value: Any) -> int:

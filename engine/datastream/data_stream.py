@@ -18,6 +18,7 @@ from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core import functions as fn
 from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
 from weir.core.connectors import Sink
+from weir.core.execution import CloseableIterator
 from weir.core.state import MapStateDescriptor
 from weir.core.window import (
     CountSlidingWindowAssigner,
@@ -28,6 +29,7 @@ from weir.core.window import (
 )
 from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
 from weir.datastream.output_tag import OutputTag
+from weir.datastream.slot_sharing_group import SlotSharingGroup
 from weir.errors import UsageError
 from weir.graph import partitioners as parts
 from weir.graph.transformations import (
@@ -44,30 +46,6 @@ from weir.graph.transformations import (
 
 if TYPE_CHECKING:
     from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
-
-
-class SlotSharingGroup:
-    """A named slot sharing group (PyFlink's class also carries resources; weir uses the name)."""
-
-    def __init__(self, name: str) -> None:
-        if not isinstance(name, str) or not name:
-            raise UsageError(f"slot sharing group name must be a non-empty string, got {name!r}")
-        self.name = name
-
-    def get_name(self) -> str:
-        return self.name
-
-    @staticmethod
-    def builder(name: str) -> _SlotSharingGroupBuilder:
-        return _SlotSharingGroupBuilder(name)
-
-
-class _SlotSharingGroupBuilder:
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def build(self) -> SlotSharingGroup:
-        return SlotSharingGroup(self._name)
 
 
 def _group_name(value: str | SlotSharingGroup) -> str:
@@ -139,6 +117,15 @@ class _Configurable:
         self._physical("disable_chaining()").chaining_strategy = ChainingStrategy.NEVER
         return self
 
+    def force_non_parallel(self) -> Any:
+        """Parallelism and max parallelism 1, for good: a later ``set_parallelism(n)`` with
+        ``n != 1`` is an error (Flink's ``forceNonParallel``)."""
+        t = self._physical("force_non_parallel()")
+        t.parallelism = 1
+        t.max_parallelism = 1
+        t.parallelism_fixed = True
+        return self
+
 
 class DataStream(_Configurable):
     def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
@@ -147,6 +134,10 @@ class DataStream(_Configurable):
 
     def get_execution_environment(self) -> StreamExecutionEnvironment:
         return self._env
+
+    def get_execution_config(self) -> Any:
+        """The environment's ExecutionConfig (as PyFlink: settings are per job)."""
+        return self._env.get_config()
 
     def get_type(self) -> TypeInformation | None:
         return self._transformation.output_type
@@ -304,6 +295,36 @@ class DataStream(_Configurable):
         """All records to the first subtask (Java's ``global()``; ``global`` is a Python keyword)."""
         return self._partition(parts.GLOBAL)
 
+    def partition_custom(
+        self,
+        partitioner: fn.Partitioner | Callable[[Any, int], int],
+        key_selector: fn.KeySelector | Callable[[Any], Any],
+    ) -> DataStream:
+        """Each record to the subtask ``partitioner.partition(key, num_partitions)`` names, where
+        ``key`` is ``key_selector``'s key of the record (Flink's ``partitionCustom``)."""
+        return self._partition(
+            parts.custom_partitioner(fn.wrap_partitioner(partitioner), fn.wrap_key_selector(key_selector))
+        )
+
+    def project(self, *field_indexes: int) -> DataStream:
+        """Tuples of the fields at ``field_indexes``, in that order (a stream of Types.TUPLE only)."""
+        t = self.get_type()
+        if not isinstance(t, TupleTypeInfo):
+            raise UsageError(
+                f"Only Tuple DataStreams can be projected: project() needs a stream of "
+                f"Types.TUPLE([...]), this stream is of {t!r}"
+            )
+        types = t.get_field_types()
+        for i in field_indexes:
+            if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(types):
+                raise UsageError(
+                    f"project() field index {i!r} is out of range for {t!r}: expected 0..{len(types) - 1}"
+                )
+        if not field_indexes:
+            raise UsageError(f"project() needs at least one field index of {t!r}")
+        spec = OperatorSpec("map", fn.wrap_map(_Projection(tuple(field_indexes))))
+        return self._one_input("Projection", spec, TupleTypeInfo([types[i] for i in field_indexes]))
+
     # -- windows on non-keyed streams ------------------------------------------------------------
     def window(self, window_assigner: WindowAssigner) -> WindowedStream:
         raise UsageError(
@@ -346,15 +367,18 @@ class DataStream(_Configurable):
         return self._sink(FunctionSink(sink_func), "Unnamed")
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
-        sink = PrintSink(sink_identifier)
+        sink = PrintSink(sink_identifier, type_info=self.get_type())
         return self._sink(sink, sink.default_name())
 
-    def execute_and_collect(self, job_execution_name: str | None = None, limit: int | None = None) -> Any:
+    def execute_and_collect(
+        self, job_execution_name: str | None = None, limit: int | None = None
+    ) -> CloseableIterator | list[Any]:
         """Run the job and stream this stream's records back: a closeable iterator (a list with ``limit``)."""
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
             raise UsageError(f"execute_and_collect(limit) must be a non-negative integer, got {limit!r}")
         sink = CollectSink()
-        self._sink(sink, sink.default_name())
+        # one collecting subtask, as Flink's collect sink: a non-parallel upstream arrives in order
+        self._sink(sink, sink.default_name())._transformation.set_parallelism(1)
         if self._env._capturing:
             from weir.datastream.stream_execution_environment import ProgramCaptured
 
@@ -381,6 +405,14 @@ def _count_assigner(size: int, slide: int) -> WindowAssigner:
     if slide == 0:
         return CountTumblingWindowAssigner(size)
     return CountSlidingWindowAssigner(size, slide)
+
+
+class _Projection(fn.MapFunction):
+    def __init__(self, field_indexes: tuple[int, ...]) -> None:
+        self.field_indexes = field_indexes
+
+    def map(self, value: Any) -> Any:
+        return tuple(value[i] for i in self.field_indexes)
 
 
 class DataStreamSink(_Configurable):
@@ -477,6 +509,45 @@ class KeyedStream(DataStream):
         return UsageError(
             f"{what} is not supported on a KeyedStream; call it on the operator after key_by(...)"
         )
+
+    def _no_repartition(self, what: str) -> UsageError:
+        return UsageError(
+            f"Cannot override partitioning for KeyedStream: {what} after key_by(...) would undo "
+            f"the keying; call it on the stream before key_by, or on an operator after it"
+        )
+
+    def forward(self) -> DataStream:
+        raise self._no_repartition("forward()")
+
+    def rebalance(self) -> DataStream:
+        raise self._no_repartition("rebalance()")
+
+    def rescale(self) -> DataStream:
+        raise self._no_repartition("rescale()")
+
+    def shuffle(self) -> DataStream:
+        raise self._no_repartition("shuffle()")
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._no_repartition("broadcast()")
+
+    def global_(self) -> DataStream:
+        raise self._no_repartition("global_()")
+
+    def partition_custom(self, partitioner: Any, key_selector: Any) -> DataStream:
+        raise self._no_repartition("partition_custom()")
+
+    def force_non_parallel(self) -> Any:
+        raise self._keyed_unsupported("force_non_parallel()")
+
+    def set_buffer_timeout(self, timeout_millis: int) -> Any:
+        raise self._keyed_unsupported("set_buffer_timeout()")
+
+    def cache(self) -> Any:
+        raise self._keyed_unsupported("cache()")
+
+    def project(self, *field_indexes: int) -> DataStream:
+        return self.map(lambda v: v, output_type=self.get_type()).project(*field_indexes)
 
     def name(self, name: str) -> Any:
         raise self._keyed_unsupported("name()")

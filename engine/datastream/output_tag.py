@@ -1,23 +1,11 @@
-"""``OutputTag``: names a side output, as in ``pyflink.datastream.output_tag``."""
+"""``pyflink.datastream.output_tag``: ``OutputTag``, at PyFlink's path.
+
+It lives in ``weir.core.output_tag`` (the runtime routes ``yield tag, value`` by it); this
+module hands out the same class.
+"""
 
 from __future__ import annotations
 
-from weir.common.typeinfo import TypeInformation, check_type_info
-from weir.errors import UsageError
+from weir.core.output_tag import OutputTag
 
-
-class OutputTag:
-    def __init__(self, tag_id: str, type_info: TypeInformation | None = None) -> None:
-        if not isinstance(tag_id, str) or not tag_id:
-            raise UsageError(f"OutputTag needs a non-empty string id, got {tag_id!r}")
-        self.tag_id = tag_id
-        self.type_info = check_type_info(f"OutputTag('{tag_id}') type_info", type_info)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OutputTag) and other.tag_id == self.tag_id
-
-    def __hash__(self) -> int:
-        return hash(("OutputTag", self.tag_id))
-
-    def __repr__(self) -> str:
-        return f"OutputTag({self.tag_id!r})"
+__all__ = ["OutputTag"]

@@ -7,6 +7,7 @@ backends from them); this module hands out the same classes.
 from __future__ import annotations
 
 from weir.core.state_backend import (
+    EmbeddedRocksDBStateBackend,
     HashMapStateBackend,
     LmdbStateBackend,
     StateBackend,
@@ -14,6 +15,7 @@ from weir.core.state_backend import (
 )
 
 __all__ = [
+    "EmbeddedRocksDBStateBackend",
     "HashMapStateBackend",
     "LmdbStateBackend",
     "StateBackend",

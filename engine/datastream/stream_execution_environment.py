@@ -12,16 +12,20 @@ there records the StreamGraph at ``execute`` instead of running it, as Flink's
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from weir.common import config_options as opts
 from weir.common.configuration import Configuration
-from weir.common.typeinfo import TypeInformation, check_type_info
+from weir.common.execution_config import ExecutionConfig
+from weir.common.typeinfo import RowTypeInfo, TypeInformation, check_type_info
+from weir.common.types import Row
 from weir.common.watermark_strategy import WatermarkStrategy
 from weir.core.connectors import Source
-from weir.datastream.checkpoint_config import CheckpointConfig, ExecutionConfig
+from weir.datastream.checkpoint_config import CheckpointConfig
 from weir.datastream.connectors.builtin import CollectionSource, FunctionSource
 from weir.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
 from weir.errors import UsageError
@@ -215,6 +219,89 @@ class StreamExecutionEnvironment:
         return self._checkpoint_config.get_checkpointing_mode()
 
     # -- sources -------------------------------------------------------------------------------
+    def get_checkpointing_consistency_mode(self) -> CheckpointingMode:
+        return self.get_checkpointing_mode()
+
+    def is_unaligned_checkpoints_enabled(self) -> bool:
+        return self._checkpoint_config.is_unaligned_checkpoints_enabled()
+
+    def is_force_unaligned_checkpoints(self) -> bool:
+        return self._checkpoint_config.is_force_unaligned_checkpoints()
+
+    def set_default_savepoint_directory(self, directory: str) -> StreamExecutionEnvironment:
+        self._configuration.set_string(opts.SAVEPOINT_DIRECTORY.key, str(directory))
+        return self
+
+    def get_default_savepoint_directory(self) -> str | None:
+        value = self._configuration.get_option(opts.SAVEPOINT_DIRECTORY)
+        return None if value is None else str(value)
+
+    def register_slot_sharing_group(self, slot_sharing_group: Any) -> StreamExecutionEnvironment:
+        """Accepted for PyFlink jobs: weir's slot sharing groups carry a name only (no resource profile)."""
+        from weir.datastream.slot_sharing_group import SlotSharingGroup
+
+        if not isinstance(slot_sharing_group, SlotSharingGroup):
+            raise UsageError(
+                f"register_slot_sharing_group needs a SlotSharingGroup, got {slot_sharing_group!r}"
+            )
+        return self
+
+    # -- Python dependencies ---------------------------------------------------------------------
+    def add_python_file(self, file_path: str) -> None:
+        """Make a Python file, package directory or archive (.zip, .whl, .egg) importable by
+        the job's functions (Flink's ``python.files``). On the embedded cluster the functions
+        run in this process, so its importable location joins ``sys.path`` now: a ``.py``
+        file's directory, else the path itself."""
+        path = os.path.abspath(os.fspath(file_path))
+        if not os.path.exists(path):
+            raise UsageError(
+                f"add_python_file: {file_path!r} does not exist; expected a .py file, a directory or an archive"
+            )
+        entry = os.path.dirname(path) if os.path.isfile(path) and path.endswith(".py") else path
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
+        self._append_list_option("python.files", path, ",")
+
+    def add_python_archive(self, archive_path: str, target_dir: str | None = None) -> None:
+        """Recorded in ``python.archives`` for a cluster that ships it; the embedded cluster runs
+        in this process, where the archive's files are already at hand."""
+        entry = archive_path if target_dir is None else f"{archive_path}#{target_dir}"
+        self._append_list_option("python.archives", entry, ",")
+
+    def set_python_requirements(
+        self, requirements_file_path: str, requirements_cache_dir: str | None = None
+    ) -> None:
+        """Recorded in ``python.requirements``; weir installs nothing (the job runs in this interpreter)."""
+        value = (
+            requirements_file_path
+            if requirements_cache_dir is None
+            else f"{requirements_file_path}#{requirements_cache_dir}"
+        )
+        self._configuration.set_string("python.requirements", value)
+
+    def set_python_executable(self, python_exec: str) -> None:
+        """Recorded in ``python.executable``; the embedded cluster runs functions in this interpreter."""
+        self._configuration.set_string("python.executable", str(python_exec))
+
+    def add_jars(self, *jars_path: str) -> None:
+        """Recorded in ``pipeline.jars`` for ``--target flink``; weir runs no JVM code."""
+        for jar in jars_path:
+            self._append_list_option("pipeline.jars", str(jar))
+
+    def add_classpaths(self, *classpaths: str) -> None:
+        """Recorded in ``pipeline.classpaths`` for ``--target flink``; weir runs no JVM code."""
+        for path in classpaths:
+            self._append_list_option("pipeline.classpaths", str(path))
+
+    def _append_list_option(self, key: str, value: str, separator: str = ";") -> None:
+        """Add ``value`` to the list option ``key`` (Flink separates ``pipeline.*`` lists with
+        ``;`` and ``python.files``/``python.archives`` with ``,``)."""
+        current = self._configuration.get_string(key, "")
+        items = [v for v in current.split(separator) if v] if current else []
+        if value not in items:
+            items.append(value)
+        self._configuration.set_string(key, separator.join(items))
+
     def _new_id(self) -> int:
         nid = self._next_id
         self._next_id += 1
@@ -250,6 +337,8 @@ class StreamExecutionEnvironment:
         except TypeError:
             raise UsageError(f"from_collection needs an iterable of elements, got {collection!r}") from None
         type_info = check_type_info("from_collection(type_info)", type_info)
+        if isinstance(type_info, RowTypeInfo):
+            elements = [_as_row(e, type_info) for e in elements]
         return self._add_source(CollectionSource(elements, type_info), "Collection Source", type_info, None)
 
     def from_source(
@@ -385,3 +474,18 @@ class StreamExecutionEnvironment:
 
     def close(self) -> None:
         self._transformations.clear()
+
+
+def _as_row(value: Any, row_type: RowTypeInfo) -> Any:
+    """An element of a collection of ``Types.ROW``/``ROW_NAMED`` as PyFlink reads it: a tuple
+    or list becomes a Row named by the type (``row.id``), nested rows too; other values stay
+    (the serializer names any that do not fit)."""
+    if not isinstance(value, tuple | list | Row) or len(value) != row_type.get_arity():
+        return value
+    fields = [
+        _as_row(v, t) if isinstance(t, RowTypeInfo) else v for v, t in zip(value, row_type.get_field_types())
+    ]
+    row = Row(**dict(zip(row_type.get_field_names(), fields)))
+    if isinstance(value, Row):
+        row.set_row_kind(value.get_row_kind())
+    return row

@@ -21,8 +21,9 @@ class DistributionPattern(Enum):
 
 @dataclass(frozen=True, eq=False)
 class Partitioner:
-    name: str  # FORWARD, HASH, REBALANCE, RESCALE, SHUFFLE, BROADCAST, GLOBAL
-    key_selector: Any = None  # only for HASH
+    name: str  # FORWARD, HASH, REBALANCE, RESCALE, SHUFFLE, BROADCAST, GLOBAL, CUSTOM
+    key_selector: Any = None  # only for HASH and CUSTOM
+    custom: Any = None  # only for CUSTOM: the user's Partitioner
 
     @property
     def pattern(self) -> DistributionPattern:
@@ -39,9 +40,10 @@ class Partitioner:
         return self.name == "BROADCAST"
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Partitioner) and (self.name, self.key_selector) == (
+        return isinstance(other, Partitioner) and (self.name, self.key_selector, self.custom) == (
             other.name,
             other.key_selector,
+            other.custom,
         )
 
     def __hash__(self) -> int:
@@ -62,3 +64,8 @@ GLOBAL = Partitioner("GLOBAL")
 def key_group_partitioner(key_selector: Any) -> Partitioner:
     """keyBy: the key group of each record's key decides its consumer subtask."""
     return Partitioner("HASH", key_selector)
+
+
+def custom_partitioner(partitioner: Any, key_selector: Any) -> Partitioner:
+    """partition_custom: the user's Partitioner picks the consumer subtask of each record's key."""
+    return Partitioner("CUSTOM", key_selector, partitioner)

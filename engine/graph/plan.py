@@ -23,6 +23,11 @@ from weir.graph.stream_graph import StreamGraph
 _PACT = {"source": "Data Source", "sink": "Data Sink", "operator": "Operator"}
 
 
+def _present(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` without its absent (None) fields: Flink's plan JSON leaves them out."""
+    return {k: v for k, v in entry.items() if v is not None}
+
+
 def stream_graph_to_json(graph: StreamGraph, notes: dict[int, str] | None = None) -> dict[str, Any]:
     ids = generate_job_graph(graph).operator_ids
     nodes = []
@@ -38,6 +43,7 @@ def stream_graph_to_json(graph: StreamGraph, notes: dict[int, str] | None = None
             "uid": node.uid,
             "operator_id": ids[node.id],
         }
+        entry = _present(entry)
         if notes and node.id in notes:
             entry["execution"] = notes[node.id]
         if node.in_edges:
@@ -66,7 +72,7 @@ def job_graph_to_json(job: JobGraph, notes: dict[int, str] | None = None) -> dic
                 "max_parallelism": v.max_parallelism,
                 "slot_sharing_group": v.slot_sharing_group,
                 "operators": [
-                    {"id": op.id, "name": op.name, "uid": op.uid}
+                    _present({"id": op.id, "name": op.name, "uid": op.uid})
                     | ({"execution": notes[op.node_id]} if notes and op.node_id in notes else {})
                     for op in v.operators
                 ],

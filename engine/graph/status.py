@@ -55,6 +55,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Generic, NamedTuple, TypeVar
 
+from weir.common.job_status import JobStatus
 from weir.errors import IllegalStateTransition
 
 __all__ = [
@@ -68,37 +69,6 @@ __all__ = [
     "JobStatusMachine",
     "Transition",
 ]
-
-
-class JobStatus(Enum):
-    """The status of a whole job (Flink's JobStatus)."""
-
-    INITIALIZING = "INITIALIZING"
-    CREATED = "CREATED"
-    RUNNING = "RUNNING"
-    FAILING = "FAILING"
-    FAILED = "FAILED"
-    CANCELLING = "CANCELLING"
-    CANCELED = "CANCELED"
-    FINISHED = "FINISHED"
-    RESTARTING = "RESTARTING"
-    SUSPENDED = "SUSPENDED"
-
-    @property
-    def is_globally_terminal(self) -> bool:
-        """Finished, canceled or failed: the job is over everywhere and gets cleaned up."""
-        return self in _GLOBALLY_TERMINAL_JOB_STATUSES
-
-    @property
-    def is_terminal(self) -> bool:
-        """Globally terminal, or suspended (over on this JobMaster only)."""
-        return self.is_globally_terminal or self is JobStatus.SUSPENDED
-
-    def __str__(self) -> str:
-        return self.name
-
-
-_GLOBALLY_TERMINAL_JOB_STATUSES = frozenset({JobStatus.FINISHED, JobStatus.CANCELED, JobStatus.FAILED})
 
 
 class ExecutionState(Enum):

@@ -1,4 +1,4 @@
-"""The network stack: buffers, pools and credit (pure); partitions, gates, flusher, transport (Trio)."""
+"""The network stack: buffers, pools, credit, wire format (pure); partitions, gates, flusher, local and TCP transport (Trio)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ if TYPE_CHECKING:
     from weir.network.buffer import Buffer, BufferOrEvent
     from weir.network.buffer_pool import LocalBufferPool, NetworkBufferPool, WouldBlock
     from weir.network.credit import AnnounceCredit, CreditLedger, InputChannelCredit
-    from weir.network.environment import ChannelSpec, NetworkEnvironment, NetworkRegistry
-    from weir.network.errors import ConnectionClosed, NetworkError, PartitionReleased
+    from weir.network.environment import ChannelSpec, Network, NetworkEnvironment, NetworkRegistry
+    from weir.network.errors import AuthenticationFailed, ConnectionClosed, NetworkError, PartitionReleased
     from weir.network.events import (
         MAX_WATERMARK,
         CheckpointBarrier,
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from weir.network.flusher import FlushPolicy, run_output_flusher
     from weir.network.gate import InputGate, LocalInputChannel, RemoteInputChannel
     from weir.network.partition import ResultPartition, SubpartitionView
+    from weir.network.tcp import TcpNetwork
     from weir.network.transport import Connection
 
 # Exports are imported on first use, so that importing a pure module (buffer_pool, credit,
@@ -38,7 +39,9 @@ _EXPORTS = {
     "InputChannelCredit": "credit",
     "ChannelSpec": "environment",
     "NetworkEnvironment": "environment",
+    "Network": "environment",
     "NetworkRegistry": "environment",
+    "AuthenticationFailed": "errors",
     "ConnectionClosed": "errors",
     "NetworkError": "errors",
     "PartitionReleased": "errors",
@@ -56,12 +59,14 @@ _EXPORTS = {
     "RemoteInputChannel": "gate",
     "ResultPartition": "partition",
     "SubpartitionView": "partition",
+    "TcpNetwork": "tcp",
     "Connection": "transport",
 }
 
 __all__ = [
     "MAX_WATERMARK",
     "AnnounceCredit",
+    "AuthenticationFailed",
     "Buffer",
     "BufferOrEvent",
     "ChannelSpec",
@@ -77,6 +82,7 @@ __all__ = [
     "InputGate",
     "LocalBufferPool",
     "LocalInputChannel",
+    "Network",
     "NetworkBufferPool",
     "NetworkEnvironment",
     "NetworkError",
@@ -85,6 +91,7 @@ __all__ = [
     "RemoteInputChannel",
     "ResultPartition",
     "SubpartitionView",
+    "TcpNetwork",
     "Watermark",
     "WatermarkStatus",
     "WouldBlock",

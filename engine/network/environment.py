@@ -15,14 +15,27 @@ through the one ``Connection`` per (consumer TaskManager, producer TaskManager) 
 consumer may be created before its producer: the request waits (without polling) until
 the partition is registered, and for a blocking partition until it has finished.
 
-The ``NetworkRegistry`` is created once per cluster and maps TaskManager ids to their
-environments; a TCP transport would replace it with addresses.
+How remote channels travel is the environment's *network*, given at construction:
+
+- ``NetworkRegistry`` (the default of the embedded cluster): the in-process network of one
+  cluster, mapping TaskManager ids to their environments; a connection is a pair of
+  in-process queues (``transport.Connection``).
+- ``weir.network.tcp.TcpNetwork``: each environment serves its partitions on a TCP listener
+  (``listen_address`` once running) and reaches others by the addresses the network knows
+  (its own environments' and those given with ``set_address``); every connection
+  authenticates with the cluster's secret.
+
+Both run the same client and server cores (``transport.py``); a ``Network`` has
+``register``/``unregister``, ``connect`` (a ``PartitionRequestClient`` to a producer
+TaskManager), ``serve`` (run while the environment runs) and ``connections``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
+from typing import Any, Protocol
 
 import trio
 
@@ -40,6 +53,7 @@ from weir.network.gate import (
 from weir.network.partition import ResultPartition, ResultPartitionStatistics, SubpartitionView
 from weir.network.transport import (
     Connection,
+    ConnectionBase,
     ConnectionStatistics,
     PartitionRequestClient,
     PartitionRequestServer,
@@ -47,6 +61,7 @@ from weir.network.transport import (
 
 __all__ = [
     "ChannelSpec",
+    "Network",
     "NetworkEnvironment",
     "NetworkEnvironmentStatistics",
     "NetworkRegistry",
@@ -71,7 +86,27 @@ class NetworkEnvironmentStatistics:
     buffer_pool: NetworkBufferPoolStatistics
     partitions: tuple[ResultPartitionStatistics, ...]
     gates: tuple[InputGateStatistics, ...]
-    connections: tuple[ConnectionStatistics, ...]  # where this TaskManager is the client or the server
+    connections: tuple[
+        ConnectionStatistics, ...
+    ]  # where this TaskManager is the client or the server (TCP: its ends)
+
+
+class Network(Protocol):
+    """How an environment's remote channels travel: in-process (``NetworkRegistry``) or TCP (``TcpNetwork``)."""
+
+    def register(self, environment: NetworkEnvironment) -> None: ...
+
+    def unregister(self, taskmanager_id: str) -> None: ...
+
+    def connect(self, environment: NetworkEnvironment, server_taskmanager: str) -> PartitionRequestClient:
+        """A client on a new connection from ``environment`` to the producers of ``server_taskmanager``."""
+        ...
+
+    async def serve(self, environment: NetworkEnvironment, *, task_status: Any = ...) -> None:
+        """Serve ``environment``'s partitions to other TaskManagers while it runs."""
+        ...
+
+    def connections(self) -> Sequence[ConnectionBase]: ...
 
 
 class NetworkRegistry:
@@ -124,6 +159,21 @@ class NetworkRegistry:
     def connections(self) -> tuple[Connection, ...]:
         return tuple(self._connections.values())
 
+    def connect(self, environment: NetworkEnvironment, server_taskmanager: str) -> PartitionRequestClient:
+        connection = self.connection(environment.taskmanager_id, server_taskmanager)
+        client = PartitionRequestClient(connection)
+        environment._spawn(client.run, f"network client {environment.taskmanager_id}<-{server_taskmanager}")
+        return client
+
+    async def serve(
+        self,
+        environment: NetworkEnvironment,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Nothing to listen on: ``connection`` hands the server its connections."""
+        task_status.started()
+
 
 class _PendingViewRequest:
     __slots__ = ("environment", "on_error", "on_view", "partition_id", "subpartition_index")
@@ -154,7 +204,7 @@ class NetworkEnvironment:
     def __init__(
         self,
         taskmanager_id: str,
-        registry: NetworkRegistry,
+        registry: Network,
         total_bytes: int = DEFAULT_NETWORK_MEMORY_BYTES,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         buffers_per_channel: int = 2,
@@ -184,6 +234,8 @@ class NetworkEnvironment:
         self._nursery: trio.Nursery | None = None
         self._to_start: list[tuple[Callable[[], Awaitable[None]], str]] = []
         self._stopped = False
+        #: where this environment serves its partitions over TCP while it runs (TcpNetwork), else None
+        self.listen_address: tuple[str, int] | None = None
         #: The one timer of this TaskManager's sleepers (flusher, sources), running with ``run``
         self.ticker = Ticker()
         #: The output flusher of this TaskManager's partitions (``flush_by_timer``)
@@ -318,22 +370,25 @@ class NetworkEnvironment:
     def _client_for(self, server_taskmanager: str) -> PartitionRequestClient:
         client = self._clients.get(server_taskmanager)
         if client is None or client.connection.closed:
-            connection = self.registry.connection(self.taskmanager_id, server_taskmanager)
-            client = PartitionRequestClient(connection)
+            client = self.registry.connect(self, server_taskmanager)
             self._clients[server_taskmanager] = client
-            self._spawn(client.run, f"network client {self.taskmanager_id}<-{server_taskmanager}")
         return client
 
     def _serve(self, connection: Connection) -> None:
+        """Serve an in-process connection (``NetworkRegistry``)."""
         server = PartitionRequestServer(connection, self)
-        self._servers = [s for s in self._servers if not s.connection.closed]
-        self._servers.append(server)
+        self._adopt_server(server)
         if self._stopped:
             connection.close()
             return
         self._spawn(
             server.run, f"network server {connection.server_taskmanager}->{connection.client_taskmanager}"
         )
+
+    def _adopt_server(self, server: PartitionRequestServer) -> None:
+        """Track ``server`` (its connection closes when this environment stops)."""
+        self._servers = [s for s in self._servers if not s.connection.closed]
+        self._servers.append(server)
 
     def flush_by_timer(self, partition: ResultPartition, buffer_timeout_ms: int) -> bool:
         """Have this TaskManager's shared output flusher flush ``partition`` every
@@ -370,6 +425,7 @@ class NetworkEnvironment:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 nursery.start_soon(self.ticker.run, name=f"ticker {self.taskmanager_id}")
+                await nursery.start(partial(self.registry.serve, self))
                 to_start, self._to_start = self._to_start, []
                 for fn, name in to_start:
                     nursery.start_soon(fn, name=name)
@@ -387,11 +443,7 @@ class NetworkEnvironment:
 
     def statistics(self) -> NetworkEnvironmentStatistics:
         tm = self.taskmanager_id
-        connections = tuple(
-            c.statistics()
-            for c in self.registry.connections()
-            if tm in (c.client_taskmanager, c.server_taskmanager)
-        )
+        connections = tuple(c.statistics() for c in self.registry.connections() if c.owned_by(tm))
         return NetworkEnvironmentStatistics(
             taskmanager_id=tm,
             buffer_pool=self.network_buffer_pool.statistics(),

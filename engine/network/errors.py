@@ -6,7 +6,7 @@ come from ``weir.errors``; these two say that the other side went away.
 
 from __future__ import annotations
 
-from weir.errors import WeirError
+from weir.errors import ProtocolViolation, WeirError
 
 
 class NetworkError(WeirError):
@@ -19,3 +19,7 @@ class PartitionReleased(NetworkError):
 
 class ConnectionClosed(NetworkError):
     """The connection to another TaskManager closed while a channel still used it."""
+
+
+class AuthenticationFailed(ProtocolViolation):
+    """A peer of the TCP transport did not prove that it knows the cluster's secret."""

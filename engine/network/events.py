@@ -48,3 +48,10 @@ class CheckpointBarrier(Event):
 @dataclass(frozen=True)
 class EndOfData(Event):
     """All records were sent (bounded input); the consumer may finish its operators."""
+
+
+@dataclass(frozen=True)
+class CancelCheckpointMarker(Event):
+    """Upstream aborted ``checkpoint_id``; sent in band instead of (or after) its barrier."""
+
+    checkpoint_id: int

@@ -1,12 +1,14 @@
-"""In-process transport: one multiplexed ``Connection`` per ordered pair of TaskManagers.
+"""The transport's messages and cores, and the in-process ``Connection``: one per ordered pair of TaskManagers.
 
 Theory of operation
 -------------------
 As Flink's physical transport: all remote channels from the subtasks of one TaskManager
 (the *client*, where the consumers run) to another (the *server*, where the producers
-run) share one connection. Flink runs it over TCP with Netty; weir's in-process
-``Connection`` is two message queues, one per direction, and the messages are the whole
-interface, so a TCP transport can replace it by framing the same messages:
+run) share one connection. The messages are the whole interface between the two ends.
+Two transports carry them: the in-process ``Connection`` here (two message queues, one per
+direction; the default) and ``tcp.TcpConnection`` (the messages framed by ``wire.py`` on
+an authenticated TCP stream). Both run the same cores, ``PartitionRequestClient`` and
+``PartitionRequestServer``, through ``ConnectionBase``:
 
     client → server   PartitionRequest(receiver_id, partition_id, subpartition_index, initial_credit)
                       AddCredit(receiver_id, credit)
@@ -42,7 +44,9 @@ per buffer its backlog grows by while it has no credit.
 
 A ``BufferResponse`` carries the sender's slice and the reference that keeps it alive, and
 the client copies the bytes into the receiver's exclusive or floating buffer and then
-recycles the sender's reference (as Netty would after writing).
+recycles the sender's reference (as Netty would after writing). Over TCP the server's
+writer recycles it once the bytes are copied into its send batch, and the client's
+``BufferResponse`` holds a slice of the received bytes (no sender reference).
 
 Client side (``PartitionRequestClient``, run by the consumer's ``NetworkEnvironment``):
 assigns receiver ids, sends requests and credit for its ``RemoteInputChannel``\\ s, and
@@ -53,8 +57,9 @@ When either side stops, the connection closes: buffers in flight are recycled, t
 server releases its readers' views, and the client fails the channels that had not yet
 finished with ``ConnectionClosed``.
 
-What it does not do: no serialization, no sockets, no retries; partition lookup (and
-waiting for a producer that is not registered yet) is the ``SubpartitionViewProvider``'s.
+What it does not do: no serialization, no sockets, no retries (``wire.py`` and ``tcp.py``
+do the first two for TCP); partition lookup (and waiting for a producer that is not
+registered yet) is the ``SubpartitionViewProvider``'s.
 """
 
 from __future__ import annotations
@@ -70,7 +75,19 @@ from weir.errors import ProtocolViolation
 from weir.network.buffer import BufferOrEvent
 from weir.network.credit import CreditLedger
 from weir.network.errors import ConnectionClosed
-from weir.network.events import EndOfPartition, Event
+from weir.network.events import EndOfPartition
+from weir.network.messages import (
+    AddCredit,
+    BacklogAnnouncement,
+    BufferResponse,
+    CancelPartitionRequest,
+    ClientMessage,
+    CloseRequest,
+    ErrorResponse,
+    EventResponse,
+    PartitionRequest,
+    ServerMessage,
+)
 from weir.network.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -87,6 +104,7 @@ __all__ = [
     "ClientMessage",
     "CloseRequest",
     "Connection",
+    "ConnectionBase",
     "ConnectionStatistics",
     "ErrorResponse",
     "EventResponse",
@@ -97,71 +115,7 @@ __all__ = [
 ]
 
 
-# --- messages ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRequest:
-    receiver_id: int
-    partition_id: str
-    subpartition_index: int
-    initial_credit: int
-
-
-@dataclass(frozen=True, slots=True)
-class AddCredit:
-    receiver_id: int
-    credit: int
-
-
-@dataclass(frozen=True, slots=True)
-class CancelPartitionRequest:
-    receiver_id: int
-
-
-@dataclass(frozen=True, slots=True)
-class CloseRequest:
-    """The client goes away: release every reader of this connection."""
-
-
-@dataclass(frozen=True, slots=True)
-class BufferResponse:
-    receiver_id: int
-    data: memoryview
-    backlog: int
-    source: BufferOrEvent | None = None  # in-process: the sender's reference, recycled after the copy
-
-    def release(self) -> None:
-        if self.source is not None and not self.source.is_recycled:
-            self.source.recycle()
-
-
-@dataclass(frozen=True, slots=True)
-class EventResponse:
-    receiver_id: int
-    event: Event
-    backlog: int
-
-
-@dataclass(frozen=True, slots=True)
-class BacklogAnnouncement:
-    """The sender has ``backlog`` buffers for ``receiver_id`` but no credit to send them."""
-
-    receiver_id: int
-    backlog: int
-
-
-@dataclass(frozen=True, slots=True)
-class ErrorResponse:
-    receiver_id: int
-    error: Exception
-
-
-ClientMessage = PartitionRequest | AddCredit | CancelPartitionRequest | CloseRequest
-ServerMessage = BufferResponse | EventResponse | BacklogAnnouncement | ErrorResponse
-
-
-# --- the wire ---------------------------------------------------------------------------
+# --- the connection ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -179,18 +133,25 @@ class ConnectionStatistics:
     readers: int  # partition requests the server is serving now
     readers_with_credit: int
     channels: int  # remote channels the client has registered
+    transport: str = "local"  # "local" (in-process queues) | "tcp"
+    end: str = "both"  # "both" (in-process: one object) | "client" | "server" (one end of a TCP connection)
 
 
-class Connection:
-    """Two message queues between a client TaskManager (consumers) and a server TaskManager (producers)."""
+class ConnectionBase:
+    """What the client and server cores use of a connection, whatever carries its messages.
+
+    The client core calls ``send_to_server``; the server core sets ``server_wakeup``
+    when a reader may send and leaves the sending to the driver (``poll_response``).
+    Subclasses: the in-process ``Connection`` below and ``weir.network.tcp.TcpConnection``.
+    """
+
+    transport = "?"
+    end = "both"  # which end(s) of the connection this object is
 
     def __init__(self, client_taskmanager: str, server_taskmanager: str) -> None:
         self.client_taskmanager = client_taskmanager
         self.server_taskmanager = server_taskmanager
-        self._to_server: deque[ClientMessage] = deque()
-        self._to_client: deque[ServerMessage] = deque()
         self.server_wakeup = Wakeup()
-        self.client_wakeup = Wakeup()
         self.closed = False
         self.partition_requests = 0
         self.credit_announcements = 0
@@ -203,13 +164,80 @@ class Connection:
         self.server: PartitionRequestServer | None = None
 
     def send_to_server(self, message: ClientMessage) -> None:
-        if self.closed:
-            return
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def _count_to_server(self, message: ClientMessage) -> None:
         if type(message) is AddCredit:
             self.credit_announcements += 1
             self.credit_announced += message.credit
         elif type(message) is PartitionRequest:
             self.partition_requests += 1
+
+    def _count_to_client(self, message: ServerMessage) -> None:
+        if type(message) is BufferResponse:
+            self.buffers_sent += 1
+            self.bytes_sent += len(message.data)
+        elif type(message) is EventResponse:
+            self.events_sent += 1
+        elif type(message) is BacklogAnnouncement:
+            self.backlog_announcements += 1
+
+    def statistics(self) -> ConnectionStatistics:
+        server = self.server
+        client = self.client
+        return ConnectionStatistics(
+            client_taskmanager=self.client_taskmanager,
+            server_taskmanager=self.server_taskmanager,
+            closed=self.closed,
+            partition_requests=self.partition_requests,
+            credit_announcements=self.credit_announcements,
+            credit_announced=self.credit_announced,
+            buffers_sent=self.buffers_sent,
+            bytes_sent=self.bytes_sent,
+            events_sent=self.events_sent,
+            backlog_announcements=self.backlog_announcements,
+            readers=len(server._readers) if server is not None else 0,
+            readers_with_credit=(
+                sum(1 for r in server._readers.values() if r.ledger.available > 0)
+                if server is not None
+                else 0
+            ),
+            channels=len(client._channels) if client is not None else 0,
+            transport=self.transport,
+            end=self.end,
+        )
+
+    def owned_by(self, taskmanager_id: str) -> bool:
+        """Whether this object is (part of) ``taskmanager_id``'s side of the connection."""
+        if self.end == "client":
+            return taskmanager_id == self.client_taskmanager
+        if self.end == "server":
+            return taskmanager_id == self.server_taskmanager
+        return taskmanager_id in (self.client_taskmanager, self.server_taskmanager)
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"{type(self).__name__}({self.client_taskmanager!r} <- {self.server_taskmanager!r}, {state})"
+
+
+class Connection(ConnectionBase):
+    """Two message queues between a client TaskManager (consumers) and a server TaskManager (producers)."""
+
+    transport = "local"
+
+    def __init__(self, client_taskmanager: str, server_taskmanager: str) -> None:
+        super().__init__(client_taskmanager, server_taskmanager)
+        self._to_server: deque[ClientMessage] = deque()
+        self._to_client: deque[ServerMessage] = deque()
+        self.client_wakeup = Wakeup()
+
+    def send_to_server(self, message: ClientMessage) -> None:
+        if self.closed:
+            return
+        self._count_to_server(message)
         self._to_server.append(message)
         self.server_wakeup.set()
 
@@ -218,13 +246,7 @@ class Connection:
             if type(message) is BufferResponse:
                 message.release()
             return
-        if type(message) is BufferResponse:
-            self.buffers_sent += 1
-            self.bytes_sent += len(message.data)
-        elif type(message) is EventResponse:
-            self.events_sent += 1
-        elif type(message) is BacklogAnnouncement:
-            self.backlog_announcements += 1
+        self._count_to_client(message)
         self._to_client.append(message)
         self.client_wakeup.set()
 
@@ -251,33 +273,6 @@ class Connection:
         self.server_wakeup.set()
         self.client_wakeup.set()
 
-    def statistics(self) -> ConnectionStatistics:
-        server = self.server
-        client = self.client
-        return ConnectionStatistics(
-            client_taskmanager=self.client_taskmanager,
-            server_taskmanager=self.server_taskmanager,
-            closed=self.closed,
-            partition_requests=self.partition_requests,
-            credit_announcements=self.credit_announcements,
-            credit_announced=self.credit_announced,
-            buffers_sent=self.buffers_sent,
-            bytes_sent=self.bytes_sent,
-            events_sent=self.events_sent,
-            backlog_announcements=self.backlog_announcements,
-            readers=len(server._readers) if server is not None else 0,
-            readers_with_credit=(
-                sum(1 for r in server._readers.values() if r.ledger.available > 0)
-                if server is not None
-                else 0
-            ),
-            channels=len(client._channels) if client is not None else 0,
-        )
-
-    def __repr__(self) -> str:
-        state = "closed" if self.closed else "open"
-        return f"Connection({self.client_taskmanager!r} <- {self.server_taskmanager!r}, {state})"
-
 
 # --- client side (consumers) ------------------------------------------------------------
 
@@ -285,7 +280,7 @@ class Connection:
 class PartitionRequestClient:
     """The consumer TaskManager's end of a connection: requests, credit, dispatch."""
 
-    def __init__(self, connection: Connection) -> None:
+    def __init__(self, connection: ConnectionBase) -> None:
         self.connection = connection
         connection.client = self
         self._channels: dict[int, RemoteInputChannel] = {}
@@ -341,19 +336,24 @@ class PartitionRequestClient:
             f"connection from taskmanager {c.client_taskmanager!r} to {c.server_taskmanager!r} closed"
         )
 
-    def _fail_all(self) -> None:
+    def fail_all(self, error: Exception | None = None) -> None:
+        """Fail every channel that has not finished (with ``ConnectionClosed`` unless ``error``)."""
         channels, self._channels = self._channels, {}
-        error = self._closed_error()
+        if not channels:
+            return
+        if error is None:
+            error = self._closed_error()
         for channel in channels.values():
             channel.on_error(error)
 
     async def run(self) -> None:
-        """Dispatch responses until the connection closes.
+        """Dispatch the responses of an in-process ``Connection`` until it closes.
 
         Cancellation: closes the connection (the server releases this client's readers)
         and fails every channel that has not finished with ``ConnectionClosed``.
         """
         connection = self.connection
+        assert isinstance(connection, Connection), "run() drives in-process connections"
         try:
             while True:
                 for message in connection.take_client_messages():
@@ -365,7 +365,7 @@ class PartitionRequestClient:
             if not connection.closed:
                 connection.send_to_server(CloseRequest())
                 connection.close()
-            self._fail_all()
+            self.fail_all()
 
 
 # --- server side (producers) ------------------------------------------------------------
@@ -416,7 +416,7 @@ class PartitionRequestServer:
     ``on_message`` and ``poll_response`` are the synchronous core; ``run`` moves messages.
     """
 
-    def __init__(self, connection: Connection, provider: SubpartitionViewProvider) -> None:
+    def __init__(self, connection: ConnectionBase, provider: SubpartitionViewProvider) -> None:
         self.connection = connection
         connection.server = self
         self._provider = provider
@@ -562,7 +562,8 @@ class PartitionRequestServer:
             return response
         return None
 
-    def _release_all(self) -> None:
+    def release_all(self) -> None:
+        """Release every reader's view (the connection went away); queued responses are dropped."""
         for reader in list(self._readers.values()):
             self._release_reader(reader)
         self._available.clear()
@@ -572,12 +573,13 @@ class PartitionRequestServer:
     # --- driver -----------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Serve partition requests until the connection closes; one scheduling point per message sent.
+        """Serve an in-process ``Connection`` until it closes; one scheduling point per message sent.
 
         Cancellation: releases every reader's view, closes the connection (in-flight
         buffers are recycled; the client's unfinished channels fail with ``ConnectionClosed``).
         """
         connection = self.connection
+        assert isinstance(connection, Connection), "run() drives in-process connections"
         try:
             while True:
                 for message in connection.take_server_messages():
@@ -591,5 +593,5 @@ class PartitionRequestServer:
                 connection.send_to_client(response)
                 await trio.lowlevel.checkpoint()
         finally:
-            self._release_all()
+            self.release_all()
             connection.close()

@@ -21,8 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from weir.codec.batch import NO_TIMESTAMP, Batch
+from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
 from weir.core.functions import RuntimeContext
+from weir.core.metrics import MetricGroup
+from weir.core.output_tag import is_tagged
 from weir.errors import UsageError
 from weir.time.watermarks import EmitWatermark, WatermarkAction
 
@@ -54,6 +56,13 @@ class OperatorContext:
     is_restored: bool = False  # the task restored this operator from a checkpoint or savepoint
     state_provider: Any = None  # the RuntimeStateProvider of the last runtime_context() on a keyed backend
     report_recovery: Callable[[str], None] | None = None  # a line for the job's "recovery" result
+    metric_group: MetricGroup | None = None  # the user metrics of the operator's functions (on first use)
+
+    def metrics_group(self) -> MetricGroup:
+        """The root group of the user metrics of this operator subtask (created on first use)."""
+        if self.metric_group is None:
+            self.metric_group = MetricGroup(self.processing_time_ms)
+        return self.metric_group
 
     def operator_state(self) -> Any:
         """The subtask's operator state (created on first use, also outside a task)."""
@@ -89,6 +98,7 @@ class OperatorContext:
             attempt_number=self.attempt_number,
             job_parameters=self.job_parameters,
             state_provider=state_provider,
+            metrics_group=self.metrics_group(),
         )
 
 
@@ -100,6 +110,11 @@ class Output:
 
     def emit_side(self, tag: Any, batch: Batch) -> None:
         pass
+
+    def has_side_outputs(self) -> bool:
+        """Someone reads a side output of this operator: then ``(OutputTag, value)`` results
+        go to that side output (PyFlink's ``yield tag, value``) instead of the main one."""
+        return False
 
     def emit_watermark(self, timestamp: int) -> None:
         pass
@@ -125,6 +140,7 @@ class StreamOperator:
     def setup(self, context: OperatorContext, output: Output) -> None:
         self.context = context
         self.chain_output = output
+        self._routes_tagged = output.has_side_outputs()
 
     def initialize_state(self) -> None:
         pass
@@ -171,8 +187,14 @@ class StreamOperator:
         """Checkpoint ``checkpoint_id`` will never complete."""
 
     # helpers for subclasses
+    _routes_tagged = False
+
     def _emit(self, batch: Batch) -> None:
         if len(batch):
+            if self._routes_tagged and not isinstance(batch.values, np.ndarray | TupleColumns):
+                batch = route_tagged(batch, self.chain_output)
+                if not len(batch):
+                    return
             self.metrics.records_out += len(batch)
             self.chain_output.emit(batch)
 
@@ -204,6 +226,9 @@ class ChainingOutput(Output):
         for process in self.side.get(tag, ()):
             process(batch)
 
+    def has_side_outputs(self) -> bool:
+        return bool(self.side)
+
     def emit_watermark(self, timestamp: int) -> None:
         for target in self.watermark_targets:
             target(timestamp)
@@ -233,6 +258,25 @@ class SideOutputs:
             pending, self.pending = self.pending, {}
             for tag, (values, stamps) in pending.items():
                 output.emit_side(tag, Batch(values, np.array(stamps, dtype=np.int64)))
+
+
+def route_tagged(batch: Batch, output: Output) -> Batch:
+    """Send the ``(OutputTag, value)`` records of ``batch`` to their side outputs (each with
+    its record's timestamp) and return the rest, in order: PyFlink's ``yield tag, value``.
+    A tag nobody reads drops its records, as Flink drops an unread side output."""
+    values = batch.values
+    tagged = [i for i, v in enumerate(values) if is_tagged(v)]
+    if not tagged:
+        return batch
+    side = SideOutputs()
+    stamps = batch.timestamp_list()
+    for i in tagged:
+        tag, value = values[i]
+        side.add(tag, value, stamps[i])
+    side.flush(output)
+    keep = np.ones(len(values), dtype=bool)
+    keep[tagged] = False
+    return batch.take(np.flatnonzero(keep))
 
 
 def results_of(value: Any) -> list[Any]:

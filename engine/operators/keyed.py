@@ -134,7 +134,7 @@ class AggregationOperator(_KeyedOperator):
         self._emit_final_state()
 
 
-class TimerService:
+class TimerService(fn.TimerService):
     """The ``ctx.timer_service()`` of a KeyedProcessFunction: timers of the current key.
 
     Timers live in an InternalTimerService partitioned by key group (so they can be
@@ -179,7 +179,7 @@ class _KeyedContext(fn.KeyedProcessFunction.OnTimerContext):
     def __init__(self, operator: KeyedProcessOperator) -> None:
         self._operator = operator
         self._timestamp: int | None = None
-        self._time_domain: str | None = None
+        self._time_domain: fn.TimeDomain | None = None
         self.side = SideOutputs()
 
     def timestamp(self) -> int | None:
@@ -244,7 +244,7 @@ class KeyedProcessOperator(_KeyedOperator):
         internal = self.timers.internal
         pop = internal.pop_event_time_timer if event_time else internal.pop_processing_time_timer
         ctx = self._ctx
-        ctx._time_domain = "EVENT_TIME" if event_time else "PROCESSING_TIME"
+        ctx._time_domain = fn.TimeDomain.EVENT_TIME if event_time else fn.TimeDomain.PROCESSING_TIME
         out: list[Any] = []
         stamps: list[int] = []
         while (timer := pop(until)) is not None:

@@ -13,6 +13,7 @@ from weir.codec.batch import Batch
 from weir.columnar.functions import columns_of
 from weir.core.functions import SinkFunction
 from weir.operators.base import StreamOperator, copy_function
+from weir.operators.printing import formatter_for
 
 
 class SinkOperator(StreamOperator):
@@ -28,10 +29,13 @@ class SinkOperator(StreamOperator):
 class PrintSinkOperator(SinkOperator):
     """One line per record; prefixed like Flink: ``identifier:subtask> `` when there are several subtasks."""
 
-    def __init__(self, name: str, sink_identifier: str | None, to_stderr: bool) -> None:
+    def __init__(
+        self, name: str, sink_identifier: str | None, to_stderr: bool, type_info: Any = None
+    ) -> None:
         super().__init__(name)
         self.sink_identifier = sink_identifier
         self.to_stderr = to_stderr
+        self.format = formatter_for(type_info)
 
     def open(self) -> None:
         ctx = self.context
@@ -47,8 +51,8 @@ class PrintSinkOperator(SinkOperator):
 
     def process_batch(self, batch: Batch) -> None:
         self.metrics.records_in += len(batch)
-        prefix = self._prefix
-        self._stream.write("".join(f"{prefix}{v}\n" for v in batch.as_list()))
+        prefix, format_ = self._prefix, self.format
+        self._stream.write("".join(f"{prefix}{format_(v)}\n" for v in batch.as_list()))
 
 
 class FunctionSinkOperator(SinkOperator):
@@ -132,7 +136,7 @@ class CollectSinkOperator(SinkOperator):
 
 
 def print_sink_operator(sink: Any, name: str) -> PrintSinkOperator:
-    return PrintSinkOperator(name, sink.sink_identifier, sink.to_stderr)
+    return PrintSinkOperator(name, sink.sink_identifier, sink.to_stderr, getattr(sink, "type_info", None))
 
 
 def function_sink_operator(sink: Any, name: str) -> FunctionSinkOperator:

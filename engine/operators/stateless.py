@@ -213,7 +213,7 @@ class _ProcessContext(fn.ProcessFunction.Context):
         self.side.add(output_tag, value, self._timestamp)
 
 
-class _NonKeyedTimerService:
+class _NonKeyedTimerService(fn.TimerService):
     def __init__(self, operator: StreamOperator) -> None:
         self._operator = operator
 
@@ -223,16 +223,23 @@ class _NonKeyedTimerService:
     def current_watermark(self) -> int:
         return self._operator.current_watermark
 
-    def _no_timers(self, *args: Any) -> None:
-        raise UsageError(
+    def _no_timers(self) -> UsageError:
+        return UsageError(
             f"operator '{self._operator.name}': timers can only be registered on a keyed stream; "
             f"use key_by(...).process(KeyedProcessFunction)"
         )
 
-    register_event_time_timer = _no_timers
-    register_processing_time_timer = _no_timers
-    delete_event_time_timer = _no_timers
-    delete_processing_time_timer = _no_timers
+    def register_event_time_timer(self, timestamp: int) -> None:
+        raise self._no_timers()
+
+    def register_processing_time_timer(self, timestamp: int) -> None:
+        raise self._no_timers()
+
+    def delete_event_time_timer(self, timestamp: int) -> None:
+        raise self._no_timers()
+
+    def delete_processing_time_timer(self, timestamp: int) -> None:
+        raise self._no_timers()
 
 
 class ProcessOperator(_UserFunctionOperator):

@@ -156,6 +156,23 @@ class _DoneSnapshot(PendingKeyedStateSnapshot):
         return self._snapshot
 
 
+@dataclass(frozen=True)
+class PackedKeyedStateSnapshot:
+    """A ``KeyedStateSnapshot`` already in its state-file form (``weir.state.state_file``):
+    ``names`` the state names in order of first use, ``groups`` how many key groups hold
+    entries, ``packed`` the entries. Written exactly as the snapshot it stands for and read
+    back as one; only the asynchronous phase of a checkpoint makes it, for the frozen
+    panes of a window (``weir.state.panes``) without building an entry tuple per pane."""
+
+    operator_id: str
+    max_parallelism: int
+    key_group_range: KeyGroupRange
+    states: tuple[StateMetaInfo, ...]
+    names: tuple[str, ...]
+    groups: int
+    packed: bytes
+
+
 @dataclass(frozen=True, slots=True)
 class KeyedStateBackendStatistics:
     backend: str

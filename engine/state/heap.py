@@ -559,6 +559,19 @@ class PendingHeapSnapshot(PendingKeyedStateSnapshot):
             if entries:
                 self._encoded[idx] = entries
 
+    def __len__(self) -> int:
+        """Entries still to encode (an estimate of the asynchronous phase's work)."""
+        return sum(len(table) for held in list(self._parts.values()) for _, table in held)
+
+    def release(self) -> None:
+        """Stop copying on write for this snapshot: a forked child encodes it from its own
+        copy of the process (``weir.task.forked``); ``result`` is no longer valid here."""
+        backend = self._backend
+        with backend._cow_lock:
+            self._todo.clear()
+            self._parts.clear()
+            backend._cow_prune_locked()
+
     def result(self) -> KeyedStateSnapshot:
         if self._result is not None:
             return self._result

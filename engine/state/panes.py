@@ -48,9 +48,15 @@ import numpy as np
 from weir.core.window import TimeWindow
 from weir.errors import UsageError
 from weir.keys.kernels import java_hash_array, key_groups_for_hashes
-from weir.state.backend import KeyedStateSnapshot, PendingKeyedStateSnapshot, SnapshotEntry
-from weir.state.serde import encode_key, encode_many
-from weir.time.timers import PendingTimerSnapshot, Timer, TimerSnapshot
+from weir.state.backend import (
+    KeyedStateSnapshot,
+    PackedKeyedStateSnapshot,
+    PendingKeyedStateSnapshot,
+    SnapshotEntry,
+)
+from weir.state.serde import encode_key, encode_many, encode_rows
+from weir.state.state_file import pack_uniform_entries
+from weir.time.timers import PendingTimerSnapshot, Timer, TimerColumns, TimerSnapshot
 
 __all__ = ["IMMUTABLE_TYPES", "ColumnPaneSnapshot", "MutableAccumulatorError", "PaneSnapshot", "is_immutable"]
 
@@ -112,6 +118,25 @@ class PaneSnapshot:
         #: per namespace: (keys in firing order, their key groups) -- built once, by whichever result() is first
         self._ordered: list[tuple[list[Any], np.ndarray]] | None = None
         self._raw_keys: list[tuple[dict[Any, Any], list[Any], list[bytes]]] | None = None
+
+    def sample_keys(self) -> list[Any]:
+        """A key of the panes, if any (to warm up the hash kernels for their type)."""
+        for _, _, in_memory, backed in self.windows:
+            for keys in (in_memory, backed or {}):
+                for key in keys:
+                    return [key]
+        return []
+
+    def warm_up(self) -> None:
+        """Compile (or load) the hash kernels for the panes' key type in this process, so that
+        a forked child inherits them instead of loading them itself."""
+        sample = self.sample_keys()
+        if sample:
+            self._key_groups(sample)
+
+    def __len__(self) -> int:
+        """How many panes were frozen (what the asynchronous phase will encode)."""
+        return sum(len(in_memory) + len(backed or ()) for _, _, in_memory, backed in self.windows)
 
     # -- the asynchronous phase ------------------------------------------------------------------
     def _frozen(self) -> Sequence[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
@@ -251,6 +276,64 @@ class PaneSnapshot:
                 time.sleep(0)
         return by_group
 
+    def _value_rows(self, values: list[Any]) -> np.ndarray | None:
+        """The accumulators' canonical bytes as rows of one width, if they have one."""
+        return encode_rows(values)
+
+    def packed_keyed(self, snapshot: KeyedStateSnapshot) -> PackedKeyedStateSnapshot | None:
+        """``merge_keyed(snapshot)`` in its state-file form, built from columns, when the
+        backend held none of its entries and every pane's key, window and accumulator
+        encodes to bytes of one width (ints, tuples of ints); else None."""
+        if snapshot.key_groups or self.state_name not in {m.name for m in snapshot.states}:
+            return None
+        windows = self._frozen()
+        if any(backed for _, _, _, backed in windows):
+            return None
+        key_parts: list[np.ndarray] = []
+        value_parts: list[np.ndarray] = []
+        group_parts: list[np.ndarray] = []
+        encoded_namespaces: list[bytes] = []
+        counts: list[int] = []
+        for (namespace, _, in_memory, _), (keys, key_groups) in zip(windows, self._order()):
+            if not keys:
+                continue
+            key_rows = encode_rows(keys)
+            value_rows = self._value_rows(list(map(in_memory.__getitem__, keys)))
+            if key_rows is None or value_rows is None:
+                return None
+            key_parts.append(key_rows)
+            value_parts.append(value_rows)
+            group_parts.append(key_groups)
+            encoded_namespaces.append(encode_key(namespace))
+            counts.append(len(keys))
+            time.sleep(0)
+        if not counts:
+            return None
+        if len({r.shape[1] for r in key_parts}) > 1 or len({r.shape[1] for r in value_parts}) > 1:
+            return None
+        if len(set(map(len, encoded_namespaces))) > 1:
+            return None
+        rank = {ns: i for i, ns in enumerate(sorted(set(encoded_namespaces)))}
+        per_window = np.array(counts, dtype=np.int64)
+        window_of = np.repeat(np.arange(len(counts)), per_window)
+        namespace_rows = np.frombuffer(b"".join(encoded_namespaces), dtype=np.uint8).reshape(len(counts), -1)
+        number_of_groups, packed = pack_uniform_entries(
+            np.concatenate(group_parts),
+            np.concatenate(key_parts),
+            namespace_rows[window_of],
+            np.array([rank[ns] for ns in encoded_namespaces], dtype=np.int64)[window_of],
+            np.concatenate(value_parts),
+        )
+        return PackedKeyedStateSnapshot(
+            snapshot.operator_id,
+            snapshot.max_parallelism,
+            snapshot.key_group_range,
+            snapshot.states,
+            (self.state_name,),
+            number_of_groups,
+            packed,
+        )
+
     def merge_keyed(self, snapshot: KeyedStateSnapshot) -> KeyedStateSnapshot:
         """``snapshot`` with the in-memory panes' entries in (replacing the backend's older ones)."""
         overlay = self._entries()
@@ -284,12 +367,35 @@ class PaneSnapshot:
         for (namespace, deadline, _, _), (keys, groups) in zip(self._frozen(), self._order()):
             yield from map(Timer, repeat(deadline), keys, repeat(namespace), groups.tolist())
 
+    def timer_columns(self) -> Sequence[Timer]:
+        """``timers()`` as ``TimerColumns`` (no ``Timer`` objects: the state file packs the columns)."""
+        namespaces: list[Hashable] = []
+        deadlines: list[int] = []
+        counts: list[int] = []
+        keys: list[Any] = []
+        groups: list[np.ndarray] = []
+        for (namespace, deadline, _, _), (window_keys, window_groups) in zip(self._frozen(), self._order()):
+            if window_keys:
+                namespaces.append(namespace)
+                deadlines.append(deadline)
+                counts.append(len(window_keys))
+                keys.extend(window_keys)
+                groups.append(window_groups)
+        repeat_of = np.array(counts, dtype=np.int64)
+        return TimerColumns(
+            np.repeat(np.array(deadlines, dtype=np.int64), repeat_of),
+            keys,
+            tuple(namespaces),
+            np.repeat(np.arange(len(namespaces), dtype=np.uint32), repeat_of),
+            np.concatenate(groups) if groups else np.empty(0, np.int32),
+        )
+
     def merge_timers(self, snapshot: TimerSnapshot | None) -> TimerSnapshot:
         """``snapshot`` (the operator's own timers, if any) with the panes' timers after them."""
-        panes = tuple(self.timers())
+        panes = self.timer_columns()
         if snapshot is None:
-            own_event: tuple[Timer, ...] = ()
-            own_processing: tuple[Timer, ...] = ()
+            own_event: Sequence[Timer] = ()
+            own_processing: Sequence[Timer] = ()
             rng = None
         else:
             own_event, own_processing, rng = (
@@ -353,6 +459,17 @@ class ColumnPaneSnapshot(PaneSnapshot):
         self._lateness = lateness
         self._windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] | None = None
 
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def sample_keys(self) -> list[Any]:
+        if not len(self._pane_keys):
+            return []
+        if self._slot_keys is None:
+            keys: list[Any] = self._pane_keys[:1].tolist()
+            return keys
+        return [self._slot_keys[int(self._pane_keys[0])]]
+
     def _frozen(self) -> Sequence[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
         """Per window in firing order ``(TimeWindow, max_timestamp, key -> accumulator, None)``,
         built once from the columns."""
@@ -384,11 +501,22 @@ class ColumnPaneSnapshot(PaneSnapshot):
                 time.sleep(0)
         return windows
 
+    def _value_rows(self, values: list[Any]) -> np.ndarray | None:
+        if not self._encoded:
+            return encode_rows(values)
+        width = len(values[0]) if values else 0
+        if not width or any(len(v) != width for v in values):
+            return None
+        return np.frombuffer(b"".join(values), dtype=np.uint8).reshape(len(values), width)
+
     def _check(self) -> None:
         """Nothing to check: the accumulators are built here, from copies."""
 
     def _encode_values(self, values: list[Any]) -> list[bytes]:
         return values if self._encoded else encode_many(values)
+
+    def timer_columns(self) -> Sequence[Timer]:
+        return tuple(self.timers())
 
     def timers(self) -> Iterator[Timer]:
         """The panes' timers (the class docstring's rules), by time, ties in registration order."""
@@ -440,15 +568,24 @@ class _MergedKeyedSnapshot(PendingKeyedStateSnapshot):
         self._panes = panes
         self._result: KeyedStateSnapshot | None = None
 
+    def _base(self) -> KeyedStateSnapshot:
+        if isinstance(self._pending, PendingKeyedStateSnapshot):
+            return self._pending.result()
+        base: KeyedStateSnapshot = self._pending
+        return base
+
     def result(self) -> KeyedStateSnapshot:
         if self._result is None:
-            base = (
-                self._pending.result()
-                if isinstance(self._pending, PendingKeyedStateSnapshot)
-                else self._pending
-            )
-            self._result = self._panes.merge_keyed(base)
+            self._result = self._panes.merge_keyed(self._base())
         return self._result
+
+    def for_file(self) -> KeyedStateSnapshot | PackedKeyedStateSnapshot:
+        """What the state file holds: ``result()``, or the same already packed (``packed_keyed``)."""
+        if self._result is None:
+            packed = self._panes.packed_keyed(self._base())
+            if packed is not None:
+                return packed
+        return self.result()
 
 
 class _MergedTimerSnapshot(PendingTimerSnapshot):

@@ -109,13 +109,16 @@ _by_name: dict[str, _NamedType] = {}
 def register_type(
     cls: type, name: str | None = None, fields: Sequence[str] | None = None,
     build: Callable[..., Any] | None = None, unpack: Callable[[Any], Sequence[Any]] | None = None,
+    encode_only: bool = False,
 ) -> None:  # fmt: skip
     """Make ``cls`` (a dataclass, a named tuple, or any class given ``fields``) a named type.
 
     ``name`` is what the bytes carry (default ``"module:qualname"``; weir's own types use
     short stable names so that moving a class does not orphan old checkpoints); ``build``
     rebuilds an instance from the fields in order (default: ``cls(*fields)``), and
-    ``unpack`` gives them for an instance (default: its attributes named ``fields``)."""
+    ``unpack`` gives them for an instance (default: its attributes named ``fields``).
+    ``encode_only``: ``cls`` is written under ``name`` but read back as the type registered
+    for that name (another form of the same data)."""
     if fields is None:
         if dataclasses.is_dataclass(cls):
             fields = [f.name for f in dataclasses.fields(cls) if f.init]
@@ -126,7 +129,8 @@ def register_type(
     name = name or f"{cls.__module__}:{cls.__qualname__}"
     entry = _NamedType(cls, _encode_str(name), tuple(fields), build or cls, unpack)
     _by_type[cls] = entry
-    _by_name[name] = entry
+    if not encode_only:
+        _by_name[name] = entry
 
 
 def _encode_str(s: str) -> bytes:
@@ -173,7 +177,10 @@ def encode_key(key: Any) -> bytes:
 
 
 def _encode_tuple(items: tuple[Any, ...]) -> bytes:
-    """A tuple, with its common scalar elements encoded inline (a tuple is the usual record and value)."""
+    """A tuple, with its common scalar elements encoded inline (a tuple is the usual record and
+    value); a long one of ints or of int tuples (a snapshot's column of keys) by ``encode_many``."""
+    if len(items) >= _LONG and type(items[0]) in _COLUMN_TYPES:
+        return b"\x07" + _L.pack(len(items)) + b"".join(encode_many(items))
     parts = [b"\x07" + _L.pack(len(items))]
     append = parts.append
     for x in items:
@@ -188,6 +195,10 @@ def _encode_tuple(items: tuple[Any, ...]) -> bytes:
         else:
             append(encode_key(x))
     return b"".join(parts)
+
+
+_LONG = 256  # from this length a tuple of ints (or int tuples) is encoded as a column
+_COLUMN_TYPES = (int, tuple)
 
 
 def _encode_other(t: type, value: Any) -> bytes:
@@ -243,12 +254,25 @@ def encode_many(values: Sequence[Any]) -> list[bytes]:
     n = len(values)
     if n < 16:
         return [encode_key(v) for v in values]
+    rows = encode_rows(values)
+    if rows is not None:
+        return _split(rows, n)
+    return [encode_key(v) for v in values]
+
+
+def encode_rows(values: Sequence[Any]) -> np.ndarray | None:
+    """``encode_many(values)`` as one row of bytes per value (an ``(n, width)`` uint8 array)
+    when every value is an int64 int, or every one a tuple of one length of int64 ints;
+    else None."""
+    n = len(values)
+    if not n:
+        return None
     first = values[0]
     if type(first) is int:
         if all(type(v) is int for v in values):
             ints = _int64s(values)
             if ints is not None:
-                return _split(_int_columns(ints.reshape(n, 1), b""), n)
+                return _int_columns(ints.reshape(n, 1), b"")
     elif type(first) is tuple:
         width = len(first)
         if 0 < width <= 64 and all(type(v) is tuple and len(v) == width for v in values):
@@ -257,8 +281,8 @@ def encode_many(values: Sequence[Any]) -> list[bytes]:
                 ints = _int64s(flat)
                 if ints is not None:
                     header = b"\x07" + _L.pack(width)
-                    return _split(_int_columns(ints.reshape(n, width), header), n)
-    return [encode_key(v) for v in values]
+                    return _int_columns(ints.reshape(n, width), header)
+    return None
 
 
 def _int64s(values: Sequence[int]) -> np.ndarray | None:

@@ -32,15 +32,16 @@ user accepted the risk (``--allow-untrusted-pickle``).
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
-from operator import attrgetter
+from collections.abc import Callable, Sequence
+from itertools import chain
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
 
 from weir.checkpoint.metadata import CheckpointMetadata, FileHandle
 from weir.errors import UsageError
-from weir.state.backend import KeyedStateSnapshot, StateMetaInfo
+from weir.state.backend import KeyedStateSnapshot, PackedKeyedStateSnapshot, StateMetaInfo
 from weir.state.incremental import ChainRestore, IncrementalKeyedStateHandle, load_for_restore
 from weir.state.operator_state import OperatorStateSnapshot
 from weir.state.serde import (
@@ -50,16 +51,19 @@ from weir.state.serde import (
     find_opaque,
     register_type,
 )
-from weir.time.timers import Timer, TimerSnapshot
+from weir.time.timers import Timer, TimerColumns, TimerSnapshot
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "UntrustedStateError", "decode_state_file", "encode_state_file",
-           "load_payloads", "untrusted_content", "untrusted_error"]  # fmt: skip
+           "load_payloads", "pack_uniform_entries", "untrusted_content", "untrusted_error"]  # fmt: skip
 
 MAGIC = b"WEIRSTATE"
 FORMAT_VERSION = 1
 _VERSION = struct.Struct(">H")
 _GROUP = struct.Struct(">HI")  # key group, entries
 _ENTRY = struct.Struct(">HIIII")  # state index, key, namespace, user key, value lengths
+_ENTRY_COLUMNS = np.dtype(
+    [("index", ">u2"), ("key", ">u4"), ("namespace", ">u4"), ("user_key", ">u4"), ("value", ">u4")]
+)  # _ENTRY as a numpy record
 _PAYLOAD_FIELDS = ("keyed", "timers", "source_position", "operator_state", "channel_state")
 _TIMESTAMP, _KEY, _NAMESPACE, _KEY_GROUP = (
     attrgetter(f) for f in ("timestamp", "key", "namespace", "key_group")
@@ -67,22 +71,85 @@ _TIMESTAMP, _KEY, _NAMESPACE, _KEY_GROUP = (
 
 
 def _pack_entries(snapshot: KeyedStateSnapshot) -> tuple[Any, ...]:
-    """A snapshot's fields with its entries packed into one byte string (one tuple per entry costs)."""
-    names: dict[str, int] = {}
+    """A snapshot's fields with its entries packed into one byte string (one tuple per entry
+    costs): per key group ``_GROUP``, then per entry ``_ENTRY`` and its four byte strings.
+    The entries' headers are built by numpy, all at once, from their columns."""
+    groups = snapshot.key_groups
+    flat = list(chain.from_iterable(entries for _, entries in groups))
+    if not flat:
+        return (snapshot.operator_id, snapshot.max_parallelism, snapshot.key_group_range, snapshot.states,
+                (), len(groups), b"".join(_GROUP.pack(kg, 0) for kg, _ in groups))  # fmt: skip
+    names_of, keys, namespaces, user_keys, values = (list(map(itemgetter(i), flat)) for i in range(5))
+    names = {name: i for i, name in enumerate(dict.fromkeys(names_of))}
+    n = len(flat)
+    heads = np.empty(n, dtype=_ENTRY_COLUMNS)
+    heads["index"] = np.fromiter(map(names.__getitem__, names_of), dtype=np.int64, count=n)
+    for field, column in (
+        ("key", keys),
+        ("namespace", namespaces),
+        ("user_key", user_keys),
+        ("value", values),
+    ):
+        heads[field] = np.fromiter(map(len, column), dtype=np.int64, count=n)
+    raw = heads.tobytes()
+    size = _ENTRY.size
+    interleaved: list[bytes] = [b""] * (5 * n)
+    interleaved[0::5] = [raw[i : i + size] for i in range(0, n * size, size)]
+    interleaved[1::5] = keys
+    interleaved[2::5] = namespaces
+    interleaved[3::5] = user_keys
+    interleaved[4::5] = values
     parts: list[bytes] = []
-    for key_group, entries in snapshot.key_groups:
+    start = 0
+    for key_group, entries in groups:
         parts.append(_GROUP.pack(key_group, len(entries)))
-        for name, key, namespace, user_key, value in entries:
-            index = names.setdefault(name, len(names))
-            parts.append(_ENTRY.pack(index, len(key), len(namespace), len(user_key), len(value)))
-            parts += (key, namespace, user_key, value)
+        end = start + 5 * len(entries)
+        parts.append(b"".join(interleaved[start:end]))
+        start = end
     return (snapshot.operator_id, snapshot.max_parallelism, snapshot.key_group_range, snapshot.states,
-            tuple(names), len(snapshot.key_groups), b"".join(parts))  # fmt: skip
+            tuple(names), len(groups), b"".join(parts))  # fmt: skip
 
 
-def _pack_timers(timers: tuple[Timer, ...]) -> tuple[Any, ...]:
+def pack_uniform_entries(
+    key_groups: np.ndarray,
+    keys: np.ndarray,
+    namespaces: np.ndarray,
+    namespace_rank: np.ndarray,
+    values: np.ndarray,
+) -> tuple[int, bytes]:
+    """``(groups, packed)`` of ``_pack_entries`` for entries of one state (index 0) whose
+    keys, namespaces and values are each of one width: rows of bytes (``(n, width)``
+    uint8), sorted here as the snapshot's entries are (key group, key, namespace;
+    ``namespace_rank`` orders the namespaces as their bytes do). Empty user keys."""
+    n = len(key_groups)
+    k, ns, v = keys.shape[1], namespaces.shape[1], values.shape[1]
+    head = np.frombuffer(_ENTRY.pack(0, k, ns, 0, v), dtype=np.uint8)
+    order = np.lexsort((namespace_rank, *(keys[:, j] for j in range(k - 1, -1, -1)), key_groups))
+    rows = np.empty((n, _ENTRY.size + k + ns + v), dtype=np.uint8)
+    rows[:, : _ENTRY.size] = head
+    rows[:, _ENTRY.size : _ENTRY.size + k] = keys[order]
+    rows[:, _ENTRY.size + k : _ENTRY.size + k + ns] = namespaces[order]
+    rows[:, _ENTRY.size + k + ns :] = values[order]
+    groups, starts, counts = np.unique(key_groups[order], return_index=True, return_counts=True)
+    parts = []
+    for group, start, count in zip(groups.tolist(), starts.tolist(), counts.tolist()):
+        parts.append(_GROUP.pack(group, count))
+        parts.append(rows[start : start + count].tobytes())
+    return len(groups), b"".join(parts)
+
+
+def _pack_timers(timers: Sequence[Timer]) -> tuple[Any, ...]:
     """Timers as columns: timestamps and key groups as bytes, the keys, and each namespace
-    once with one index per timer (one named type per timer costs)."""
+    once with one index per timer (one named type per timer costs). ``TimerColumns`` are
+    packed as they are held."""
+    if isinstance(timers, TimerColumns):
+        return (
+            timers.timestamps.astype(">i8").tobytes(),
+            timers.key_groups.astype(">i4").tobytes(),
+            tuple(timers.keys),
+            tuple(timers.namespaces),
+            timers.slots.astype(">u4").tobytes(),
+        )
     index: dict[Any, int] = {}
     at = index.setdefault
     slots = [at(ns, len(index)) for ns in map(_NAMESPACE, timers)]
@@ -137,6 +204,8 @@ def _unpack_entries(
 register_type(KeyedStateSnapshot, "weir.KeyedStateSnapshot",
               fields=("operator_id", "max_parallelism", "key_group_range", "states", "names", "groups", "packed"),
               build=_unpack_entries, unpack=_pack_entries)  # fmt: skip
+register_type(PackedKeyedStateSnapshot, "weir.KeyedStateSnapshot", encode_only=True,
+              fields=("operator_id", "max_parallelism", "key_group_range", "states", "names", "groups", "packed"))  # fmt: skip
 register_type(StateMetaInfo, "weir.StateMetaInfo")
 register_type(Timer, "weir.Timer")
 register_type(TimerSnapshot, "weir.TimerSnapshot")  # read as written before timers were packed

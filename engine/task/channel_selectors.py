@@ -14,6 +14,7 @@ import numpy as np
 from weir.codec.batch import Batch
 from weir.columnar.probe import FieldColumn
 from weir.core import functions as fn
+from weir.errors import UsageError
 from weir.graph.partitioners import Partitioner
 from weir.keys import channels_for_hashes, java_hash_array
 
@@ -113,6 +114,25 @@ class KeyGroupSelector(ChannelSelector):
         return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
 
 
+class CustomSelector(ChannelSelector):
+    """CUSTOM (partition_custom): the user's ``partition(key, num_partitions)`` per record."""
+
+    def __init__(self, partitioner: Any, key_selector: Any) -> None:
+        self.partition = partitioner.partition
+        self.key_of = key_selector.get_key
+
+    def select(self, batch: Batch, num_channels: int) -> np.ndarray:
+        partition, key_of = self.partition, self.key_of
+        channels = [partition(key_of(v), num_channels) for v in batch.as_list()]
+        for c in channels:
+            if isinstance(c, bool) or not isinstance(c, int | np.integer) or not 0 <= c < num_channels:
+                raise UsageError(
+                    f"partition_custom: the partitioner returned {c!r} for {num_channels} partitions; "
+                    f"it must return an int in 0..{num_channels - 1}"
+                )
+        return np.asarray(channels, dtype=np.int32)
+
+
 def selector_for(
     partitioner: Partitioner, subtask_index: int, consumer_max_parallelism: int, seed: int
 ) -> ChannelSelector:
@@ -127,4 +147,6 @@ def selector_for(
         return BroadcastSelector()
     if name == "HASH":
         return KeyGroupSelector(partitioner.key_selector, consumer_max_parallelism)
+    if name == "CUSTOM":
+        return CustomSelector(partitioner.custom, partitioner.key_selector)
     raise ValueError(f"unknown partitioner {name}")  # pragma: no cover

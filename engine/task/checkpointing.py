@@ -10,8 +10,8 @@ backends' ``snapshot_async``: copy-on-write key groups on the heap, a pinned rea
 LMDB) and is one C-level dict copy per key group for timers, so the job's one thread
 stops only briefly; the barrier then goes downstream, in line (aligned) or ahead of the
 unsent output, which joins the checkpoint's channel state (unaligned); the
-asynchronous part (``weir.task.snapshots``) writes the files in a worker thread while
-processing goes on, and acknowledges to the JobMaster with the checkpoint's timings.
+asynchronous part (``weir.task.snapshots``) writes the files while processing goes on, in
+a forked child process (``weir.task.forked``; the default) or a worker thread, and acknowledges to the JobMaster with the checkpoint's timings.
 Restore is the reverse of the synchronous part: keyed state and timers of this subtask's
 key groups, its share of the operator list state, and the head operator's channel state.
 """
@@ -30,6 +30,7 @@ from weir.operators.factory import SourceOperator
 from weir.state.operator_state import repartition_operator_state
 from weir.task.chain import OperatorChain
 from weir.task.channel_state import ChannelState
+from weir.task.forked import use_child, write_in_child
 from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
 if TYPE_CHECKING:
@@ -246,8 +247,8 @@ class SubtaskCheckpointCoordinator:
     async def write_and_acknowledge(
         self, checkpoint_id: int, snapshots: list[OperatorSnapshot], channel_state: ChannelState | None = None
     ) -> None:
-        """The asynchronous part: write in a worker thread while processing goes on (for an
-        unaligned checkpoint once its channel state is complete).
+        """The asynchronous part: write in a forked child or a worker thread while processing
+        goes on (for an unaligned checkpoint once its channel state is complete).
         Cancellation: the files written so far stay; the checkpoint never completes."""
         d = self.d
         if d.checkpoint_storage is None or d.on_checkpoint_ack is None:
@@ -262,10 +263,14 @@ class SubtaskCheckpointCoordinator:
             self.persisted_in_flight_bytes += persisted
             snapshots = [replace(snapshots[0], channel_state=payload), *snapshots[1:]]
         started = time.perf_counter()
+        fork_ms = 0.0
         try:
-            acks, size = await trio.to_thread.run_sync(
-                write_operator_snapshots, d.checkpoint_storage, checkpoint_id, snapshots
-            )
+            if use_child(d.async_snapshot, snapshots):
+                acks, size, fork_ms = await write_in_child(d.checkpoint_storage, checkpoint_id, snapshots)
+            else:
+                acks, size = await trio.to_thread.run_sync(
+                    write_operator_snapshots, d.checkpoint_storage, checkpoint_id, snapshots
+                )
         except Exception as exc:
             if d.on_checkpoint_decline is not None:
                 # the task finished and closed its state while the files were written: not a
@@ -285,6 +290,7 @@ class SubtaskCheckpointCoordinator:
                     "alignment_ms": timing.get("alignment_ms", 0.0),
                     "sync_ms": timing.get("sync_ms", 0.0),
                     "async_ms": (time.perf_counter() - started) * 1000,
+                    "fork_ms": fork_ms,
                     "checkpointed_size_bytes": size,
                     "full_size_bytes": sum(
                         a.handle.file.size_bytes + sum(f.size_bytes for f in a.handle.shared_files)

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from weir.checkpoint.metadata import SubtaskStateHandle
+from weir.checkpoint.metadata import FileHandle, SubtaskStateHandle
 from weir.checkpoint.storage import CheckpointStorage
 from weir.state.state_file import encode_state_file
 
-__all__ = ["OperatorAck", "OperatorSnapshot", "write_operator_snapshots"]
+__all__ = ["OperatorAck", "OperatorSnapshot", "operator_ack", "write_operator_snapshots"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ def write_operator_snapshots(
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
     from weir.state.backend import PendingKeyedStateSnapshot
     from weir.state.incremental import PendingIncrementalSnapshot
+    from weir.state.panes import _MergedKeyedSnapshot
     from weir.time.timers import PendingTimerSnapshot
 
     acks = []
@@ -62,7 +63,9 @@ def write_operator_snapshots(
     for snap in snapshots:
         keyed = snap.keyed
         shared: tuple[Any, ...] = ()
-        if isinstance(keyed, PendingKeyedStateSnapshot):
+        if isinstance(keyed, _MergedKeyedSnapshot):
+            keyed = keyed.for_file()  # frozen panes, packed from columns where they allow it
+        elif isinstance(keyed, PendingKeyedStateSnapshot):
             keyed = keyed.result()  # encoded here, off the job's thread (copy-on-write, pinned view)
         if isinstance(keyed, PendingIncrementalSnapshot):
             written = keyed.write(storage)
@@ -84,20 +87,18 @@ def write_operator_snapshots(
             checkpoint_id, f"{snap.operator_id}-{snap.subtask_index}.state", data
         )
         total += handle.size_bytes
-        kind = "keyed" if snap.keyed is not None else "operator"
-        acks.append(
-            OperatorAck(
-                snap.operator_id,
-                snap.parallelism,
-                snap.max_parallelism,
-                SubtaskStateHandle(
-                    snap.subtask_index,
-                    kind,
-                    handle,
-                    snap.key_group_range if snap.keyed is not None else None,
-                    shared,
-                ),
-                snap.source_position,
-            )
-        )
+        acks.append(operator_ack(snap, handle, shared))
     return acks, total
+
+
+def operator_ack(snap: OperatorSnapshot, file: FileHandle, shared: tuple[Any, ...] = ()) -> OperatorAck:
+    """The acknowledgement of ``snap`` written to ``file`` (with the incremental chain ``shared``)."""
+    keyed = snap.keyed is not None
+    handle = SubtaskStateHandle(
+        snap.subtask_index,
+        "keyed" if keyed else "operator",
+        file,
+        snap.key_group_range if keyed else None,
+        shared,
+    )
+    return OperatorAck(snap.operator_id, snap.parallelism, snap.max_parallelism, handle, snap.source_position)

@@ -90,6 +90,9 @@ class TaskDeployment:
     aligned_timeout_ms: int = 0  # start aligned, go unaligned after this long (0: unaligned at once)
     failure_injector: Any = None  # weir.cluster.failure_injector.FailureInjector (tests, --inject-failures)
     debloat: Any = None  # weir.network.debloat.DebloatSettings; None: source batches keep their size
+    async_snapshot: str = (
+        "thread"  # weir.checkpointing.async-snapshot: "auto" | "process" (a forked child) | "thread"
+    )
 
     @property
     def name_with_subtask(self) -> str:
@@ -144,10 +147,24 @@ class TaskStatistics:
     operators: dict[str, tuple[int, int]]
     partitions: list[Any]
     gate: Any
+    #: the metrics user functions registered (``get_metrics_group()``): operator name → dotted
+    #: metric name → value (a count, a gauge's value, {count, rate} of a meter, {count, sum,
+    #: min, max, mean} of a distribution); only operators that registered some
+    user_metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def backpressured_fraction(self) -> float:
         return self.backpressured_seconds / self.busy_seconds if self.busy_seconds > 0 else 0.0
+
+
+def user_metrics(operators: list[Any]) -> dict[str, dict[str, Any]]:
+    """The user metrics of the operators of a chain that registered any, by operator name."""
+    out: dict[str, dict[str, Any]] = {}
+    for op in operators:
+        group = getattr(getattr(op, "context", None), "metric_group", None)
+        if group is not None and (values := group.snapshot()):
+            out[op.name] = values
+    return out
 
 
 class Task:
@@ -428,4 +445,5 @@ class Task:
             },
             partitions=partitions,
             gate=None if self.input.gate is None else self.input.gate.statistics(),
+            user_metrics=user_metrics(self.chain.operators),
         )

@@ -34,9 +34,11 @@ phase sorts them into the snapshot. The current watermark is not part of a snaps
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from weir.errors import UsageError
 from weir.keys.reference import KeyGroupRange
@@ -57,13 +59,76 @@ class Timer:
     key_group: int
 
 
+class TimerColumns(Sequence[Timer]):
+    """Timers in firing order held as columns: ``timestamps`` and ``key_groups`` (numpy),
+    ``keys``, and each namespace once (``namespaces``, in order of first use) with one
+    index per timer (``slots``). A sequence of ``Timer`` for every reader (built on first
+    access); the state file packs the columns directly, so a snapshot of a million pane
+    timers builds no ``Timer`` on the way to disk."""
+
+    __slots__ = ("_timers", "key_groups", "keys", "namespaces", "slots", "timestamps")
+
+    def __init__(
+        self,
+        timestamps: np.ndarray,
+        keys: list[Any],
+        namespaces: tuple[Any, ...],
+        slots: np.ndarray,
+        key_groups: np.ndarray,
+    ) -> None:
+        if not len(timestamps) == len(keys) == len(slots) == len(key_groups):
+            raise UsageError(
+                f"timer columns of different lengths: {len(timestamps)} timestamps, {len(keys)} keys, "
+                f"{len(slots)} namespace indexes, {len(key_groups)} key groups"
+            )
+        self.timestamps = timestamps
+        self.keys = keys
+        self.namespaces = namespaces
+        self.slots = slots
+        self.key_groups = key_groups
+        self._timers: tuple[Timer, ...] | None = None
+
+    def _all(self) -> tuple[Timer, ...]:
+        if self._timers is None:
+            self._timers = tuple(
+                map(
+                    Timer,
+                    self.timestamps.tolist(),
+                    self.keys,
+                    map(self.namespaces.__getitem__, self.slots.tolist()),
+                    self.key_groups.tolist(),
+                )
+            )
+        return self._timers
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[Timer]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TimerColumns | tuple):
+            return self._all() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+    def __repr__(self) -> str:
+        return f"TimerColumns({len(self)} timers)"
+
+
 @dataclass(frozen=True, slots=True)
 class TimerSnapshot:
     """The live timers of ``key_group_range`` at snapshot time, each domain in firing order."""
 
     key_group_range: KeyGroupRange | None
-    event_time: tuple[Timer, ...]
-    processing_time: tuple[Timer, ...]
+    event_time: Sequence[Timer]  # a tuple, or TimerColumns
+    processing_time: Sequence[Timer]
 
     def __len__(self) -> int:
         return len(self.event_time) + len(self.processing_time)
@@ -172,6 +237,10 @@ class PendingTimerSnapshot:
         self._event_time = event_time
         self._processing_time = processing_time
         self._result: TimerSnapshot | None = None
+
+    def __len__(self) -> int:
+        """How many timers were copied."""
+        return sum(map(len, self._event_time.values())) + sum(map(len, self._processing_time.values()))
 
     def result(self) -> TimerSnapshot:
         if self._result is None:

@@ -65,13 +65,17 @@ def test_bench_network_prints_ratios_and_writes_json(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         main,
         ["bench", "network", "--records", "20000", "--parallelism", "2", "--buffer-timeout", "1",
-         "--buffer-timeout", "100", "--no-memory", "--output", str(out)],
+         "--buffer-timeout", "100", "--exchange", "local", "--exchange", "tcp", "--no-memory",
+         "--output", str(out)],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "throughput at 1 ms is" in result.stdout and "plain-Python loop" in result.stdout
+    assert "tcp p=2 typed: throughput at 1 ms is" in result.stdout and "tcp is" in result.stdout
     report = json.loads(out.read_text())
     assert report["parameters"]["records"] == 20000
-    assert len(report["results"]) == 4 and all(r["records_per_s"] > 0 for r in report["results"])
+    assert len(report["results"]) == 8 and all(r["records_per_s"] > 0 for r in report["results"])
+    assert {r["exchange"] for r in report["results"]} == {"local", "tcp"}
+    assert report["summary"]["tcp_over_local_p2_typed_100ms"] > 0
 
 
 def test_checkpoints_lists_valid_and_corrupt_checkpoints(tmp_path: Path) -> None:

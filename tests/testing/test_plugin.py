@@ -67,7 +67,7 @@ def test_execute_and_collect_and_execute_async_use_the_shared_cluster(
     assert weir_env.from_collection([1, 2]).execute_and_collect(limit=1) in ([1], [2])
     out = collect(weir_env.from_collection([4, 5]))
     client = weir_env.execute_async("async")
-    result = client.get_job_execution_result(timeout_s=60)
+    result = client.get_job_execution_result().result(60)
     assert result.get_job_status().name == "FINISHED"
     assert_output(out, [4, 5])
     assert weir_cluster.jobs_run == before + 3

@@ -51,9 +51,12 @@ class PrintSink(Sink):
 
     operator_factory = "weir.operators.sinks:print_sink_operator"
 
-    def __init__(self, sink_identifier: str | None = None, to_stderr: bool = False) -> None:
+    def __init__(
+        self, sink_identifier: str | None = None, to_stderr: bool = False, type_info: Any = None
+    ) -> None:
         self.sink_identifier = sink_identifier
         self.to_stderr = to_stderr
+        self.type_info = type_info  # the printed stream's: decides the format, as in PyFlink
 
     def default_name(self) -> str:
         return "Print to Std. Err" if self.to_stderr else "Print to Std. Out"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
@@ -11,6 +12,9 @@ from network_cluster import open_cluster as _open_cluster
 from weir.network.environment import NetworkEnvironment
 
 
-@pytest.fixture
-def open_cluster() -> Callable[..., AbstractAsyncContextManager[list[NetworkEnvironment]]]:
-    return _open_cluster
+@pytest.fixture(params=["local", "tcp"])
+def open_cluster(
+    request: pytest.FixtureRequest,
+) -> Callable[..., AbstractAsyncContextManager[list[NetworkEnvironment]]]:
+    """Every network integration test runs over in-process connections and over TCP."""
+    return functools.partial(_open_cluster, transport=request.param)

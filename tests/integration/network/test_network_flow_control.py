@@ -8,7 +8,7 @@ from contextlib import AbstractAsyncContextManager
 import pytest
 import trio
 import trio.testing
-from network_cluster import assert_all_returned, read_channels
+from network_cluster import assert_all_returned, connection_statistics, read_channels
 
 from weir.errors import UsageError
 from weir.network.environment import ChannelSpec, NetworkEnvironment
@@ -121,9 +121,10 @@ async def test_a_stalled_consumer_does_not_stall_its_neighbour_on_the_same_conne
 
             assert results[0] == [b"h" * total, EndOfPartition()]
             # one connection tm1 <- tm0 carried both channels
-            (connection,) = tm1.registry.connections()
-            assert (connection.client_taskmanager, connection.server_taskmanager) == ("tm1", "tm0")
-            stats = connection.statistics()
+            assert [(c.client_taskmanager, c.server_taskmanager) for c in tm1.statistics().connections] == [
+                ("tm1", "tm0")
+            ]
+            stats = connection_statistics(tm1, "tm1", "tm0")
             assert stats.partition_requests == 2
             assert stats.readers == 1 and stats.readers_with_credit == 0  # the stalled channel's credit is 0
             # the receiver holds as much as its credit allowed: 2 exclusive + 8 floating, all full
@@ -163,8 +164,7 @@ async def test_a_backlog_that_grows_after_the_credit_ran_out_is_announced(
             (channel,) = gate.statistics().channels
             assert channel.queued_buffers == 2 + 8  # the floating buffers were borrowed for it
             assert channel.credit == 0 and channel.unannounced_credit == 0
-            (connection,) = tm1.registry.connections()
-            stats = connection.statistics()
+            stats = connection_statistics(tm1, "tm1", "tm0")
             assert stats.backlog_announcements >= 1
             assert stats.buffers_sent == 2 + 8  # never a buffer without credit
             assert source.statistics().subpartitions[0].backlog > 0

@@ -43,20 +43,27 @@ def keyed_sum_job(backend: str) -> tuple[StreamExecutionEnvironment, object]:
     return env, generate_job_graph(env.get_stream_graph("checkpointed sum"))
 
 
+@pytest.mark.parametrize("transport", ["local", "tcp"])
 @pytest.mark.parametrize("backend", ["hashmap", "lmdb"])
 async def test_checkpoints_complete_and_capture_a_consistent_cut(
-    backend: str, autojump_clock: trio.testing.MockClock
+    backend: str, transport: str, autojump_clock: trio.testing.MockClock
 ) -> None:
     env, job_graph = keyed_sum_job(backend)
     retain = ExternalizedCheckpointRetention.RETAIN_ON_CANCELLATION  # the test reads it after the cancel
     env.get_checkpoint_config().set_externalized_checkpoint_retention(retain)
-    async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=2)) as cluster:
+    # one slot each: the two subtasks run on different TaskManagers, the shuffle between them is remote
+    config = ClusterConfig(taskmanagers=2, slots_per_taskmanager=1, transport=transport)
+    async with open_minicluster(config) as cluster:
         handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
         driver = None
         with trio.fail_after(300):
             while driver is None or len(driver.completed) < 3:
                 await trio.sleep(0.5)
                 driver = handle.job_master.checkpoints
+        connections = [c.statistics() for c in cluster.registry.connections()]
+        assert {c.transport for c in connections} == {transport}
+        assert sum(c.buffers_sent for c in connections) > 0
+        assert sum(c.events_sent for c in connections) >= 2 * 3  # barriers travel the remote channels
         handle.cancel()
         await handle.wait()
         assert driver.completed == sorted(driver.completed)

@@ -33,7 +33,7 @@ def test_checkpoints_and_savepoints_go_where_the_file_uris_point(
     out: list[int] = []
     client = _env((tmp_path / "chk").as_uri(), 200_000, out).execute_async("uris")
     taken = client.stop_with_savepoint(False, (tmp_path / "savepoints").as_uri()).result()
-    client.get_job_execution_result(60)
+    client.get_job_execution_result().result(60)
     assert Path(taken).parent == tmp_path / "savepoints"
     assert load_savepoint(taken).kind == "savepoint"
     assert (tmp_path / "chk").is_dir()

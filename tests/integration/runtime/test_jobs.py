@@ -15,19 +15,22 @@ from weir.keys import assign_key_to_parallel_operator
 PAIR = Types.TUPLE([Types.STRING(), Types.LONG()])
 
 
-def make_env(parallelism: int, taskmanagers: int) -> StreamExecutionEnvironment:
+def make_env(parallelism: int, taskmanagers: int, transport: str = "local") -> StreamExecutionEnvironment:
     conf = Configuration()
     conf.set_integer("local.number-taskmanager", taskmanagers)
+    conf.set_string("taskmanager.network.transport", transport)
     env = StreamExecutionEnvironment.get_execution_environment(conf)
     env.set_parallelism(parallelism)
     return env
 
 
-@pytest.mark.parametrize("taskmanagers", [1, 2])
+@pytest.mark.parametrize(
+    ("taskmanagers", "transport"), [(1, "local"), (2, "local"), (2, "tcp")], ids=["1tm", "2tm", "2tm-tcp"]
+)
 @pytest.mark.parametrize("parallelism", [1, 2, 4])
-def test_keyed_running_sum_matches_a_python_loop(parallelism: int, taskmanagers: int) -> None:
+def test_keyed_running_sum_matches_a_python_loop(parallelism: int, taskmanagers: int, transport: str) -> None:
     events = 5_000
-    env = make_env(parallelism, taskmanagers)
+    env = make_env(parallelism, taskmanagers, transport)
     out = (
         env.from_source(NumberSequenceSource(1, events), WatermarkStrategy.no_watermarks(), "numbers")
         .map(lambda n: (f"k{n % 7}", n), output_type=PAIR)
@@ -70,8 +73,9 @@ def test_every_key_arrives_at_the_subtask_the_formula_names(parallelism: int) ->
         assert subtask == assign_key_to_parallel_operator(key, max_parallelism, parallelism), key
 
 
-def test_a_record_larger_than_a_buffer_arrives_intact() -> None:
-    env = make_env(2, 2)
+@pytest.mark.parametrize("transport", ["local", "tcp"])
+def test_a_record_larger_than_a_buffer_arrives_intact(transport: str) -> None:
+    env = make_env(2, 2, transport)
     big = ["x" * 100_000, "y" * 70_000, "small"]
     results = (
         env.from_collection(big, type_info=Types.STRING())

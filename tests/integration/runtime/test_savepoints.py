@@ -205,7 +205,7 @@ def test_job_client_takes_savepoints_and_stops_with_one(tmp_path: Path) -> None:
     taken = client.trigger_savepoint(str(tmp_path)).result()
     assert load_savepoint(taken).kind == "savepoint"
     final = client.stop_with_savepoint(False, str(tmp_path)).result()
-    result = client.get_job_execution_result(60)
+    result = client.get_job_execution_result().result(60)
     assert result.get_job_status().name == "FINISHED"
     assert final != taken and load_savepoint(final).savepoint_format == "canonical"
     assert len(out) < len(oracle(200_000))

@@ -587,7 +587,7 @@ def test_describe_names_the_layout() -> None:
         (
             Types.ROW([Types.INT()]),
             [Row(1), Row(1, 2)],
-            "record 1 does not match Types.ROW([Types.INT()]): got Row(1, 2) (Row) with 2 fields, expected 1",
+            "record 1 does not match Types.ROW([Types.INT()]): got <Row(1, 2)> (Row) with 2 fields, expected 1",
         ),
         (
             Types.LONG(),

@@ -189,7 +189,7 @@ def test_row_behaves_like_pyflinks() -> None:
     assert Row("name", "age")("Alice", 11) == named
     assert Row(1, "a") == Row(1, "a") and Row(1, "a") != Row(2, "a")
     assert pickle.loads(pickle.dumps(named)) == named
-    assert repr(Row(1, "a")) == "Row(1, 'a')"
+    assert repr(Row(1, "a")) == "<Row(1, 'a')>"  # PyFlink's Row.__repr__
     with pytest.raises(TypeError):
         Row(1, a=2)
 

@@ -1,0 +1,295 @@
+"""The asynchronous part of a checkpoint in a forked child process.
+
+Theory of operation
+-------------------
+Every task of a weir process shares one thread, and a Python worker thread that encodes
+a snapshot holds the GIL for most of its work: at a million keys the asynchronous part
+of a window's snapshot (pane keys and accumulators encoded, timers sorted, the state file
+packed and checksummed) takes seconds of the job's own CPU time, so the job runs at a
+fraction of its speed while a checkpoint is written. ``write_in_child`` moves that work
+out of the process: it forks, the child writes the state files exactly as the worker
+thread would (``write_operator_snapshots``) and exits, and the job's process waits for
+it without holding anything. The child runs on the machine's other core, with its own
+GIL.
+
+``fork`` is a copy-on-write snapshot of the whole process done by the kernel: the child
+sees the job's memory as it was at the fork, and pages the job writes afterwards are
+copied for the job, not for the child. So once the child runs, the heap backend's own
+copy-on-write bookkeeping for the checkpoint is no longer needed in the job's process
+(``PendingHeapSnapshot.release``): writes after the fork go straight to the tables.
+The fork itself copies the process's page tables (milliseconds per GiB of resident
+memory); it happens on the job's thread and is measured as ``fork_ms``.
+
+What may cross the fork. The child must not use anything whose owner is another thread
+or the parent's handles to outside state: an LMDB environment (LMDB forbids using an
+environment in a forked child), a pinned read transaction, an incremental run that
+registers files. So the snapshots are sorted before the fork:
+
+- forkable as they are: the heap backend's pending snapshot, taken snapshots, timer
+  snapshots, operator and channel state, and frozen panes merged into any of these;
+- an LMDB full snapshot's pending read is resolved in a worker thread first (it reads
+  the pinned view, as the thread path does); then the panes merged into it, the timers
+  and the file go to the child;
+- an incremental LMDB snapshot is not forked at all: the whole checkpoint takes the
+  thread path (``forkable`` says no).
+
+What comes back. The child answers on a pipe only it and the job's process hold, with
+one JSON object: per operator the written file's path, size and SHA-256 and the bytes
+written, or the error (its type, its message, whether it was a frozen pane's mutable
+accumulator, whether the task was closing). The job's process builds the
+acknowledgement from its own copy of the snapshots and that JSON; nothing is unpickled.
+A child that dies without answering fails the checkpoint (declined with its exit
+status). A task cancelled while its child writes kills the child and reaps it.
+
+The child does nothing but write: it resets the signal handlers the event loop set,
+replaces the locks its snapshots use (another thread of the parent may have held one at
+the fork) and leaves with ``os._exit``, so no ``atexit`` handler, buffered output or
+finaliser of the parent runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import trio
+
+from weir.checkpoint.metadata import FileHandle
+from weir.checkpoint.storage import CheckpointStorage
+from weir.errors import WeirError
+from weir.task.snapshots import OperatorAck, OperatorSnapshot, operator_ack, write_operator_snapshots
+
+__all__ = [
+    "FORK_MIN_ENTRIES",
+    "ChildSnapshotError",
+    "entries_to_write",
+    "forkable",
+    "use_child",
+    "write_in_child",
+]
+
+
+class ChildSnapshotError(WeirError):
+    """The child process that wrote a checkpoint's files failed; ``task_closing`` as the thread path."""
+
+    def __init__(self, message: str, task_closing: bool = False) -> None:
+        super().__init__(message)
+        self.task_closing = task_closing
+
+
+def can_fork() -> bool:
+    """Whether this platform forks (POSIX)."""
+    return hasattr(os, "fork")
+
+
+def forkable(snapshots: list[OperatorSnapshot]) -> bool:
+    """Whether the asynchronous part of ``snapshots`` may run in a forked child (module docstring)."""
+    from weir.state.incremental import PendingIncrementalSnapshot
+
+    return not any(isinstance(s.keyed, PendingIncrementalSnapshot) for s in snapshots)
+
+
+#: Under ``AUTO``, the entries (panes, keyed entries, timers) from which a snapshot is
+#: written by a child: a fork costs the job's thread ~10-20 ms per GiB of resident memory,
+#: encoding costs it 1-8 microseconds an entry, so below this a worker thread is cheaper.
+FORK_MIN_ENTRIES = 50_000
+
+
+def entries_to_write(snapshots: list[OperatorSnapshot]) -> int:
+    """An estimate of the asynchronous part's work: the entries it will still encode."""
+    from weir.state.heap import PendingHeapSnapshot
+    from weir.state.panes import _MergedTimerSnapshot
+    from weir.time.timers import PendingTimerSnapshot
+
+    total = 0
+    for snap in snapshots:
+        inner, panes = _merged_parts(snap.keyed)
+        if panes is not None:
+            total += len(panes)
+        if isinstance(inner, PendingHeapSnapshot):
+            total += len(inner)
+        timers = snap.timers
+        if isinstance(timers, _MergedTimerSnapshot):
+            timers = timers._pending
+        if isinstance(timers, PendingTimerSnapshot):
+            total += len(timers)
+    return total
+
+
+def use_child(mode: str, snapshots: list[OperatorSnapshot]) -> bool:
+    """Whether ``weir.checkpointing.async-snapshot`` = ``mode`` has a child write ``snapshots``."""
+    if mode == "thread" or not can_fork() or not forkable(snapshots):
+        return False
+    return mode == "process" or entries_to_write(snapshots) >= FORK_MIN_ENTRIES
+
+
+def _merged_parts(keyed: Any) -> tuple[Any, Any]:
+    """``(inner pending snapshot, panes)`` of a keyed snapshot with frozen panes merged in, else ``(keyed, None)``."""
+    from weir.state.panes import _MergedKeyedSnapshot
+
+    if isinstance(keyed, _MergedKeyedSnapshot):
+        return keyed._pending, keyed._panes
+    return keyed, None
+
+
+def _must_resolve_first(pending: Any) -> bool:
+    """A pending keyed snapshot the child may not compute (it reads an LMDB view)."""
+    from weir.state.backend import PendingKeyedStateSnapshot, _DoneSnapshot
+    from weir.state.heap import PendingHeapSnapshot
+
+    return isinstance(pending, PendingKeyedStateSnapshot) and not isinstance(
+        pending, PendingHeapSnapshot | _DoneSnapshot
+    )
+
+
+def _resolve_unforkable(snapshots: list[OperatorSnapshot]) -> None:
+    """Resolve (in this thread) the pending reads the child may not do: LMDB views."""
+    from weir.state.panes import _MergedKeyedSnapshot
+
+    for snap in snapshots:
+        inner, panes = _merged_parts(snap.keyed)
+        if _must_resolve_first(inner):
+            done = inner.result()
+            if panes is not None:
+                assert isinstance(snap.keyed, _MergedKeyedSnapshot)
+                snap.keyed._pending = done
+            else:
+                object.__setattr__(snap, "keyed", done)
+
+
+def _heap_pendings(snapshots: list[OperatorSnapshot]) -> list[Any]:
+    from weir.state.heap import PendingHeapSnapshot
+
+    out = []
+    for snap in snapshots:
+        inner, _ = _merged_parts(snap.keyed)
+        if isinstance(inner, PendingHeapSnapshot):
+            out.append(inner)
+    return out
+
+
+def _panes_of(snap: OperatorSnapshot) -> Any:
+    return _merged_parts(snap.keyed)[1]
+
+
+def _prepare_child(snapshots: list[OperatorSnapshot], mutable: list[int]) -> None:
+    """In the child: new locks for its snapshots (a thread of the parent may have held one),
+    and frozen panes that note in ``mutable`` which operator held a mutable accumulator."""
+    for pending in _heap_pendings(snapshots):
+        pending._backend._cow_lock = threading.Lock()
+    for i, snap in enumerate(snapshots):
+        panes = _panes_of(snap)
+        if panes is not None:
+            panes._lock = threading.RLock()
+            panes._on_mutable = lambda i=i: mutable.append(i)
+
+
+def _child(
+    write_fd: int, storage: CheckpointStorage, checkpoint_id: int, snapshots: list[OperatorSnapshot]
+) -> None:
+    """The child's whole life: write, answer, leave. Never returns."""
+    status = 0
+    try:
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_DFL)
+        mutable: list[int] = []
+        _prepare_child(snapshots, mutable)
+        try:
+            acks, total = write_operator_snapshots(storage, checkpoint_id, snapshots)
+            answer: dict[str, Any] = {
+                "files": [[a.handle.file.path, a.handle.file.size_bytes, a.handle.file.sha256] for a in acks],
+                "total": total,
+            }
+        except BaseException as exc:  # every failure is reported to the parent, as data
+            answer = {
+                "error": f"{type(exc).__name__}: {exc}",
+                "task_closing": bool(getattr(exc, "task_closing", False)),
+                "mutable": mutable,
+            }
+        data = json.dumps(answer).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(write_fd, view) :]
+    except BaseException:
+        status = 70
+    finally:
+        os._exit(status)
+
+
+async def write_in_child(
+    storage: CheckpointStorage, checkpoint_id: int, snapshots: list[OperatorSnapshot]
+) -> tuple[list[OperatorAck], int, float]:
+    """``write_operator_snapshots`` in a forked child (module docstring); also the fork's
+    milliseconds. Cancellation: the child is killed and reaped, nothing is acknowledged."""
+    if any(_must_resolve_first(_merged_parts(s.keyed)[0]) for s in snapshots):
+        await trio.to_thread.run_sync(_resolve_unforkable, snapshots)
+    for snap in snapshots:
+        panes = _panes_of(snap)
+        if panes is not None:
+            panes.warm_up()  # once per process: the children inherit the compiled kernels
+    read_fd, write_fd = os.pipe()
+    started = time.perf_counter()
+    try:
+        pid = os.fork()
+    except BaseException:
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
+    if pid == 0:  # pragma: no cover - the child leaves through os._exit
+        os.close(read_fd)
+        _child(write_fd, storage, checkpoint_id, snapshots)
+    fork_ms = (time.perf_counter() - started) * 1000
+    os.close(write_fd)
+    for pending in _heap_pendings(snapshots):
+        pending.release()  # the child has its own copy of the state at the fork
+    reaped = False
+    try:
+        async with trio.lowlevel.FdStream(read_fd) as stream:
+            chunks = []
+            while chunk := await stream.receive_some(1 << 16):
+                chunks.append(chunk)
+        _, status = await trio.to_thread.run_sync(os.waitpid, pid, 0)
+        reaped = True
+    finally:
+        if not reaped:
+            with trio.CancelScope(shield=True):
+                _kill_and_reap(pid)
+    acks, total = _acks(snapshots, b"".join(chunks), status)
+    return acks, total, fork_ms
+
+
+def _acks(snapshots: list[OperatorSnapshot], data: bytes, status: int) -> tuple[list[OperatorAck], int]:
+    """The acknowledgement from the child's answer, or ``ChildSnapshotError``."""
+    if not data:
+        raise ChildSnapshotError(
+            f"the process writing the checkpoint's files ended without an answer ({_describe(status)})"
+        )
+    answer = json.loads(data)
+    if "error" in answer:
+        for i in answer.get("mutable", []):
+            panes = _panes_of(snapshots[i])
+            if panes is not None and panes._on_mutable is not None:
+                panes._on_mutable()  # later snapshots of this operator take the synchronous way
+        raise ChildSnapshotError(answer["error"], bool(answer.get("task_closing")))
+    files = answer["files"]
+    acks = [operator_ack(s, FileHandle(*f)) for s, f in zip(snapshots, files, strict=True)]
+    return acks, int(answer["total"])
+
+
+def _describe(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def _kill_and_reap(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)

@@ -1,0 +1,149 @@
+"""The asynchronous part of a checkpoint in a forked child writes what a worker thread writes,
+keeps writing after the job's process changes its state, and fails cleanly."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from tests.property.test_pane_snapshots import deferred_snapshot, make
+from tests.unit.operators.test_vector_window import Run
+from tests.unit.operators.test_window_perf_fast_mode import TUMBLING
+from weir.checkpoint.storage import CheckpointStorage
+from weir.keys import KeyGroupRange
+from weir.state import create_keyed_backend
+from weir.state.state_file import decode_state_file
+from weir.task.forked import ChildSnapshotError, entries_to_write, use_child, write_in_child
+from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
+
+
+def operator_snapshot(keyed: Any, timers: Any, **extra: Any) -> OperatorSnapshot:
+    return OperatorSnapshot(
+        "w", 1, 128, 0, keyed=keyed, key_group_range=KeyGroupRange(0, 127), timers=timers, **extra
+    )
+
+
+def files_of(storage: CheckpointStorage, acks: Any) -> list[bytes]:
+    return [storage.path_of(a.handle.file).read_bytes() for a in acks]
+
+
+def window_run(kind: str = "tuple-reduce", backend: str = "hashmap", path: Path | None = None) -> Run:
+    store = create_keyed_backend(backend, "op", 128, KeyGroupRange(0, 127), path=path)
+    run = Run(make(kind, TUMBLING), store)
+    run.batch([((k, k * 10), 1_000 + k) for k in range(300)] + [((k, 1), 6_000) for k in range(0, 300, 7)])
+    return run
+
+
+@pytest.mark.parametrize("backend", ["hashmap", "lmdb"])
+async def test_a_child_writes_the_bytes_a_thread_writes_even_as_the_job_goes_on(
+    backend: str, tmp_path: Path
+) -> None:
+    run = window_run(backend=backend, path=tmp_path / "state")
+    keyed, timers = deferred_snapshot(run)
+    by_child = operator_snapshot(keyed, timers, operator_state=None, source_position={"offset": 7})
+    storage = CheckpointStorage(tmp_path / "child", "job")
+    acks, size, fork_ms = await write_in_child(storage, 1, [by_child])
+    run.batch([((k, 5), 1_500) for k in range(300)])  # after the barrier: not in the snapshot
+    keyed, timers = deferred_snapshot(window_run(backend=backend, path=tmp_path / "again"))
+    thread_storage = CheckpointStorage(tmp_path / "thread", "job")
+    thread_acks, thread_size = write_operator_snapshots(
+        thread_storage, 1, [operator_snapshot(keyed, timers, source_position={"offset": 7})]
+    )
+    assert files_of(storage, acks) == files_of(thread_storage, thread_acks)
+    assert size == thread_size and fork_ms > 0
+    assert acks[0].source_position == {"offset": 7} and acks[0].handle.key_group_range == KeyGroupRange(
+        0, 127
+    )
+    payload = decode_state_file(files_of(storage, acks)[0], "child's file", trusted=False)
+    assert payload["keyed"].number_of_entries() == 300 + 43 and len(payload["timers"]) == 300 + 43
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # the child was reaped
+
+
+async def test_a_heap_snapshot_written_by_a_child_needs_no_copy_on_write_in_the_job(tmp_path: Path) -> None:
+    run = window_run("list-aggregate")  # mutable accumulators: written into the backend at the barrier
+    keyed, _ = deferred_snapshot(run)
+    assert run.op.shares_state_objects and keyed.number_of_entries() == 300 + 43
+    pending = run.backend.snapshot_async()
+    assert run.backend._cow_snapshots and entries_to_write([operator_snapshot(pending, None)]) == 300 + 43
+    storage = CheckpointStorage(tmp_path, "job")
+    acks, _, _ = await write_in_child(storage, 1, [operator_snapshot(pending, None)])
+    assert not run.backend._cow_snapshots and not run.backend._cow_todo  # released after the fork
+    payload = decode_state_file(files_of(storage, acks)[0], "child's file", trusted=False)
+    assert payload["keyed"].number_of_entries() == run.backend.number_of_keys()
+
+
+async def test_a_mutable_accumulator_fails_the_checkpoint_and_turns_the_operator_synchronous(
+    tmp_path: Path,
+) -> None:
+    run = Run(make("sneaky-aggregate", TUMBLING))
+    run.batch([((k, 1), 1_000) for k in range(0, 30, 3)])  # keys 0 mod 3: tuples
+    keyed, timers = deferred_snapshot(run)
+    run.batch([((1, 1), 1_200)])  # a key 1 mod 3 after the barrier: the frozen panes stay tuples
+    assert not run.op.shares_state_objects
+    run2 = Run(make("sneaky-aggregate", TUMBLING))
+    run2.batch([((k, 1), 1_000) for k in range(30)])  # lists among the panes at the barrier
+    keyed2, timers2 = deferred_snapshot(run2)
+    with pytest.raises(ChildSnapshotError, match="MutableAccumulatorError"):
+        await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [operator_snapshot(keyed2, timers2)])
+    assert not run2.op._deferrable  # the parent's operator learned it from the child: synchronous from now on
+    acks, _, _ = await write_in_child(
+        CheckpointStorage(tmp_path, "job"), 2, [operator_snapshot(keyed, timers)]
+    )
+    assert acks
+
+
+class KillsTheWriter:
+    """Its encoding (pickled: weir has no data form for it) kills the process that encodes it."""
+
+    def __reduce__(self) -> Any:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return (KillsTheWriter, ())
+
+
+class SignalsThenSleeps:
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __reduce__(self) -> Any:
+        os.write(self.fd, b"x")
+        import time
+
+        time.sleep(60)
+        return (SignalsThenSleeps, (self.fd,))
+
+
+async def test_a_child_that_dies_fails_the_checkpoint_with_its_signal(tmp_path: Path) -> None:
+    snapshot = OperatorSnapshot("op", 1, 128, 0, operator_state=KillsTheWriter())
+    with pytest.raises(ChildSnapshotError, match="killed by signal 9"):
+        await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [snapshot])
+
+
+async def test_cancelling_the_task_kills_and_reaps_its_child(tmp_path: Path) -> None:
+    read_fd, write_fd = os.pipe()
+    snapshot = OperatorSnapshot("op", 1, 128, 0, operator_state=SignalsThenSleeps(write_fd))
+    async with trio.open_nursery() as nursery:
+
+        async def write() -> None:
+            await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [snapshot])
+
+        nursery.start_soon(write)
+        async with trio.lowlevel.FdStream(read_fd) as started:
+            assert await started.receive_some(1) == b"x"  # the child is encoding
+        nursery.cancel_scope.cancel()
+    os.close(write_fd)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_auto_forks_only_for_large_snapshots_and_never_for_incremental_runs() -> None:
+    run = window_run()
+    keyed, timers = deferred_snapshot(run)
+    small = [operator_snapshot(keyed, timers)]
+    assert entries_to_write(small) == 300 + 43  # the panes (their timers come with them)
+    assert not use_child("auto", small) and use_child("process", small) and not use_child("thread", small)

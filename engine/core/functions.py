@@ -20,6 +20,8 @@ OUT = TypeVar("OUT")
 KEY = TypeVar("KEY")
 W = TypeVar("W")
 W2 = TypeVar("W2")
+IN1 = TypeVar("IN1")
+IN2 = TypeVar("IN2")
 
 
 class KeyedStateStore:
@@ -342,6 +344,153 @@ class ProcessWindowFunction(Function, Generic[IN, OUT, KEY, W]):
         pass
 
 
+class BaseBroadcastProcessFunction(Function):
+    """What both broadcast process functions share: their contexts."""
+
+    class BaseContext:
+        def timestamp(self) -> int | None:
+            raise NotImplementedError
+
+        def current_processing_time(self) -> int:
+            raise NotImplementedError
+
+        def current_watermark(self) -> int:
+            raise NotImplementedError
+
+        def output(self, output_tag: Any, value: Any) -> None:
+            raise NotImplementedError
+
+    class Context(BaseContext):
+        """The context of ``process_broadcast_element``: broadcast state read-write."""
+
+        def get_broadcast_state(self, state_descriptor: Any) -> Any:
+            raise NotImplementedError
+
+    class ReadOnlyContext(BaseContext):
+        """The context of ``process_element``: broadcast state read only."""
+
+        def get_broadcast_state(self, state_descriptor: Any) -> Any:
+            raise NotImplementedError
+
+
+class BroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[IN1, IN2, OUT]):
+    """The function of a non-keyed stream connected with a broadcast stream: ``process_element``
+    per element of the stream (broadcast state read only), ``process_broadcast_element`` per
+    broadcast element (read-write)."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        pass
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        pass
+
+    def process_element(
+        self, value: Any, ctx: BroadcastProcessFunction.ReadOnlyContext
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(
+        self, value: Any, ctx: BroadcastProcessFunction.Context
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class KeyedBroadcastProcessFunction(BaseBroadcastProcessFunction, Generic[KEY, IN1, IN2, OUT]):
+    """The function of a keyed stream connected with a broadcast stream: as
+    BroadcastProcessFunction, plus keyed state and timers on the keyed side (``on_timer``) and
+    ``ctx.apply_to_keyed_state`` on the broadcast side."""
+
+    class Context(BaseBroadcastProcessFunction.Context):
+        def apply_to_keyed_state(self, state_descriptor: Any, function: Callable[[Any, Any], None]) -> None:
+            raise NotImplementedError
+
+    class ReadOnlyContext(BaseBroadcastProcessFunction.ReadOnlyContext):
+        def timer_service(self) -> Any:
+            raise NotImplementedError
+
+        def get_current_key(self) -> Any:
+            raise NotImplementedError
+
+    class OnTimerContext(ReadOnlyContext):
+        def time_domain(self) -> Any:
+            raise NotImplementedError
+
+    def process_element(
+        self, value: Any, ctx: KeyedBroadcastProcessFunction.ReadOnlyContext
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def process_broadcast_element(
+        self, value: Any, ctx: KeyedBroadcastProcessFunction.Context
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def on_timer(
+        self, timestamp: int, ctx: KeyedBroadcastProcessFunction.OnTimerContext
+    ) -> Iterable[Any] | None:
+        pass
+
+
+class AllWindowFunction(Function, Generic[IN, OUT, W]):
+    """A window function of a non-keyed window (``window_all``): no key."""
+
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+
+class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
+    """A process window function of a non-keyed window (``window_all``): ``process(context,
+    elements)``, no key; the context is ``ProcessWindowFunction.Context``'s."""
+
+    Context = ProcessWindowFunction.Context
+
+    def process(
+        self, context: ProcessWindowFunction.Context, elements: Iterable[Any]
+    ) -> Iterable[Any] | None:
+        raise NotImplementedError
+
+    def clear(self, context: ProcessWindowFunction.Context) -> None:
+        pass
+
+
+class _AllWindowAdapter(WindowFunction):
+    """An AllWindowFunction (or a callable ``(window, inputs)``) run by the keyed window operator."""
+
+    def __init__(self, function: Any) -> None:
+        self.fn = function
+        self._apply = function.apply if isinstance(function, AllWindowFunction) else function
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        if isinstance(self.fn, Function):
+            self.fn.close()
+
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Any:
+        return self._apply(window, inputs)
+
+
+class _ProcessAllWindowAdapter(ProcessWindowFunction):
+    """A ProcessAllWindowFunction run by the keyed window operator (the key is dropped)."""
+
+    def __init__(self, function: ProcessAllWindowFunction) -> None:
+        self.fn = function
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self.fn.open(runtime_context)
+
+    def close(self) -> None:
+        self.fn.close()
+
+    def process(self, key: Any, context: Any, elements: Iterable[Any]) -> Any:
+        return self.fn.process(context, elements)
+
+    def clear(self, context: Any) -> None:
+        self.fn.clear(context)
+
+
 class SourceFunction(Function):
     """A legacy-style source for ``add_source``: ``run(ctx)`` runs in a worker thread and emits
     with ``ctx.collect(value)`` or ``ctx.collect_with_timestamp(value, timestamp_ms)``. A
@@ -546,6 +695,30 @@ def wrap_window_function(api: str, fn: object) -> WindowFunction | ProcessWindow
 
 def wrap_process_window(api: str, fn: object) -> ProcessWindowFunction:
     return _wrap(api, fn, ProcessWindowFunction, _ProcessWindowCallable, "a ProcessWindowFunction")
+
+
+def wrap_all_window_function(api: str, fn: object) -> WindowFunction | ProcessWindowFunction:
+    """An AllWindowFunction, ProcessAllWindowFunction or callable ``(window, inputs)``, as the
+    keyed window operator calls window functions."""
+    if isinstance(fn, ProcessAllWindowFunction):
+        return _ProcessAllWindowAdapter(fn)
+    if isinstance(fn, AllWindowFunction):
+        return _AllWindowAdapter(fn)
+    if isinstance(fn, (WindowFunction, ProcessWindowFunction)):
+        raise UsageError(
+            f"{api} is a non-keyed window: it needs an AllWindowFunction or ProcessAllWindowFunction "
+            f"(no key argument), got the keyed {type(fn).__name__} {fn!r}"
+        )
+    _require_callable(
+        api, fn, "an AllWindowFunction, a ProcessAllWindowFunction or a callable (window, inputs)"
+    )
+    return _AllWindowAdapter(fn)
+
+
+def wrap_process_all_window(api: str, fn: object) -> ProcessWindowFunction:
+    if not isinstance(fn, ProcessAllWindowFunction):
+        raise UsageError(f"{api} needs a ProcessAllWindowFunction (process(context, elements)), got {fn!r}")
+    return _ProcessAllWindowAdapter(fn)
 
 
 def wrap_aggregate(api: str, fn: object) -> AggregateFunction:

@@ -431,3 +431,83 @@ class MapState(State):
 
     def __iter__(self) -> Iterator[Any]:
         return iter(self.keys())
+
+
+class ReadOnlyBroadcastState(State):
+    """A broadcast state as the non-broadcast side sees it: read only (PyFlink's
+    ``ReadOnlyBroadcastState``). Every subtask holds the same map."""
+
+    def __init__(self, name: str, entries: dict[Any, Any]) -> None:
+        self._name = name
+        self._entries = entries
+
+    def get(self, key: Any) -> Any:
+        return self._entries.get(key)
+
+    def contains(self, key: Any) -> bool:
+        return key in self._entries
+
+    def items(self) -> Iterable[tuple[Any, Any]]:
+        return list(self._entries.items())
+
+    def keys(self) -> Iterable[Any]:
+        return list(self._entries.keys())
+
+    def values(self) -> Iterable[Any]:
+        return list(self._entries.values())
+
+    def is_empty(self) -> bool:
+        return not self._entries
+
+    def _read_only(self, what: str) -> UsageError:
+        return UsageError(
+            f"broadcast state '{self._name}' is read-only in process_element and on_timer: {what} is only "
+            f"allowed in process_broadcast_element, so that every subtask keeps the same state"
+        )
+
+    def put(self, key: Any, value: Any) -> None:
+        raise self._read_only("put()")
+
+    def put_all(self, dict_value: dict[Any, Any]) -> None:
+        raise self._read_only("put_all()")
+
+    def remove(self, key: Any) -> None:
+        raise self._read_only("remove()")
+
+    def clear(self) -> None:
+        raise self._read_only("clear()")
+
+    def __getitem__(self, key: Any) -> Any:
+        if key not in self._entries:
+            raise KeyError(key)
+        return self._entries[key]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._entries
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._entries))
+
+
+class BroadcastState(ReadOnlyBroadcastState):
+    """A broadcast state as the broadcast side sees it: read-write (PyFlink's ``BroadcastState``).
+    Every subtask must change it the same way (from the broadcast element alone), so that all
+    copies stay equal, as in Flink."""
+
+    def put(self, key: Any, value: Any) -> None:
+        self._entries[key] = value
+
+    def put_all(self, dict_value: dict[Any, Any]) -> None:
+        self._entries.update(dict_value)
+
+    def remove(self, key: Any) -> None:
+        self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.put(key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self.remove(key)

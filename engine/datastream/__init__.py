@@ -87,3 +87,36 @@ __all__ = [
     "WindowFunction",
     "WindowedStream",
 ]
+
+# -- issue 28 part 1 (windows, broadcast state) -------------------------------------------------
+from weir.datastream.data_stream import AllWindowedStream, BroadcastConnectedStream, BroadcastStream
+from weir.datastream.functions import (
+    AllWindowFunction,
+    BroadcastProcessFunction,
+    KeyedBroadcastProcessFunction,
+    ProcessAllWindowFunction,
+)
+from weir.datastream.window import (
+    CountSlidingWindowAssigner,
+    CountTumblingWindowAssigner,
+    CountWindow,
+    SessionWindowTimeGapExtractor,
+    TriggerResult,
+    Window,
+)
+
+__all__ += [
+    "AllWindowFunction",
+    "AllWindowedStream",
+    "BroadcastConnectedStream",
+    "BroadcastProcessFunction",
+    "BroadcastStream",
+    "CountSlidingWindowAssigner",
+    "CountTumblingWindowAssigner",
+    "CountWindow",
+    "KeyedBroadcastProcessFunction",
+    "ProcessAllWindowFunction",
+    "SessionWindowTimeGapExtractor",
+    "TriggerResult",
+    "Window",
+]

@@ -19,10 +19,11 @@ from weir.core import functions as fn
 from weir.core.aggregators import Count, FieldAggregator, Mean, WithKey
 from weir.core.connectors import Sink
 from weir.core.execution import CloseableIterator
+from weir.core.state import MapStateDescriptor
 from weir.core.window import (
-    CountTrigger,
-    GlobalWindows,
-    PurgingTrigger,
+    CountSlidingWindowAssigner,
+    CountTumblingWindowAssigner,
+    Evictor,
     Trigger,
     WindowAssigner,
 )
@@ -246,9 +247,14 @@ class DataStream(_Configurable):
         )
         return DataStream(self._env, t)
 
-    def connect(self, ds: DataStream) -> ConnectedStreams:
+    def connect(self, ds: DataStream | BroadcastStream) -> Any:
         """Two streams, possibly of different types, as the two inputs of one operator
-        (``map``/``flat_map``/``process`` with a Co*Function); state may be shared between them."""
+        (``map``/``flat_map``/``process`` with a Co*Function); state may be shared between them.
+        With a ``BroadcastStream``: a ``BroadcastConnectedStream`` (broadcast state)."""
+        if isinstance(ds, BroadcastStream):
+            if ds._stream._env is not self._env:
+                raise UsageError("connect() cannot combine streams of different StreamExecutionEnvironments")
+            return BroadcastConnectedStream(self, ds)
         if not isinstance(ds, DataStream):
             raise UsageError(f"connect() takes a DataStream, got {ds!r}")
         if ds._env is not self._env:
@@ -277,8 +283,13 @@ class DataStream(_Configurable):
     def shuffle(self) -> DataStream:
         return self._partition(parts.SHUFFLE)
 
-    def broadcast(self) -> DataStream:
-        return self._partition(parts.BROADCAST)
+    def broadcast(self, *broadcast_state_descriptors: MapStateDescriptor) -> Any:
+        r"""Every record to every subtask of the next operator; with ``MapStateDescriptor``\ s a
+        ``BroadcastStream`` to ``connect`` to another stream, whose function then keeps those
+        broadcast states."""
+        if not broadcast_state_descriptors or broadcast_state_descriptors == (None,):
+            return self._partition(parts.BROADCAST)
+        return BroadcastStream(self, list(broadcast_state_descriptors))
 
     def global_(self) -> DataStream:
         """All records to the first subtask (Java's ``global()``; ``global`` is a Python keyword)."""
@@ -324,10 +335,14 @@ class DataStream(_Configurable):
     def count_window(self, size: int, slide: int = 0) -> WindowedStream:
         raise UsageError("count_window() needs a KeyedStream: call key_by(...) before count_window(...)")
 
-    def window_all(self, window_assigner: WindowAssigner) -> WindowedStream:
-        """A window over the whole stream: Flink runs it keyed by a constant at parallelism 1."""
-        keyed = self.key_by(_constant_key)
-        return WindowedStream(keyed, window_assigner, all_window=True)
+    def window_all(self, window_assigner: WindowAssigner) -> AllWindowedStream:
+        """A window over the whole stream: Flink runs it keyed by a constant at parallelism 1;
+        its functions get no key (``ProcessAllWindowFunction``, ``AllWindowFunction``)."""
+        return AllWindowedStream(self, window_assigner)
+
+    def count_window_all(self, size: int, slide: int = 0) -> AllWindowedStream:
+        """``window_all`` over windows of ``size`` elements (every ``slide`` elements when given)."""
+        return AllWindowedStream(self, _count_assigner(size, slide))
 
     # -- sinks ---------------------------------------------------------------------------------
     def _sink(self, sink: Sink, name: str) -> DataStreamSink:
@@ -380,6 +395,16 @@ def _field_type(t: TypeInformation | None, index: int) -> TypeInformation | None
 
 def _constant_key(value: Any) -> int:
     return 0
+
+
+def _count_assigner(size: int, slide: int) -> WindowAssigner:
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise UsageError(f"count_window(size) must be a positive integer, got {size!r}")
+    if isinstance(slide, bool) or not isinstance(slide, int) or slide < 0:
+        raise UsageError(f"count_window(slide) must be a non-negative integer, got {slide!r}")
+    if slide == 0:
+        return CountTumblingWindowAssigner(size)
+    return CountSlidingWindowAssigner(size, slide)
 
 
 class _Projection(fn.MapFunction):
@@ -475,17 +500,10 @@ class KeyedStream(DataStream):
         return WindowedStream(self, window_assigner)
 
     def count_window(self, size: int, slide: int = 0) -> WindowedStream:
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise UsageError(f"count_window(size) must be a positive integer, got {size!r}")
-        if isinstance(slide, bool) or not isinstance(slide, int) or slide < 0:
-            raise UsageError(f"count_window(slide) must be a non-negative integer, got {slide!r}")
-        ws = WindowedStream(self, GlobalWindows.create())
-        if slide == 0:
-            ws.trigger(PurgingTrigger.of(CountTrigger.of(size)))
-        else:
-            ws._evictor_count = size
-            ws.trigger(CountTrigger.of(slide))
-        return ws
+        """Windows of ``size`` elements per key, as PyFlink: tumbling (``CountTumblingWindowAssigner``),
+        or with ``slide`` a new window every ``slide`` elements, each fired once when it holds
+        ``size`` elements (``CountSlidingWindowAssigner``)."""
+        return WindowedStream(self, _count_assigner(size, slide))
 
     def _keyed_unsupported(self, what: str) -> UsageError:
         return UsageError(
@@ -648,7 +666,7 @@ class WindowedStream:
         self._trigger: Trigger | None = None
         self._allowed_lateness_ms = 0
         self._late_tag: OutputTag | None = None
-        self._evictor_count: int | None = None
+        self._evictor: Evictor | None = None
         self._all_window = all_window
 
     def get_execution_environment(self) -> StreamExecutionEnvironment:
@@ -660,11 +678,24 @@ class WindowedStream:
     def trigger(self, trigger: Trigger) -> WindowedStream:
         if not isinstance(trigger, Trigger):
             raise UsageError(f"trigger() needs a Trigger such as CountTrigger.of(100), got {trigger!r}")
-        if self._assigner.is_merging and isinstance(trigger, CountTrigger):
+        if self._assigner.is_merging and not trigger.can_merge():
             raise UsageError(
-                f"a CountTrigger cannot be used with merging windows ({self._assigner.describe()})"
+                f"trigger {trigger.describe()} cannot be used with merging windows ({self._assigner.describe()}): "
+                f"its can_merge() is false; a trigger for sessions must implement on_merge and return True there"
             )
         self._trigger = trigger
+        return self
+
+    def evictor(self, evictor: Evictor) -> WindowedStream:
+        """Remove elements when a window fires (``CountEvictor``, ``TimeEvictor`` or an
+        ``Evictor`` of the user's); the window then keeps every element, as in Flink."""
+        if not isinstance(evictor, Evictor):
+            raise UsageError(f"evictor() needs an Evictor such as CountEvictor.of(10), got {evictor!r}")
+        if self._assigner.is_merging:
+            raise UsageError(
+                f"evictor() cannot be used with merging windows ({self._assigner.describe()}), as in Flink"
+            )
+        self._evictor = evictor
         return self
 
     def allowed_lateness(self, time_ms: int) -> WindowedStream:
@@ -686,7 +717,7 @@ class WindowedStream:
     def _build(
         self, function_kind: str, options: dict[str, Any], output_type: TypeInformation | None, label: str
     ) -> DataStream:
-        trigger = self._trigger or self._assigner.get_default_trigger()
+        trigger = self._trigger or self._assigner.get_default_trigger(self._keyed._env)
         spec = OperatorSpec(
             "window",
             options.get("function"),
@@ -695,13 +726,14 @@ class WindowedStream:
                 "trigger": trigger,
                 "allowed_lateness_ms": self._allowed_lateness_ms,
                 "late_data_tag": self._late_tag,
-                "evictor_count": self._evictor_count,
+                "evictor": self._evictor,
                 "function_kind": function_kind,
                 **options,
             },
             keyed=True,
         )
-        name = f"Window({self._assigner.describe()}, {trigger.describe()}, {label})"
+        evictor = "" if self._evictor is None else f", {self._evictor.describe()}"
+        name = f"Window({self._assigner.describe()}, {trigger.describe()}{evictor}, {label})"
         stream = self._keyed._one_input(name, spec, output_type, self._keyed._key_selector)
         if self._all_window:
             t = stream._transformation
@@ -834,3 +866,162 @@ class WindowedStream:
         wf = fn.wrap_window_function("WindowedStream.apply()", window_function)
         out = check_type_info("apply(output_type)", output_type)
         return self._build("apply", {"function": wf}, out, fn.function_name(wf, "WindowFunction"))
+
+
+class AllWindowedStream:
+    """A non-keyed stream cut into windows (``DataStream.window_all``): Flink runs it as one
+    window operator keyed by a constant, at parallelism 1; ``reduce``/``aggregate``/``apply``/
+    ``process`` finish it, with all-window functions (no key)."""
+
+    def __init__(self, data_stream: DataStream, window_assigner: WindowAssigner) -> None:
+        if not isinstance(window_assigner, WindowAssigner):
+            raise UsageError(
+                f"window_all() needs a WindowAssigner such as TumblingEventTimeWindows.of(Time.seconds(10)), "
+                f"got {window_assigner!r}"
+            )
+        self._windowed = WindowedStream(data_stream.key_by(_constant_key), window_assigner, all_window=True)
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._windowed.get_execution_environment()
+
+    def get_input_type(self) -> TypeInformation | None:
+        return self._windowed.get_input_type()
+
+    def trigger(self, trigger: Trigger) -> AllWindowedStream:
+        self._windowed.trigger(trigger)
+        return self
+
+    def evictor(self, evictor: Evictor) -> AllWindowedStream:
+        self._windowed.evictor(evictor)
+        return self
+
+    def allowed_lateness(self, time_ms: int) -> AllWindowedStream:
+        self._windowed.allowed_lateness(time_ms)
+        return self
+
+    def side_output_late_data(self, output_tag: OutputTag) -> AllWindowedStream:
+        self._windowed.side_output_late_data(output_tag)
+        return self
+
+    def reduce(
+        self,
+        reduce_function: fn.ReduceFunction | Callable[[Any, Any], Any],
+        window_function: Any = None,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        wf = (
+            None
+            if window_function is None
+            else fn.wrap_all_window_function("reduce(window_function)", window_function)
+        )
+        return self._windowed.reduce(reduce_function, wf, output_type)
+
+    def aggregate(
+        self,
+        aggregate_function: fn.AggregateFunction,
+        window_function: Any = None,
+        accumulator_type: TypeInformation | None = None,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        wf = (
+            None
+            if window_function is None
+            else fn.wrap_all_window_function("aggregate(window_function)", window_function)
+        )
+        return self._windowed.aggregate(aggregate_function, wf, accumulator_type, output_type)
+
+    def apply(self, window_function: Any, output_type: TypeInformation | None = None) -> DataStream:
+        """``window_function.apply(window, inputs)`` per window (an ``AllWindowFunction`` or a callable)."""
+        return self._windowed.apply(
+            fn.wrap_all_window_function("AllWindowedStream.apply()", window_function), output_type
+        )
+
+    def process(self, process_window_function: Any, output_type: TypeInformation | None = None) -> DataStream:
+        """``process_window_function.process(context, elements)`` per window (a ``ProcessAllWindowFunction``)."""
+        return self._windowed.process(
+            fn.wrap_process_all_window("AllWindowedStream.process()", process_window_function), output_type
+        )
+
+
+class BroadcastStream:
+    r"""A stream every subtask of the next operator receives whole, with the broadcast states
+    (``MapStateDescriptor``\ s) its function keeps (``DataStream.broadcast(descriptor)``);
+    ``other.connect(broadcast_stream)`` uses it."""
+
+    def __init__(self, stream: DataStream, broadcast_state_descriptors: list[MapStateDescriptor]) -> None:
+        names = set()
+        for d in broadcast_state_descriptors:
+            if not isinstance(d, MapStateDescriptor):
+                raise UsageError(f"broadcast() takes MapStateDescriptors (the broadcast states), got {d!r}")
+            if d.name in names:
+                raise UsageError(f"broadcast() got two broadcast states named {d.name!r}")
+            names.add(d.name)
+        self._stream = stream
+        self.broadcast_state_descriptors = list(broadcast_state_descriptors)
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self._stream._env
+
+
+class BroadcastConnectedStream:
+    """A (keyed or not) stream connected with a BroadcastStream; ``process`` finishes it with a
+    BroadcastProcessFunction, or on a keyed stream a KeyedBroadcastProcessFunction."""
+
+    def __init__(self, non_broadcast_stream: DataStream, broadcast_stream: BroadcastStream) -> None:
+        self.non_broadcast_stream = non_broadcast_stream
+        self.broadcast_stream = broadcast_stream
+
+    def get_execution_environment(self) -> StreamExecutionEnvironment:
+        return self.non_broadcast_stream._env
+
+    def get_type1(self) -> TypeInformation | None:
+        return self.non_broadcast_stream.get_type()
+
+    def get_type2(self) -> TypeInformation | None:
+        return self.broadcast_stream._stream.get_type()
+
+    def process(
+        self,
+        func: fn.BroadcastProcessFunction | fn.KeyedBroadcastProcessFunction,
+        output_type: TypeInformation | None = None,
+    ) -> DataStream:
+        output_type = check_type_info("process(output_type)", output_type)
+        first = self.non_broadcast_stream
+        keyed = isinstance(first, KeyedStream)
+        if keyed and not isinstance(func, fn.KeyedBroadcastProcessFunction):
+            raise UsageError(
+                f"a keyed stream connected with a broadcast stream needs a KeyedBroadcastProcessFunction "
+                f"(process_element, process_broadcast_element, on_timer), got {func!r}"
+            )
+        if not keyed and not isinstance(func, fn.BroadcastProcessFunction):
+            raise UsageError(
+                f"a non-keyed stream connected with a broadcast stream needs a BroadcastProcessFunction "
+                f"(process_element, process_broadcast_element), got {func!r}"
+                + (
+                    "; a KeyedBroadcastProcessFunction needs key_by(...) before connect"
+                    if isinstance(func, fn.KeyedBroadcastProcessFunction)
+                    else ""
+                )
+            )
+        env = first._env
+        broadcast_input = self.broadcast_stream._stream.broadcast()
+        spec = OperatorSpec(
+            "keyed_broadcast_process" if keyed else "broadcast_process",
+            func,
+            {
+                "broadcast_state_descriptors": self.broadcast_stream.broadcast_state_descriptors,
+                "broadcast_input2": True,
+            },
+            keyed=keyed,
+        )
+        t = TwoInputTransformation(
+            id=env._new_id(),
+            name="Co-Process-Broadcast-Keyed" if keyed else "Co-Process-Broadcast",
+            output_type=output_type,
+            inputs=[first._transformation, broadcast_input._transformation],
+            operator=spec,
+            state_key_selector1=first._state_key() if keyed else None,
+            state_key_selector2=None,
+        )
+        env._add_transformation(t)
+        return DataStream(env, t)

@@ -1,28 +1,46 @@
-"""``pyflink.datastream.window``: window assigners, triggers and windows, at PyFlink's path.
+"""``pyflink.datastream.window``: window assigners, triggers, evictors and windows, at PyFlink's path.
 
 They live in ``weir.core.window`` (descriptions the window operators read); this
-module hands out the same classes.
+module hands out the same classes. Evictors (``Evictor``, ``CountEvictor``,
+``TimeEvictor``, ``TimestampedValue``) follow Flink's Java API: PyFlink has none.
 """
 
 from __future__ import annotations
 
+from weir.common.time import Time  # noqa: F401 - importable from here, as in PyFlink
 from weir.core.window import (
     MAX_WATERMARK,
     MIN_TIMESTAMP,
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
+    CountEvictor,
+    CountSlidingWindowAssigner,
     CountTrigger,
+    CountTumblingWindowAssigner,
+    CountWindow,
+    DynamicEventTimeSessionWindows,
+    DynamicProcessingTimeSessionWindows,
     EventTimeSessionWindows,
     EventTimeTrigger,
+    Evictor,
     GlobalWindow,
     GlobalWindows,
+    MergingWindowAssigner,
+    NeverTrigger,
     ProcessingTimeSessionWindows,
     ProcessingTimeTrigger,
     PurgingTrigger,
+    SessionWindowTimeGapExtractor,
     SlidingEventTimeWindows,
     SlidingProcessingTimeWindows,
+    TimeEvictor,
+    TimestampedValue,
     TimeWindow,
     Trigger,
+    TriggerResult,
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
+    Window,
     WindowAssigner,
     get_window_start_with_offset,
 )
@@ -30,20 +48,36 @@ from weir.core.window import (
 __all__ = [
     "MAX_WATERMARK",
     "MIN_TIMESTAMP",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "CountEvictor",
+    "CountSlidingWindowAssigner",
     "CountTrigger",
+    "CountTumblingWindowAssigner",
+    "CountWindow",
+    "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows",
     "EventTimeSessionWindows",
     "EventTimeTrigger",
+    "Evictor",
     "GlobalWindow",
     "GlobalWindows",
+    "MergingWindowAssigner",
+    "NeverTrigger",
     "ProcessingTimeSessionWindows",
     "ProcessingTimeTrigger",
     "PurgingTrigger",
+    "SessionWindowTimeGapExtractor",
     "SlidingEventTimeWindows",
     "SlidingProcessingTimeWindows",
+    "TimeEvictor",
     "TimeWindow",
+    "TimestampedValue",
     "Trigger",
+    "TriggerResult",
     "TumblingEventTimeWindows",
     "TumblingProcessingTimeWindows",
+    "Window",
     "WindowAssigner",
     "get_window_start_with_offset",
 ]

@@ -293,7 +293,8 @@ class _Generator:
                 f"use rebalance(), rescale(), shuffle(), broadcast() or key_by() instead"
             )
         op = target.operator
-        if op is not None and op.keyed and partitioner.name != "HASH":
+        broadcast_input = type_number == 2 and op is not None and op.options.get("broadcast_input2", False)
+        if op is not None and op.keyed and partitioner.name != "HASH" and not broadcast_input:
             which = f"input {type_number} of " if type_number else ""
             raise UsageError(
                 f"{which}operator '{target.name}' needs a keyed input: call key_by(...) before it"

@@ -42,7 +42,9 @@ class OperatorSpec:
     """What an operator does: a kind the runtime knows, the user function, its options.
 
     ``kind`` is one of: map, flat_map, filter, process, keyed_process, reduce, aggregation,
-    window, timestamps_watermarks. ``options`` holds kind-specific settings (for a window:
+    window, timestamps_watermarks; two-input: co_map, co_flat_map, co_process,
+    keyed_co_process, broadcast_process, keyed_broadcast_process (``broadcast_input2``: input 2
+    is a broadcast stream, not keyed). ``options`` holds kind-specific settings (for a window:
     assigner, trigger, allowed lateness, late-data tag, the window function).
     """
 

@@ -211,6 +211,15 @@ def create_operator(
         return operator
     if kind in ("co_map", "co_flat_map", "co_process", "keyed_co_process"):
         return _create_two_input_operator(node, kind, spec.function)
+    if kind in ("broadcast_process", "keyed_broadcast_process"):
+        from weir.operators import broadcast
+
+        descriptors = spec.options["broadcast_state_descriptors"]
+        if kind == "broadcast_process":
+            return broadcast.BroadcastProcessOperator(node.name, spec.function, descriptors)
+        return broadcast.KeyedBroadcastProcessOperator(
+            node.name, node.state_key_selector, spec.function, descriptors
+        )
     if kind == "window":
         from weir.operators.window import create_window_operator
 

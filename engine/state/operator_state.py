@@ -7,7 +7,10 @@ Each subtask holds named lists. On restore at a different parallelism:
   near-equal chunks, one per new subtask -- Flink's
   ``RoundRobinOperatorStateRepartitioner`` for ``SPLIT_DISTRIBUTE``;
 - union state (``get_union_list_state``): every new subtask gets all elements
-  of all old subtasks (a source then picks what it owns).
+  of all old subtasks (a source then picks what it owns);
+- broadcast state (``get_broadcast_list_state``, the entries of a broadcast state):
+  every old subtask holds the same elements, so new subtask ``i`` takes those of old
+  subtask ``i mod old_parallelism`` -- Flink's ``BROADCAST`` mode.
 
 Snapshots hold encoded elements (``serde.encode_value``), so they are immutable plain data. Pure.
 """
@@ -23,6 +26,7 @@ from weir.errors import UsageError
 from weir.state.serde import decode_value, encode_value
 
 __all__ = [
+    "BROADCAST",
     "SPLIT_DISTRIBUTE",
     "UNION",
     "OperatorListState",
@@ -33,6 +37,7 @@ __all__ = [
 
 SPLIT_DISTRIBUTE = "split_distribute"
 UNION = "union"
+BROADCAST = "broadcast"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +125,10 @@ class OperatorStateBackend:
         """List state of which every subtask gets the union on restore."""
         return self._get(descriptor, UNION)
 
+    def get_broadcast_list_state(self, descriptor: ListStateDescriptor) -> OperatorListState:
+        """List state equal in every subtask: on restore each subtask takes one old copy."""
+        return self._get(descriptor, BROADCAST)
+
     def snapshot(self) -> OperatorStateSnapshot:
         states = [(n, s.mode, tuple(encode_value(e) for e in s._elements)) for n, s in self._states.items()]
         states += [
@@ -151,6 +160,7 @@ def repartition_operator_state(
         raise UsageError(f"new_parallelism must be at least 1, got {new_parallelism}")
     operator_id = snapshots[0].operator_id if snapshots else ""
     merged: dict[str, tuple[str, list[bytes]]] = {}
+    copies: dict[str, list[tuple[bytes, ...]]] = {}  # broadcast state: each old subtask's copy
     for snap in snapshots:
         for name, mode, elements in snap.states:
             entry = merged.setdefault(name, (mode, []))
@@ -159,9 +169,16 @@ def repartition_operator_state(
                     f"operator state '{name}' is {entry[0]} in one subtask and {mode} in another"
                 )
             entry[1].extend(elements)
+            if mode == BROADCAST:
+                copies.setdefault(name, []).append(elements)
     per_subtask: list[list[tuple[str, str, tuple[bytes, ...]]]] = [[] for _ in range(new_parallelism)]
     for name in sorted(merged):
         mode, all_elements = merged[name]
+        if mode == BROADCAST:
+            old = copies[name]
+            for i, states in enumerate(per_subtask):
+                states.append((name, mode, old[i % len(old)]))
+            continue
         if mode == UNION:
             for states in per_subtask:
                 states.append((name, mode, tuple(all_elements)))

@@ -483,10 +483,11 @@ def find_opaque(data: bytes | memoryview) -> str | None:
 
 
 def _register_builtin_types() -> None:
-    from weir.core.window import GlobalWindow, TimeWindow
+    from weir.core.window import CountWindow, GlobalWindow, TimeWindow
     from weir.keys.reference import KeyGroupRange
 
     register_type(TimeWindow, "weir.TimeWindow")
+    register_type(CountWindow, "weir.CountWindow")
     register_type(GlobalWindow, "weir.GlobalWindow", fields=())
     register_type(KeyGroupRange, "weir.KeyGroupRange")
 

@@ -622,7 +622,9 @@ class _KeyedHarness(AbstractStreamOperatorTestHarness):
         return assign_to_key_group(key, self.context.max_parallelism) in self.key_group_range
 
     def _check_keys(self, values: list[Any], input_index: int = 1) -> None:
-        key_of = self._key_ofs[input_index]
+        key_of = self._key_ofs.get(input_index)
+        if key_of is None:  # the broadcast input of a keyed broadcast operator
+            return
         for v in values:
             key = key_of(v)
             if not self.owns_key(key):
@@ -744,13 +746,14 @@ class KeyedTwoInputStreamOperatorTestHarness(_KeyedHarness, TwoInputStreamOperat
             key_selector1 = getattr(operator, "key_selector", None)
         if key_selector2 is None:
             key_selector2 = getattr(operator, "key_selector2", None)
-        if key_selector1 is None or key_selector2 is None:
+        broadcast = getattr(operator, "broadcast_input2", False)  # input 2 is a broadcast stream: no key
+        if key_selector1 is None or (key_selector2 is None and not broadcast):
             raise UsageError(
                 "KeyedTwoInputStreamOperatorTestHarness needs key_selector1 and key_selector2 "
                 "(a KeySelector or a callable for each input)"
             )
         self._state_backend_kind = state_backend
-        self._key_selector2 = fn.wrap_key_selector(key_selector2)
+        self._key_selector2 = None if key_selector2 is None else fn.wrap_key_selector(key_selector2)
         super().__init__(operator, key_selector=fn.wrap_key_selector(key_selector1), **kwargs)
 
 

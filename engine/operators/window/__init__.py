@@ -45,16 +45,18 @@ def explain(node: StreamNode) -> tuple[bool, str]:
     spec = node.operator
     assert spec is not None
     o = spec.options
+    if o.get("evictor") is not None:
+        return False, f"per-record: evictor {o['evictor'].describe()} needs every element of a window"
     columnar = o.get("columnar")
     if columnar is not None:
-        plan, reason = aggregates_plan(columnar, o["assigner"], o["trigger"], o.get("evictor_count"))
+        plan, reason = aggregates_plan(columnar, o["assigner"], o["trigger"], o.get("evictor"))
         return plan is not None, reason
     builtin = o.get("builtin")
     if builtin is None:
         return False, f"per-record: a {o.get('function_kind', 'window')} function of the user's"
     plan_ = vector_plan(
         builtin["aggregation"], builtin["field"], builtin["input_type"], o["assigner"], o["trigger"],
-        o.get("allowed_lateness_ms", 0), o.get("evictor_count"),
+        o.get("allowed_lateness_ms", 0), o.get("evictor"),
     )  # fmt: skip
     if plan_ is not None:
         return (
@@ -81,7 +83,7 @@ def create_window_operator(node: StreamNode) -> StreamOperator:
     columnar = o.get("columnar")
     builtin = o.get("builtin")
     if vectorized and columnar is not None:
-        plan, _ = aggregates_plan(columnar, o["assigner"], o["trigger"], o.get("evictor_count"))
+        plan, _ = aggregates_plan(columnar, o["assigner"], o["trigger"], o.get("evictor"))
         assert plan is not None
         operator = AggregatesWindowOperator(
             node.name,
@@ -96,7 +98,7 @@ def create_window_operator(node: StreamNode) -> StreamOperator:
     elif vectorized and builtin is not None:
         plan_ = vector_plan(
             builtin["aggregation"], builtin["field"], builtin["input_type"], o["assigner"], o["trigger"],
-            o.get("allowed_lateness_ms", 0), o.get("evictor_count"),
+            o.get("allowed_lateness_ms", 0), o.get("evictor"),
         )  # fmt: skip
         assert plan_ is not None
         operator = VectorWindowOperator(
@@ -118,7 +120,7 @@ def create_window_operator(node: StreamNode) -> StreamOperator:
             o["function_kind"],
             spec.function,
             own_copy(node, o.get("window_function")),
-            o.get("evictor_count"),
+            own_copy(node, o.get("evictor")),
         )
     operator.vectorized_reason = reason
     return operator

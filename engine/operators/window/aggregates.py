@@ -139,7 +139,7 @@ def aggregates_plan(
     columnar: dict[str, Any],
     assigner: WindowAssigner,
     trigger: Trigger,
-    evictor_count: int | None,
+    evictor: Any,
 ) -> tuple[AggregatesPlan | None, str]:
     """The plan if this ``windowed.aggregate(Aggregates(...))`` runs vectorized (else None),
     and the reason: ``"vectorized: ..."`` or ``"per-record: <why>"``."""
@@ -153,7 +153,7 @@ def aggregates_plan(
             None,
             f"per-record: trigger {type(trigger).__name__} is not the window's default {default.__name__}",
         )
-    if evictor_count is not None:
+    if evictor is not None:
         return None, "per-record: an evictor"
     plan, why = slot_layout(columnar["spec"], columnar.get("input_type"))
     if plan is None:

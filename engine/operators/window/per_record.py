@@ -7,19 +7,27 @@ Follows Flink's WindowOperator record by record:
   late and skipped; a record that landed in no window because all were late goes to the
   late-data side output if there is one, else it is dropped and counted;
 - contents are kept per (key, window): the running reduce/aggregate accumulator for
-  ``reduce``/``aggregate`` (incremental), all records for ``process``/``apply`` or with an
-  evictor;
-- the trigger decides on every record and timer: EventTimeTrigger fires when the
-  watermark passes ``max_timestamp`` (and at once for a late record within the allowed
-  lateness), ProcessingTimeTrigger when the clock does, CountTrigger every N records,
-  PurgingTrigger clears after firing;
-- a cleanup timer at ``max_timestamp + allowed_lateness`` clears the window;
-- session windows merge: a new window overlapping existing ones of its key becomes their
-  cover, and their contents are merged;
+  ``reduce``/``aggregate`` (incremental), all records for ``process``/``apply``; with an
+  evictor all records with their timestamps, and when the window fires the evictor
+  removes some before and/or after the window function (Flink's EvictingWindowOperator);
+- the trigger (``weir.core.window.Trigger``, built-in or the user's) decides on every
+  record (``on_element``) and on every timer it registered (``on_event_time``/
+  ``on_processing_time``) through a ``_TriggerContext`` scoped to the key and window:
+  timers in the operator's timer service, state in the keyed backend with the window as
+  namespace; FIRE evaluates the window, PURGE clears its contents;
+- a cleanup timer at ``max_timestamp + allowed_lateness`` clears the window, its trigger
+  state (``Trigger.clear``) and per-window state; windows that never end (global and count
+  windows) have none;
+- merging assigners (sessions): each key's set of windows is kept in a dict while the job
+  runs and written into keyed state ``merging-window-set`` before every snapshot (read back
+  per key after a restore); a new window the assigner merges with existing ones becomes
+  their cover: the trigger's ``on_merge`` runs for it, the merged windows' trigger state
+  and cleanup timers are cleared, and their contents move into it;
 - results carry the window's ``max_timestamp`` as their timestamp.
 
 Window contents live in the keyed state backend (state ``window-contents``, namespace =
-the window), timers in the operator's ``InternalTimerService``.
+the window), timers in the operator's ``InternalTimerService``; so everything is in a
+checkpoint and restores at any parallelism.
 
 Fast mode (``fast``, ``weir.operators.window.fast``): a ``reduce``/``aggregate`` without
 evictor over a tumbling or sliding window with its default trigger and no allowed
@@ -43,23 +51,87 @@ from weir.core.state import (
     ValueStateDescriptor,
 )
 from weir.core.window import (
+    MAX_WATERMARK,
+    CountSlidingWindowAssigner,
     CountTrigger,
+    CountTumblingWindowAssigner,
     EventTimeTrigger,
-    GlobalWindow,
+    Evictor,
     ProcessingTimeTrigger,
-    PurgingTrigger,
-    TimeWindow,
+    TimestampedValue,
     Trigger,
+    TriggerResult,
     WindowAssigner,
+    _DynamicSession,
+    _Session,
     _Sliding,
     _Tumbling,
 )
+from weir.errors import UsageError
 from weir.operators.base import results_of
 from weir.operators.keyed import _check_key, _key_function
 from weir.operators.window.fast import FastPaneMode
 from weir.time.timers import InternalTimerService
 
-CONTINUE, FIRE, PURGE, FIRE_AND_PURGE = 0, 1, 2, 3
+CONTINUE, FIRE = TriggerResult.CONTINUE, TriggerResult.FIRE
+
+
+class _TriggerContext(Trigger.OnMergeContext, WindowAssigner.WindowAssignerContext, Evictor.EvictorContext):
+    """What the trigger (and the assigner, and the evictor) of one window operator see: the
+    current key and window, timers and state scoped to them, the clocks."""
+
+    def __init__(self, operator: WindowOperator) -> None:
+        self._operator = operator
+        self.key: Any = None
+        self.window: Any = None
+        self.merged: list[Any] = []
+
+    def get_current_processing_time(self) -> int:
+        return self._operator.context.processing_time_ms()
+
+    def get_current_watermark(self) -> int:
+        return self._operator.current_watermark
+
+    def get_metric_group(self) -> Any:
+        return self._operator._runtime_context.get_metrics_group()
+
+    def get_runtime_context(self) -> Any:
+        return self._operator._runtime_context
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._operator._register(True, self.key, self.window, time)
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._operator._register(False, self.key, self.window, time)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._operator._delete(True, self.key, self.window, time)
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._operator._delete(False, self.key, self.window, time)
+
+    def get_partitioned_state(self, state_descriptor: Any) -> Any:
+        operator = self._operator
+        operator.backend.set_current_key(self.key)
+        state = operator.backend.get_state(state_descriptor)
+        state.set_current_namespace(self.window)
+        return state
+
+    def merge_partitioned_state(self, state_descriptor: Any) -> None:
+        if self.merged:
+            backend = self._operator.backend
+            backend.set_current_key(self.key)
+            backend.merge_namespaces(state_descriptor, self.window, self.merged)
+
+
+class _MergeCollector:
+    """The ``MergeCallback`` handed to ``merge_windows``: collects what merges into what."""
+
+    def __init__(self) -> None:
+        self.merges: list[tuple[set[Any], Any]] = []
+
+    def merge(self, to_be_merged: Any, merge_result: Any) -> None:
+        self.merges.append((set(to_be_merged), merge_result))
 
 
 class _WindowContext(fn.ProcessWindowFunction.Context):
@@ -134,7 +206,7 @@ class WindowOperator(FastPaneMode):
         function_kind: str,
         function: Any,
         window_function: Any,
-        evictor_count: int | None,
+        evictor: Evictor | None = None,
     ) -> None:
         super().__init__(name, key_selector, assigner, late_data_tag)
         self.trigger = trigger
@@ -142,18 +214,28 @@ class WindowOperator(FastPaneMode):
         self.function_kind = function_kind
         self.function = function
         self.window_function = window_function
-        self.evictor_count = evictor_count
-        self.incremental = function_kind in ("reduce", "aggregate") and evictor_count is None
+        self.evictor = evictor
+        self.incremental = function_kind in ("reduce", "aggregate") and evictor is None
         if self.incremental and function_kind == "reduce":
             self.contents_descriptor: Any = ReducingStateDescriptor("window-contents", function)
         elif self.incremental:
             self.contents_descriptor = AggregatingStateDescriptor("window-contents", function)
-        else:
+        else:  # all elements; with an evictor as (value, timestamp) pairs
             self.contents_descriptor = ListStateDescriptor("window-contents")
-        self.count_descriptor = ValueStateDescriptor("window-count")
-        nested = trigger.nested if isinstance(trigger, PurgingTrigger) else trigger
-        self._uses_counts = isinstance(nested, CountTrigger)
-        self.sessions: dict[Any, set[TimeWindow]] = {}
+        self.window_set_descriptor = ValueStateDescriptor("merging-window-set")
+        self._sets: dict[Any, list[Any]] = {}  # key -> its windows (merging assigners)
+        self._dirty_sets: set[Any] = set()
+        self._restored_sets = False
+        self._time_sessions = isinstance(assigner, _Session | _DynamicSession)
+        self._lateness = self.allowed_lateness_ms
+        self._default_trigger = type(trigger) in (EventTimeTrigger, ProcessingTimeTrigger)
+        # a count window with its default trigger fires once, when full, and never gets
+        # another element: it is cleared when it fires (Flink keeps it forever)
+        self._clear_on_fire = (
+            isinstance(assigner, CountTumblingWindowAssigner | CountSlidingWindowAssigner)
+            and type(trigger) is CountTrigger
+            and trigger.count == assigner.window_size
+        )
         self.timers = InternalTimerService()  # namespace = window, partitioned by key group
         self._registered: set[tuple[bool, Any, Any, int]] = set()  # timers known to be registered
         self._window_state_names: set[str] = set()
@@ -176,8 +258,9 @@ class WindowOperator(FastPaneMode):
         backend = self.context.keyed_state_backend()
         self.backend = backend
         self.contents = backend.get_state(self.contents_descriptor)
-        self.counts = backend.get_state(self.count_descriptor)
         self._ctx = _WindowContext(self)
+        self._tctx = _TriggerContext(self)
+        self._runtime_context = self.context.runtime_context()
         for f in (self.function, self.window_function):
             if isinstance(f, fn.Function):
                 runtime_context = self.context.runtime_context()
@@ -195,7 +278,9 @@ class WindowOperator(FastPaneMode):
             self._open_fast()
 
     def initialize_state(self) -> None:
-        """Fast mode: restored timers become open panes (their accumulators stay in the backend)."""
+        """Fast mode: restored timers become open panes (their accumulators stay in the backend).
+        Merging assigners: the windows of a key are read from the backend when first needed."""
+        self._restored_sets = self.context.is_restored
         if self.fast and self.timers.number_of_timers():
             self._restore_fast()
 
@@ -208,30 +293,34 @@ class WindowOperator(FastPaneMode):
     def _use(self, key: Any, window: Any) -> None:
         self.backend.set_current_key(key)
         self.contents.set_current_namespace(window)
-        if self._uses_counts:
-            self.counts.set_current_namespace(window)
 
-    def _add(self, key: Any, window: Any, value: Any) -> None:
-        self._use(key, window)
-        self.contents.add(value)
-        if self.evictor_count is not None:
-            kept = self.contents.get()
-            if len(kept) > self.evictor_count:
-                self.contents.update(kept[-self.evictor_count :])
+    def _add(self, window: Any, value: Any, timestamp: int | None) -> None:
+        """Into ``window`` of the current key (the caller set it)."""
+        contents = self.contents
+        contents.set_current_namespace(window)
+        contents.add(value if self.evictor is None else (value, timestamp))
 
     def _emit_window(self, key: Any, window: Any) -> None:
         self._use(key, window)
         state = self.contents.get()
         if state is None or (not self.incremental and not state):
             return
+        evicted: list[TimestampedValue] | None = None
+        if self.evictor is not None:
+            evicted = [TimestampedValue(v, t) for v, t in state]
+            self._tctx.key, self._tctx.window = key, window
+            self.evictor.evict_before(evicted, len(evicted), window, self._tctx)
+            state = [e.get_value() for e in evicted]
         if self.incremental:
             elements: list[Any] = [state]
             wf = self.window_function
         elif self.function_kind == "reduce":  # with an evictor: reduce what is left at firing time
-            value = state[0]
-            for element in state[1:]:
-                value = self.function.reduce(value, element)
-            elements, wf = [value], self.window_function
+            elements, wf = [], self.window_function
+            if state:
+                value = state[0]
+                for element in state[1:]:
+                    value = self.function.reduce(value, element)
+                elements = [value]
         elif self.function_kind == "aggregate":
             acc = self.function.create_accumulator()
             for element in state:
@@ -242,6 +331,8 @@ class WindowOperator(FastPaneMode):
             wf = self.function
         if wf is None:
             produced = elements
+        elif not elements and self.function_kind == "reduce":
+            produced = []
         elif isinstance(wf, fn.ProcessWindowFunction):
             self._ctx._window = window
             produced = results_of(wf.process(key, self._ctx, elements))
@@ -250,18 +341,29 @@ class WindowOperator(FastPaneMode):
         ts = window.max_timestamp()
         self._out.extend(produced)
         self._out_ts.extend([ts] * len(produced))
+        if evicted is not None and self.evictor is not None:
+            self.evictor.evict_after(evicted, len(evicted), window, self._tctx)
+            self._use(key, window)
+            self.contents.update([(e.get_value(), e.get_timestamp()) for e in evicted])
 
     def _purge(self, key: Any, window: Any) -> None:
         self._use(key, window)
         self.contents.clear()
 
-    def _clear(self, key: Any, window: Any) -> None:
+    def _clear(self, key: Any, window: Any, fired_at: int | None = None) -> None:
+        """Everything of a window: contents, trigger state and timers, per-window state.
+        ``fired_at``: the time of the timer that fired (and is gone) just now."""
         self._use(key, window)
         self.contents.clear()
-        if self._uses_counts:
-            self.counts.clear()
+        trigger = self.trigger
+        if not (self._default_trigger and fired_at == window.max_timestamp()):
+            ctx = self._tctx  # (a default trigger's clear deletes the timer that just fired)
+            ctx.key, ctx.window = key, window
+            trigger.clear(window, ctx)
         if self._window_state_names:
             self._clear_window_state(key, window)
+        if self.assigner.is_merging:
+            self._retire(key, window)
 
     def _clear_window_state(self, key: Any, window: Any) -> None:
         """Per-window state of ProcessWindowFunctions goes with the window."""
@@ -292,58 +394,32 @@ class WindowOperator(FastPaneMode):
 
     def _key_group(self, key: Any) -> int:
         """The key group of ``key``, which becomes the backend's current key."""
-        self.backend.set_current_key(key)
-        kg: int = self.backend.current_key_group
+        backend = self.backend
+        if backend.current_key is not key:
+            backend.set_current_key(key)
+        kg: int = backend.current_key_group
         return kg
 
     def _cleanup_time(self, window: Any) -> int:
-        if isinstance(window, GlobalWindow):
-            return window.max_timestamp()
-        if self.assigner.is_event_time:
-            cleanup = window.max_timestamp() + self.allowed_lateness_ms
-            return cleanup if cleanup >= window.max_timestamp() else window.max_timestamp()
-        return window.max_timestamp()
+        end: int = window.max_timestamp()
+        if end == MAX_WATERMARK or not self._lateness:
+            return end
+        cleanup = end + self._lateness
+        return cleanup if cleanup < MAX_WATERMARK else MAX_WATERMARK
 
     def _is_window_late(self, window: Any) -> bool:
         return self.assigner.is_event_time and self._cleanup_time(window) <= self.current_watermark
 
     # -- triggers ------------------------------------------------------------------------------
-    def _on_element(self, trigger: Trigger, key: Any, window: Any, timestamp: int) -> int:
-        if isinstance(trigger, PurgingTrigger):
-            result = self._on_element(trigger.nested, key, window, timestamp)
-            return FIRE_AND_PURGE if result in (FIRE, FIRE_AND_PURGE) else result
-        if isinstance(trigger, EventTimeTrigger):
-            if window.max_timestamp() <= self.current_watermark:
-                return FIRE
-            self._register(True, key, window, window.max_timestamp())
-            return CONTINUE
-        if isinstance(trigger, ProcessingTimeTrigger):
-            self._register(False, key, window, window.max_timestamp())
-            return CONTINUE
-        if isinstance(trigger, CountTrigger):
-            self._use(key, window)
-            count = (self.counts.value() or 0) + 1
-            if count >= trigger.count:
-                self.counts.clear()
-                return FIRE
-            self.counts.update(count)
-            return CONTINUE
-        return CONTINUE  # NeverTrigger
-
-    def _on_time(self, trigger: Trigger, event_time: bool, window: Any, time: int) -> int:
-        if isinstance(trigger, PurgingTrigger):
-            result = self._on_time(trigger.nested, event_time, window, time)
-            return FIRE_AND_PURGE if result in (FIRE, FIRE_AND_PURGE) else result
-        if isinstance(trigger, EventTimeTrigger):
-            return FIRE if event_time and time == window.max_timestamp() else CONTINUE
-        if isinstance(trigger, ProcessingTimeTrigger):
-            return FIRE if not event_time else CONTINUE
-        return CONTINUE
-
-    def _apply(self, result: int, key: Any, window: Any) -> None:
-        if result in (FIRE, FIRE_AND_PURGE):
+    def _apply(self, result: TriggerResult, key: Any, window: Any) -> None:
+        if result is CONTINUE:
+            return
+        if result.is_fire():
             self._emit_window(key, window)
-        if result in (PURGE, FIRE_AND_PURGE):
+            if self._clear_on_fire:
+                self._clear(key, window)
+                return
+        if result.is_purge():
             self._purge(key, window)
 
     # -- records -------------------------------------------------------------------------------
@@ -354,7 +430,17 @@ class WindowOperator(FastPaneMode):
         self.metrics.records_in += len(batch)
         key_of = self._key_of
         event_time = self.assigner.is_event_time
+        merging = self.assigner.is_merging
         now = None if event_time else self.context.processing_time_ms()
+        ctx = self._tctx
+        trigger = self.trigger
+        # the default triggers' on_element, inlined (the same decisions, without the calls)
+        event_trigger = type(trigger) is EventTimeTrigger
+        processing_trigger = type(trigger) is ProcessingTimeTrigger
+        assign = self.assigner.assign_windows
+        backend = self.backend
+        register = self._register
+        cleanup_time = self._cleanup_time
         late: list[int] = []
         for i, (value, ts) in enumerate(zip(batch.as_list(), batch.timestamp_list())):
             if event_time and ts is None:
@@ -363,57 +449,175 @@ class WindowOperator(FastPaneMode):
             assert element_time is not None
             key = key_of(value)
             _check_key(self, key)
-            windows = self.assigner.assign_windows(value, element_time)
-            if self.assigner.is_merging:
-                windows = [self._merge_session(key, w) for w in windows]
+            backend.set_current_key(key)
+            ctx.key = key
+            windows = assign(value, element_time, ctx)
             skipped = True
             for window in windows:
-                if self._is_window_late(window):
-                    if self.assigner.is_merging:
-                        self.sessions.get(key, set()).discard(window)
+                if merging:
+                    window = self._merge(key, window)
+                    if backend.current_key is not key:
+                        backend.set_current_key(key)
+                cleanup = cleanup_time(window)
+                if event_time and cleanup <= self.current_watermark:  # the window is late
+                    if merging:
+                        self._retire(key, window)
                     continue
                 skipped = False
-                self._add(key, window, value)
-                self._apply(self._on_element(self.trigger, key, window, element_time), key, window)
-                if not isinstance(window, GlobalWindow):
-                    self._register(event_time, key, window, self._cleanup_time(window))
+                self._add(window, value, ts)
+                if event_trigger:
+                    end = window.max_timestamp()
+                    if end <= self.current_watermark:
+                        self._apply(FIRE, key, window)
+                    else:
+                        register(True, key, window, end)
+                elif processing_trigger:
+                    register(False, key, window, window.max_timestamp())
+                else:
+                    ctx.key, ctx.window = key, window
+                    self._apply(trigger.on_element(value, element_time, window, ctx), key, window)
+                if cleanup != MAX_WATERMARK:
+                    register(event_time, key, window, cleanup)
             if skipped and event_time and element_time + self.allowed_lateness_ms <= self.current_watermark:
                 late.append(i)
         self._flush()
         self._emit_late(batch, late)
 
-    def _merge_session(self, key: Any, window: TimeWindow) -> TimeWindow:
-        existing = self.sessions.setdefault(key, set())
-        overlapping = [w for w in existing if w.intersects(window)]
-        if not overlapping:
-            existing.add(window)
-            return window
-        merged = window
-        for w in overlapping:
-            merged = merged.cover(w)
-        for w in sorted(overlapping):
-            existing.discard(w)
-            event_time = self.assigner.is_event_time
-            self._delete(event_time, key, w, w.max_timestamp())
-            self._delete(event_time, key, w, self._cleanup_time(w))
-        existing.add(merged)
-        sources = [w for w in sorted(overlapping) if w != merged]
-        if sources:
-            self.backend.set_current_key(key)
-            self.backend.merge_namespaces(self.contents_descriptor, merged, sources)
-        return merged
+    # -- merging windows (sessions) --------------------------------------------------------------
+    # Each key's windows live in ``self._sets`` while the job runs; ``prepare_snapshot_pre_barrier``
+    # writes the keys that changed into keyed state ``merging-window-set`` (so a checkpoint holds
+    # them, redistributed with the key groups), and a key not in ``self._sets`` is read from there.
+    def _windows_of(self, key: Any) -> list[Any]:
+        windows = self._sets.get(key)
+        if windows is None:
+            if self._restored_sets:
+                self.backend.set_current_key(key)
+                state = self.backend.get_state(self.window_set_descriptor)
+                state.set_current_namespace(None)
+                windows = list(state.value() or ())
+            else:
+                windows = []
+            self._sets[key] = windows
+        return windows
+
+    def _set_windows(self, key: Any, windows: list[Any]) -> None:
+        self._sets[key] = windows
+        self._dirty_sets.add(key)
+
+    def _retire(self, key: Any, window: Any) -> None:
+        windows = self._windows_of(key)
+        if window in windows:
+            self._set_windows(key, [w for w in windows if w != window])
+
+    def _persist_window_sets(self) -> None:
+        if not self._dirty_sets:
+            return
+        backend = self.backend
+        state = backend.get_state(self.window_set_descriptor)
+        for key in self._dirty_sets:
+            windows = self._sets.get(key)
+            backend.set_current_key(key)
+            state.set_current_namespace(None)
+            if windows:
+                state.update(sorted(windows))
+            else:
+                state.clear()
+                self._sets.pop(key, None)
+        self._dirty_sets.clear()
+        self._restored_sets = True  # keys dropped from memory are in the backend now
+
+    def _merge(self, key: Any, new_window: Any) -> Any:
+        """Add ``new_window`` to the key's windows, merging as the assigner says; returns the
+        window the element goes to (``new_window`` or the one it merged into)."""
+        existing = self._windows_of(key)
+        if new_window in existing:
+            return new_window
+        if self._time_sessions:  # weir's session assigners: merge what overlaps the new window
+            overlapping = [w for w in existing if w.intersects(new_window)]
+            if not overlapping:
+                self._set_windows(key, [*existing, new_window])
+                return new_window
+            result = new_window
+            for w in overlapping:
+                result = result.cover(w)
+            sources = sorted(w for w in overlapping if w != result)
+            if sources:
+                self._merge_into(key, result, sources)
+            self._set_windows(key, [w for w in existing if w not in overlapping] + [result])
+            return result
+        collector = _MergeCollector()
+        self.assigner.merge_windows([*existing, new_window], collector)  # type: ignore[attr-defined]
+        current = set(existing)
+        result_window = new_window
+        added = False
+        for merged, result in collector.merges:
+            if new_window in merged:
+                merged.discard(new_window)
+                result_window = result
+                added = True
+            current -= merged
+            current.add(result)
+            sources = sorted(w for w in merged if w != result)
+            if sources:
+                self._merge_into(key, result, sources)
+        if not added:
+            current.add(new_window)
+        self._set_windows(key, list(current))
+        return result_window
+
+    def _merge_into(self, key: Any, result: Any, sources: list[Any]) -> None:
+        """Windows ``sources`` of ``key`` become ``result``: trigger merge, their trigger state
+        and cleanup timers go, their contents move."""
+        if self.assigner.is_event_time and self._cleanup_time(result) <= self.current_watermark:
+            raise UsageError(
+                f"operator '{self.name}': merging windows {sources} into {result} would end it before "
+                f"the current watermark {self.current_watermark}; a merging assigner must not do that"
+            )
+        ctx = self._tctx
+        ctx.key, ctx.window, ctx.merged = key, result, sources
+        try:
+            self.trigger.on_merge(result, ctx)
+        finally:
+            ctx.merged = []
+        event_time = self.assigner.is_event_time
+        for w in sources:
+            ctx.window = w
+            self.trigger.clear(w, ctx)
+            cleanup = self._cleanup_time(w)
+            if cleanup != MAX_WATERMARK:
+                self._delete(event_time, key, w, cleanup)
+        self.backend.set_current_key(key)
+        self.backend.merge_namespaces(self.contents_descriptor, result, sources)
+        ctx.window = result
 
     # -- time ----------------------------------------------------------------------------------
     def _fire_timers(self, event_time: bool, until: int) -> None:
         pop = self.timers.pop_event_time_timer if event_time else self.timers.pop_processing_time_timer
+        ctx = self._tctx
+        trigger = self.trigger
+        merging = self.assigner.is_merging
+        own_clock = event_time == self.assigner.is_event_time
+        event_trigger = type(trigger) is EventTimeTrigger
+        processing_trigger = type(trigger) is ProcessingTimeTrigger
         while (timer := pop(until)) is not None:
             key, window, time = timer.key, timer.namespace, timer.timestamp
             self._registered.discard((event_time, key, window, time))
-            self._apply(self._on_time(self.trigger, event_time, window, time), key, window)
-            if time == self._cleanup_time(window) and event_time == self.assigner.is_event_time:
-                self._clear(key, window)
-                if self.assigner.is_merging:
-                    self.sessions.get(key, set()).discard(window)
+            if merging and window not in self._windows_of(key):
+                continue  # the window merged into another or is gone
+            self.backend.set_current_key(key)
+            if event_trigger:  # EventTimeTrigger.on_event_time / ProcessingTimeTrigger.on_processing_time
+                result = FIRE if event_time and time == window.max_timestamp() else CONTINUE
+            elif processing_trigger:
+                result = CONTINUE if event_time else FIRE
+            else:
+                ctx.key, ctx.window = key, window
+                if event_time:
+                    result = trigger.on_event_time(time, window, ctx)
+                else:
+                    result = trigger.on_processing_time(time, window, ctx)
+            self._apply(result, key, window)
+            if own_clock and time == self._cleanup_time(window):
+                self._clear(key, window, time)
         self._flush()
 
     def _advance(self, event_time: bool, until: int) -> None:
@@ -446,6 +650,8 @@ class WindowOperator(FastPaneMode):
     def prepare_snapshot_pre_barrier(self, checkpoint_id: int) -> None:
         if self.fast:
             self._snapshot_fast()
+        if self.assigner.is_merging:
+            self._persist_window_sets()
 
     def _fire(self, until: int) -> None:
         self._fire_fast(until)

@@ -147,13 +147,13 @@ def vector_plan(
     assigner: WindowAssigner,
     trigger: Trigger,
     allowed_lateness_ms: int,
-    evictor_count: int | None,
+    evictor: Any,
 ) -> VectorPlan | None:
     """The plan if this window runs vectorized, else None (see the module docstring)."""
     if aggregation not in BUILT_INS or not isinstance(assigner, _ASSIGNERS):
         return None
     default = EventTimeTrigger if assigner.is_event_time else ProcessingTimeTrigger
-    if type(trigger) is not default or allowed_lateness_ms != 0 or evictor_count is not None:
+    if type(trigger) is not default or allowed_lateness_ms != 0 or evictor is not None:
         return None
     struct = isinstance(input_type, TupleTypeInfo | RowTypeInfo)
     if aggregation == "count":

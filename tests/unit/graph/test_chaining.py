@@ -39,7 +39,7 @@ def test_seed_003_window_word_count_chains_the_sink_into_the_window() -> None:
     source, flat_map, window = job.vertices
     assert [op.name for op in source.operators] == ["Source: file-source"]
     assert [op.name for op in flat_map.operators] == ["Flat Map"]
-    assert window.operators[0].name.startswith("Window(GlobalWindows")
+    assert window.operators[0].name.startswith("Window(CountSlidingWindowAssigner(10, 5)")
     assert window.operators[1].name == "Sink: Print to Std. Out"
     assert (source.slot_sharing_group, flat_map.slot_sharing_group, window.slot_sharing_group) == (
         "default",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,13 @@ class CollectingOutput(Output):
 
 
 class Harness:
-    def __init__(self, operator: StreamOperator, batch_mode: bool = False) -> None:
+    def __init__(
+        self,
+        operator: StreamOperator,
+        batch_mode: bool = False,
+        prepare: Callable[[StreamOperator], None] | None = None,
+    ) -> None:
+        """``prepare(operator)`` runs after ``setup`` and before ``initialize_state`` (a restore)."""
         self.operator = operator
         self.now_ms = 0
         self.output = CollectingOutput()
@@ -45,6 +52,8 @@ class Harness:
             ),
             self.output,
         )
+        if prepare is not None:
+            prepare(operator)
         operator.initialize_state()
         operator.open()
 

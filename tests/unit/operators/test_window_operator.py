@@ -11,6 +11,7 @@ from weir.common import Time
 from weir.core.functions import wrap_key_selector, wrap_reduce
 from weir.datastream import AggregateFunction, OutputTag, ProcessWindowFunction
 from weir.datastream.window import (
+    CountEvictor,
     CountTrigger,
     EventTimeSessionWindows,
     GlobalWindows,
@@ -163,7 +164,7 @@ def test_count_windows(size: int, slide: int, expected: list[int]) -> None:
     if slide == 0:
         op = window_op(GlobalWindows.create(), trigger=PurgingTrigger.of(CountTrigger.of(size)))
     else:
-        op = window_op(GlobalWindows.create(), trigger=CountTrigger.of(slide), evictor=size)
+        op = window_op(GlobalWindows.create(), trigger=CountTrigger.of(slide), evictor=CountEvictor.of(size))
     h = Harness(op)
     for i in range(1, 7):
         h.elements((("a", i), 0))

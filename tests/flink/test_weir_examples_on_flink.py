@@ -33,10 +33,7 @@ PORTABILITY: dict[str, object] = {
     "columnar_query.py": ("refused", "columnar_query.py:9: weir.columnar"),
 }
 # examples whose results differ on weir today (strict: the fix shows up as a failure to update)
-DIFFERS: dict[str, str] = {
-    "window_word_count.py": "count_window(10, 5) over words.txt: Flink prints (to,10) "
-    "only, weir also (the,5) and (to,5)",
-}
+DIFFERS: dict[str, str] = {}
 
 
 def test_the_table_names_every_example() -> None:

@@ -21,6 +21,12 @@ interval and serves messages:
   that ended meanwhile);
 - ``crash`` cancels every task and deletes its local state (failure injection).
 
+A deployment may carry a copy of its job's failure injector: the process keeps one per job
+for all its tasks (``_injector_for``). A failure it fires is first reported as
+``injected_failure``; a ``lose-taskmanager`` fault then cancels every task, deletes their
+local state, and SIGKILLs the process once the report is written: the JobManager notices
+the lost connection, as for any process that dies.
+
 When the connection to the JobManager ends, the process exits: a JobManager that dies
 takes its jobs with it (no high availability), and the process holds no other work.
 """
@@ -30,6 +36,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from typing import Any
 
@@ -38,6 +45,43 @@ import trio
 from weir.cluster import rpc
 from weir.cluster.gateway import pack_exception
 from weir.errors import ProtocolViolation, UsageError
+
+
+def _injector_for(
+    deployment: Any, executor: Any, connection: rpc.RpcConnection, injectors: dict[str, Any]
+) -> Any:
+    """This process's failure injector of the deployment's job (None if it injects none):
+    the first copy that arrives, wired to report over RPC, or that one updated with what a
+    newer copy knows."""
+    shipped = deployment.failure_injector
+    if shipped is None:
+        return None
+    local = injectors.get(deployment.job_id)
+    if local is not None:
+        local.absorb(shipped)
+        return local
+
+    def report(execution_id: str, index: int, attempt: int, what: str) -> None:
+        connection.send_nowait(
+            {"type": "injected_failure", "execution_id": execution_id, "fault": index, "attempt": attempt,
+             "what": what}
+        )  # fmt: skip
+
+    def die() -> None:
+        executor.crash()  # tasks stop now; their local state is gone with the "machine"
+        if connection.closed:
+            _kill_self()
+        connection.send_last_nowait(_kill_self)
+
+    shipped.on_fire = report
+    shipped.lose = die
+    shipped.process_name = f"TaskManager {executor.taskmanager_id} (pid {os.getpid()})"
+    injectors[deployment.job_id] = shipped
+    return shipped
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _deployment_with_callbacks(deployment: Any, connection: rpc.RpcConnection, now_ms: Any) -> Any:
@@ -101,6 +145,7 @@ async def run_taskmanager(
     network = NetworkEnvironment(taskmanager_id, tcp, **(network_options or {}))
     executor = TaskExecutor(taskmanager_id, slots, network, None)
     now_ms = processing_time_source()
+    injectors: dict[str, Any] = {}  # failure injectors by job id
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(connection.run_sender)
@@ -124,7 +169,7 @@ async def run_taskmanager(
                 if message.type == "peers":
                     _set_peers(tcp, taskmanager_id, message)
                     continue
-                _serve(message, executor, connection, now_ms)
+                _serve(message, executor, connection, now_ms, injectors)
             nursery.cancel_scope.cancel()
     finally:
         await connection.aclose()
@@ -152,7 +197,9 @@ async def _heartbeat(connection: rpc.RpcConnection, interval_s: float) -> None:
         await trio.sleep(interval_s)
 
 
-def _serve(message: rpc.Message, executor: Any, connection: rpc.RpcConnection, now_ms: Any) -> None:
+def _serve(
+    message: rpc.Message, executor: Any, connection: rpc.RpcConnection, now_ms: Any, injectors: dict[str, Any]
+) -> None:
     from weir.network.events import CheckpointBarrier
 
     kind = message.type
@@ -173,6 +220,7 @@ def _serve(message: rpc.Message, executor: Any, connection: rpc.RpcConnection, n
             )
             return
         deployment = _deployment_with_callbacks(loaded, connection, now_ms)
+        deployment.failure_injector = _injector_for(deployment, executor, connection, injectors)
         executor.submit_task(deployment, _reporter(executor, connection))
     elif kind == "cancel":
         handle = executor.tasks.get(message.get("execution_id", str, "the JobManager"))

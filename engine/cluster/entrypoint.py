@@ -27,6 +27,12 @@ for all its tasks (``_injector_for``). A failure it fires is first reported as
 local state, and SIGKILLs the process once the report is written: the JobManager notices
 the lost connection, as for any process that dies.
 
+Every ``STATISTICS_INTERVAL_S`` the process sends each running task's statistics
+(``task_statistics``: records in/out, back pressure, busy time, user metrics), so the
+dashboard and ``weir run``'s live view follow a job on TaskManager processes as one in the
+caller's process. User metrics travel as JSON-safe values (a gauge holding another object
+travels as its ``str``): nothing of the user's but its functions is pickled on the way back.
+
 When the connection to the JobManager ends, the process exits: a JobManager that dies
 takes its jobs with it (no high availability), and the process holds no other work.
 """
@@ -78,6 +84,58 @@ def _injector_for(
     shipped.process_name = f"TaskManager {executor.taskmanager_id} (pid {os.getpid()})"
     injectors[deployment.job_id] = shipped
     return shipped
+
+
+#: how often a TaskManager process reports its tasks' statistics to the JobManager
+STATISTICS_INTERVAL_S = 1.0
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON would hold it: numbers, strings, booleans, None, lists and string-keyed
+    dicts as they are; anything else (and anything nested deeper than 8) as its ``str``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth < 8 and isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return [json_safe(v, depth + 1) for v in value]
+    try:
+        return str(value)
+    except Exception as exc:  # a user's __str__ that raises
+        return f"<{type(value).__name__}: str() failed: {type(exc).__name__}>"
+
+
+def statistics_payload(task: Any) -> bytes:
+    """A task's statistics, pickled, with its user metrics made JSON-safe; b"" if they fail."""
+    try:
+        stats = task.statistics()
+        now = trio.current_time()  # a wait going on is counted here: the clocks of processes differ
+        partitions = [
+            p
+            if p.backpressured_since is None
+            else dataclasses.replace(
+                p, backpressured_time_s=p.backpressured_time_s + max(0.0, now - p.backpressured_since),
+                backpressured_since=None,
+            )
+            for p in stats.partitions
+        ]  # fmt: skip
+        return rpc.dumps(
+            dataclasses.replace(stats, user_metrics=json_safe(stats.user_metrics), partitions=partitions)
+        )
+    except Exception:
+        return b""  # statistics are for people: a task does not depend on them
+
+
+async def _report_statistics(executor: Any, connection: rpc.RpcConnection, interval_s: float) -> None:
+    """Send every running task's statistics each ``interval_s``. Cancellation: stops."""
+    while True:
+        await trio.sleep(interval_s)
+        for execution_id, handle in list(executor.tasks.items()):
+            if handle.task is None:
+                continue
+            blob = statistics_payload(handle.task)
+            if blob:
+                connection.send_nowait({"type": "task_statistics", "execution_id": execution_id}, blob=blob)
 
 
 def _kill_self() -> None:
@@ -162,6 +220,7 @@ async def run_taskmanager(
                 raise ProtocolViolation(f"the JobManager answered {reply.type!r}; expected 'registered'")
             interval_ms = reply.get("heartbeat_interval_ms", (int, float), "the JobManager")
             nursery.start_soon(_heartbeat, connection, interval_ms / 1000)
+            nursery.start_soon(_report_statistics, executor, connection, STATISTICS_INTERVAL_S)
             while True:
                 message = await connection.receive()
                 if message is None:
@@ -263,10 +322,7 @@ def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
         blob = b""
         handle = executor.tasks.get(execution_id)
         if event in ("finish", "canceled") and handle is not None and handle.task is not None:
-            try:
-                blob = rpc.dumps(handle.task.statistics())
-            except Exception:
-                blob = b""  # statistics are for people: a task's end does not depend on them
+            blob = statistics_payload(handle.task)
         connection.send_nowait(header, blob=blob)
 
     return report

@@ -16,7 +16,8 @@ failures come back as ``injected_failure`` messages, recorded on the kept one. T
 messages (``entrypoint``); each message that comes back (``task_event``,
 ``checkpoint_ack``, ``checkpoint_metrics``, ``checkpoint_decline``, ``recovery_note``)
 is handed to the kept deployment's callback or the task's ``report``, so the JobMaster
-cannot tell a remote task from a local one. Checkpoint triggers, notifications,
+cannot tell a remote task from a local one; ``task_statistics`` (every second from a
+running task) becomes what the task's ``statistics()`` returns. Checkpoint triggers, notifications,
 cancellation and partition releases go out as messages.
 
 A gateway outlives its connections: messages are queued in its outbox, and whichever
@@ -265,6 +266,9 @@ class RemoteTaskExecutor:
                 execution_id, message.get("checkpoint_id", int), message.get("reason", str),
                 message.get("counts", bool),
             )  # fmt: skip
+        elif kind == "task_statistics":
+            if handle.task is not None:
+                handle.task.last_statistics = message.load()
         elif kind == "recovery_note" and d.on_recovery_note is not None:
             d.on_recovery_note(message.get("line", str))
         elif kind == "injected_failure":

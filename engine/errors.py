@@ -5,6 +5,8 @@ Every message names the object, the value received, and what would be valid.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class WeirError(Exception):
     """Base class of every error weir raises on purpose."""
@@ -49,3 +51,6 @@ class OperatorFailure(WeirError):
             f"operator '{operator}' (subtask {subtask_index + 1}/{parallelism}) failed: "
             f"{type(cause).__name__}: {cause}"
         )
+
+    def __reduce__(self) -> Any:  # pickles (to the JobManager) with its constructor's arguments
+        return (type(self), (self.operator, self.subtask_index, self.parallelism, self.cause), self.__dict__)

@@ -21,6 +21,18 @@ interval and serves messages:
   that ended meanwhile);
 - ``crash`` cancels every task and deletes its local state (failure injection).
 
+A deployment may carry a copy of its job's failure injector: the process keeps one per job
+for all its tasks (``_injector_for``). A failure it fires is first reported as
+``injected_failure``; a ``lose-taskmanager`` fault then cancels every task, deletes their
+local state, and SIGKILLs the process once the report is written: the JobManager notices
+the lost connection, as for any process that dies.
+
+Every ``STATISTICS_INTERVAL_S`` the process sends each running task's statistics
+(``task_statistics``: records in/out, back pressure, busy time, user metrics), so the
+dashboard and ``weir run``'s live view follow a job on TaskManager processes as one in the
+caller's process. User metrics travel as JSON-safe values (a gauge holding another object
+travels as its ``str``): nothing of the user's but its functions is pickled on the way back.
+
 When the connection to the JobManager ends, the process exits: a JobManager that dies
 takes its jobs with it (no high availability), and the process holds no other work.
 """
@@ -30,6 +42,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import signal
 import sys
 from typing import Any
 
@@ -38,6 +51,95 @@ import trio
 from weir.cluster import rpc
 from weir.cluster.gateway import pack_exception
 from weir.errors import ProtocolViolation, UsageError
+
+
+def _injector_for(
+    deployment: Any, executor: Any, connection: rpc.RpcConnection, injectors: dict[str, Any]
+) -> Any:
+    """This process's failure injector of the deployment's job (None if it injects none):
+    the first copy that arrives, wired to report over RPC, or that one updated with what a
+    newer copy knows."""
+    shipped = deployment.failure_injector
+    if shipped is None:
+        return None
+    local = injectors.get(deployment.job_id)
+    if local is not None:
+        local.absorb(shipped)
+        return local
+
+    def report(execution_id: str, index: int, attempt: int, what: str) -> None:
+        connection.send_nowait(
+            {"type": "injected_failure", "execution_id": execution_id, "fault": index, "attempt": attempt,
+             "what": what}
+        )  # fmt: skip
+
+    def die() -> None:
+        executor.crash()  # tasks stop now; their local state is gone with the "machine"
+        if connection.closed:
+            _kill_self()
+        connection.send_last_nowait(_kill_self)
+
+    shipped.on_fire = report
+    shipped.lose = die
+    shipped.process_name = f"TaskManager {executor.taskmanager_id} (pid {os.getpid()})"
+    injectors[deployment.job_id] = shipped
+    return shipped
+
+
+#: how often a TaskManager process reports its tasks' statistics to the JobManager
+STATISTICS_INTERVAL_S = 1.0
+
+
+def json_safe(value: Any, depth: int = 0) -> Any:
+    """``value`` as JSON would hold it: numbers, strings, booleans, None, lists and string-keyed
+    dicts as they are; anything else (and anything nested deeper than 8) as its ``str``."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if depth < 8 and isinstance(value, dict):
+        return {str(k): json_safe(v, depth + 1) for k, v in value.items()}
+    if depth < 8 and isinstance(value, (list, tuple)):
+        return [json_safe(v, depth + 1) for v in value]
+    try:
+        return str(value)
+    except Exception as exc:  # a user's __str__ that raises
+        return f"<{type(value).__name__}: str() failed: {type(exc).__name__}>"
+
+
+def statistics_payload(task: Any) -> bytes:
+    """A task's statistics, pickled, with its user metrics made JSON-safe; b"" if they fail."""
+    try:
+        stats = task.statistics()
+        now = trio.current_time()  # a wait going on is counted here: the clocks of processes differ
+        partitions = [
+            p
+            if p.backpressured_since is None
+            else dataclasses.replace(
+                p, backpressured_time_s=p.backpressured_time_s + max(0.0, now - p.backpressured_since),
+                backpressured_since=None,
+            )
+            for p in stats.partitions
+        ]  # fmt: skip
+        return rpc.dumps(
+            dataclasses.replace(stats, user_metrics=json_safe(stats.user_metrics), partitions=partitions)
+        )
+    except Exception:
+        return b""  # statistics are for people: a task does not depend on them
+
+
+async def _report_statistics(executor: Any, connection: rpc.RpcConnection, interval_s: float) -> None:
+    """Send every running task's statistics each ``interval_s``. Cancellation: stops."""
+    while True:
+        await trio.sleep(interval_s)
+        for execution_id, handle in list(executor.tasks.items()):
+            if handle.task is None:
+                continue
+            blob = statistics_payload(handle.task)
+            if blob:
+                connection.send_nowait({"type": "task_statistics", "execution_id": execution_id}, blob=blob)
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _deployment_with_callbacks(deployment: Any, connection: rpc.RpcConnection, now_ms: Any) -> Any:
@@ -101,6 +203,7 @@ async def run_taskmanager(
     network = NetworkEnvironment(taskmanager_id, tcp, **(network_options or {}))
     executor = TaskExecutor(taskmanager_id, slots, network, None)
     now_ms = processing_time_source()
+    injectors: dict[str, Any] = {}  # failure injectors by job id
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(connection.run_sender)
@@ -117,6 +220,7 @@ async def run_taskmanager(
                 raise ProtocolViolation(f"the JobManager answered {reply.type!r}; expected 'registered'")
             interval_ms = reply.get("heartbeat_interval_ms", (int, float), "the JobManager")
             nursery.start_soon(_heartbeat, connection, interval_ms / 1000)
+            nursery.start_soon(_report_statistics, executor, connection, STATISTICS_INTERVAL_S)
             while True:
                 message = await connection.receive()
                 if message is None:
@@ -124,7 +228,7 @@ async def run_taskmanager(
                 if message.type == "peers":
                     _set_peers(tcp, taskmanager_id, message)
                     continue
-                _serve(message, executor, connection, now_ms)
+                _serve(message, executor, connection, now_ms, injectors)
             nursery.cancel_scope.cancel()
     finally:
         await connection.aclose()
@@ -152,7 +256,9 @@ async def _heartbeat(connection: rpc.RpcConnection, interval_s: float) -> None:
         await trio.sleep(interval_s)
 
 
-def _serve(message: rpc.Message, executor: Any, connection: rpc.RpcConnection, now_ms: Any) -> None:
+def _serve(
+    message: rpc.Message, executor: Any, connection: rpc.RpcConnection, now_ms: Any, injectors: dict[str, Any]
+) -> None:
     from weir.network.events import CheckpointBarrier
 
     kind = message.type
@@ -173,6 +279,7 @@ def _serve(message: rpc.Message, executor: Any, connection: rpc.RpcConnection, n
             )
             return
         deployment = _deployment_with_callbacks(loaded, connection, now_ms)
+        deployment.failure_injector = _injector_for(deployment, executor, connection, injectors)
         executor.submit_task(deployment, _reporter(executor, connection))
     elif kind == "cancel":
         handle = executor.tasks.get(message.get("execution_id", str, "the JobManager"))
@@ -215,10 +322,7 @@ def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
         blob = b""
         handle = executor.tasks.get(execution_id)
         if event in ("finish", "canceled") and handle is not None and handle.task is not None:
-            try:
-                blob = rpc.dumps(handle.task.statistics())
-            except Exception:
-                blob = b""  # statistics are for people: a task's end does not depend on them
+            blob = statistics_payload(handle.task)
         connection.send_nowait(header, blob=blob)
 
     return report

@@ -60,8 +60,20 @@ attempts (0 is the first run, 1 the first restart, ...) it may fire in (default:
 
     raise:operator=Map,after=200..800,times=5;crash-before-metadata:probability=0.2,times=2
 
-What it does not do: inject into sources (their records enter no guard), into savepoints,
-or anything outside one process (a MiniCluster).
+TaskManager processes (``weir.taskmanager.processes``, a standalone cluster): record faults
+fire inside the process that runs the operator. Each deployment carries a copy of the
+job's injector (``for_deployment``: spec, seed and the budgets spent so far); a TaskManager
+process keeps one copy per job for all its tasks (``absorb`` merges what later deployments
+know), so the one-failure-per-attempt rule holds within a process. Every failure it fires
+is reported to the JobManager (``on_fire``, an ``injected_failure`` message sent before
+the failure takes effect) and recorded there (``record_remote``), so the budgets and the
+log of the job stay whole. ``lose-taskmanager`` in a process makes the process die
+(``lose``: it sends the report, cancels its tasks, deletes their local state and SIGKILLs
+itself); the JobManager notices by the lost connection. Two processes learn of each
+other's failures only with the next deployment, so both may fire in the same attempt:
+under processes ``max-failures`` can be exceeded by the failures of one attempt.
+
+What it does not do: inject into sources (their records enter no guard), or into savepoints.
 """
 
 from __future__ import annotations
@@ -91,6 +103,10 @@ _PARAMS = {
 
 class InjectedFailure(RuntimeError):
     """A failure the failure injector caused on purpose."""
+
+
+#: (execution id, fault index, attempt, what) of a failure fired in a TaskManager process
+FireReport = Callable[[str, int, int, str], None]
 
 
 @dataclass(frozen=True)
@@ -218,6 +234,10 @@ class FailureInjector:
         self.attempt = 0  # the newest attempt a task registered for
         self._failed_attempt = -1  # the attempt that already got its failure
         self.cluster: Any = None  # the MiniCluster, for lose-taskmanager
+        # in a TaskManager process: report each fired failure to the JobManager; die
+        self.on_fire: FireReport | None = None
+        self.lose: Callable[[], None] | None = None
+        self.process_name = ""  # "TaskManager <id> (pid <pid>)" in a TaskManager process
 
     @classmethod
     def from_configuration(cls, conf: Any) -> FailureInjector | None:
@@ -248,7 +268,9 @@ class FailureInjector:
             return False
         return not (0 <= self.max_failures <= self.total_fired)
 
-    def _fire(self, index: int, attempt: int, what: str) -> str:
+    def _fire(self, index: int, attempt: int, what: str, execution_id: str = "") -> str:
+        if self.on_fire is not None:
+            self.on_fire(execution_id, index, attempt, what)
         self.fired[index] += 1
         self._failed_attempt = attempt
         line = f"injected failure {self.total_fired} (attempt {attempt}, fault {index + 1} {self.faults[index].kind}): {what}"
@@ -296,7 +318,12 @@ class FailureInjector:
     ) -> None:  # fmt: skip
         where = f"operator '{name}' subtask {subtask + 1}/{parallelism} after {seen} records"
         if fault.kind == "raise":
-            raise InjectedFailure(self._fire(index, attempt, where))
+            raise InjectedFailure(self._fire(index, attempt, where, execution_id))
+        if self.lose is not None:  # in a TaskManager process: the process dies
+            what = f"{self.process_name} lost with its local state at {where}"
+            line = self._fire(index, attempt, what, execution_id)  # reported before the process dies
+            self.lose()
+            raise InjectedFailure(line)
         if self.cluster is None:
             raise UsageError(
                 "failure injection: lose-taskmanager needs the job to run on a MiniCluster "
@@ -306,6 +333,39 @@ class FailureInjector:
         line = self._fire(index, attempt, f"TaskManager {tm_index} lost with its local state at {where}")
         self.cluster.lose_taskmanager(tm_index)
         raise InjectedFailure(line)
+
+    # -- TaskManager processes -------------------------------------------------------------------
+    def for_deployment(self, attempt: int) -> FailureInjector:
+        """A copy to ship with a deployment of ``attempt``: the faults, the seed and the
+        budgets spent so far, without this process's hooks."""
+        self.attempt = max(self.attempt, attempt)
+        copy = FailureInjector(self.faults, self.seed, self.max_failures)
+        copy.fired = list(self.fired)
+        copy.attempt = self.attempt
+        copy._failed_attempt = self._failed_attempt
+        return copy
+
+    def absorb(self, other: FailureInjector) -> None:
+        """Merge what a newer copy of the same job's injector knows (budgets, attempts)."""
+        if [f for f in other.faults] != self.faults:
+            raise UsageError("failure injection: two deployments of one job carry different fault specs")
+        self.fired = [max(a, b) for a, b in zip(self.fired, other.fired, strict=True)]
+        self.attempt = max(self.attempt, other.attempt)
+        self._failed_attempt = max(self._failed_attempt, other._failed_attempt)
+
+    def record_remote(self, index: int, attempt: int, what: str) -> str:
+        """A failure a TaskManager process fired for this job: count it and log it as if
+        it had fired here. Raises UsageError for a fault index the spec does not have."""
+        if not 0 <= index < len(self.faults) or attempt < 0:
+            raise UsageError(
+                f"failure injection: a TaskManager reported fault {index + 1} in attempt {attempt}; "
+                f"the spec has faults 1..{len(self.faults)}"
+            )
+        self.attempt = max(self.attempt, attempt)
+        failed = self._failed_attempt
+        line = self._fire(index, attempt, what)
+        self._failed_attempt = max(failed, attempt)
+        return line
 
     # -- checkpoint faults -----------------------------------------------------------------------
     def _checkpoint_fault(self, checkpoint_id: int) -> int | None:

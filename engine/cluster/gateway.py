@@ -10,12 +10,14 @@ cluster an in-process ``TaskExecutor``; with TaskManagers as processes a
 
 ``submit_task`` keeps the deployment (with its callbacks into the JobMaster) and sends a
 copy without them: ``ship_deployment`` drops what cannot cross a process (callbacks, the
-processing-time clock, the failure injector) and pickles the rest, user functions
-included, as a signed payload. The TaskManager process rebuilds the callbacks as RPC
+processing-time clock) and pickles the rest, user functions included, as a signed
+payload; a failure injector travels as a copy (``FailureInjector.for_deployment``) whose
+failures come back as ``injected_failure`` messages, recorded on the kept one. The TaskManager process rebuilds the callbacks as RPC
 messages (``entrypoint``); each message that comes back (``task_event``,
 ``checkpoint_ack``, ``checkpoint_metrics``, ``checkpoint_decline``, ``recovery_note``)
 is handed to the kept deployment's callback or the task's ``report``, so the JobMaster
-cannot tell a remote task from a local one. Checkpoint triggers, notifications,
+cannot tell a remote task from a local one; ``task_statistics`` (every second from a
+running task) becomes what the task's ``statistics()`` returns. Checkpoint triggers, notifications,
 cancellation and partition releases go out as messages.
 
 A gateway outlives its connections: messages are queued in its outbox, and whichever
@@ -35,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +59,6 @@ _LOCAL_FIELDS: dict[str, Any] = {
     "on_checkpoint_metrics": None,
     "on_checkpoint_decline": None,
     "on_recovery_note": None,
-    "failure_injector": None,
 }
 
 
@@ -70,7 +72,10 @@ def ship_deployment(deployment: TaskDeployment) -> bytes:
         from weir.cluster.minicluster import COLLECT_ACROSS_PROCESSES
 
         raise UsageError(COLLECT_ACROSS_PROCESSES)
-    return dumps(dataclasses.replace(deployment, **_LOCAL_FIELDS))
+    injector = deployment.failure_injector
+    if injector is not None:
+        injector = injector.for_deployment(deployment.attempt_number)
+    return dumps(dataclasses.replace(deployment, **_LOCAL_FIELDS, failure_injector=injector))
 
 
 def pack_exception(exc: BaseException | None) -> bytes:
@@ -78,7 +83,9 @@ def pack_exception(exc: BaseException | None) -> bytes:
     if exc is None:
         return b""
     try:
-        return dumps(exc)
+        blob = dumps(exc)
+        pickle.loads(blob)  # an exception whose __init__ needs other arguments does not load
+        return blob
     except Exception:
         return dumps(JobExecutionError(f"{type(exc).__name__}: {exc}"))
 
@@ -235,7 +242,13 @@ class RemoteTaskExecutor:
                 handle.task = RemoteTask(self, execution_id)
             exc = None
             if event == "fail":
-                exc = message.load()
+                try:
+                    exc = message.load()
+                except Exception as load_error:  # e.g. an exception class whose __init__ wants more
+                    exc = JobExecutionError(
+                        f"a task of TaskManager {self.taskmanager_id} failed with an exception that "
+                        f"does not load here ({type(load_error).__name__}: {load_error})"
+                    )
             elif message.blob and handle.task is not None:
                 handle.task.last_statistics = message.load()
             if event in ("finish", "fail", "canceled"):
@@ -253,8 +266,23 @@ class RemoteTaskExecutor:
                 execution_id, message.get("checkpoint_id", int), message.get("reason", str),
                 message.get("counts", bool),
             )  # fmt: skip
+        elif kind == "task_statistics":
+            if handle.task is not None:
+                handle.task.last_statistics = message.load()
         elif kind == "recovery_note" and d.on_recovery_note is not None:
             d.on_recovery_note(message.get("line", str))
+        elif kind == "injected_failure":
+            if d.failure_injector is None:
+                raise ProtocolViolation(
+                    f"TaskManager {self.taskmanager_id} reported an injected failure for {execution_id}, "
+                    "whose job injects none"
+                )
+            try:
+                d.failure_injector.record_remote(
+                    message.get("fault", int), message.get("attempt", int), message.get("what", str)
+                )
+            except UsageError as exc:
+                raise ProtocolViolation(f"TaskManager {self.taskmanager_id}: {exc}") from None
         elif kind not in ("checkpoint_ack", "checkpoint_metrics", "checkpoint_decline", "recovery_note"):
             raise ProtocolViolation(f"TaskManager {self.taskmanager_id} sent unknown message {kind!r}")
 
@@ -355,8 +383,10 @@ class JobManagerEndpoint:
             connection.send_nowait(
                 {"type": "registered", "heartbeat_interval_ms": self.rm.heartbeat_interval_ms}
             )
-            self.rm.register_task_executor(tm_id, slots)
+            # peers first, through the outboxes: a deployment the new slots trigger reaches every
+            # TaskManager after the address of the newcomer (one queue per connection keeps order)
             self._announce_peers()
+            self.rm.register_task_executor(tm_id, slots)
             self.registrations += 1
             self.registered_changed.set()
             self.registered_changed = trio.Event()
@@ -389,7 +419,7 @@ class JobManagerEndpoint:
         }
         for gateway in self.gateways.values():
             if gateway.connection is not None:
-                gateway.connection.send_nowait({"type": "peers", "addresses": addresses})
+                gateway.send({"type": "peers", "addresses": addresses})
 
     async def wait_for_taskmanagers(self, n: int) -> None:
         """Until ``n`` TaskManagers are connected. Cancellation: stops waiting."""

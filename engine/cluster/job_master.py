@@ -689,12 +689,12 @@ class JobMaster:
 
     def statistics(self) -> list[Any]:
         stats = [h.task.statistics() for h in self.handles.values() if h.task is not None]
-        return [s for s in stats if s is not None]  # a remote task reports its own at its end
+        return [s for s in stats if s is not None]  # a remote task's come every second
 
     def task_statistics(self) -> dict[str, Any]:
         """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these)."""
         stats = {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
-        return {eid: s for eid, s in stats.items() if s is not None}  # a remote task's come at its end
+        return {eid: s for eid, s in stats.items() if s is not None}  # a remote task's come every second
 
 
 def raise_for_result(result: JobResult) -> None:

@@ -45,6 +45,7 @@ import os
 import pickle
 import secrets
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -266,6 +267,7 @@ class RpcConnection:
         self.name = name
         self._send, self._queue = trio.open_memory_channel[bytes](math.inf)
         self.closed = False
+        self._last: Callable[[], None] = lambda: None
 
     async def _receive_raw(self) -> Message | None:
         while True:
@@ -313,10 +315,20 @@ class RpcConnection:
         if not self.closed:
             self._send.send_nowait(frame)
 
+    def send_last_nowait(self, then: Callable[[], None]) -> None:
+        """Queue nothing more: once every message queued so far is written, call ``then``
+        (a process that must die right after its last words, e.g. failure injection)."""
+        self._last = then
+        self._send.send_nowait(b"")
+        self.closed = True
+
     async def run_sender(self) -> None:
         """Write queued messages in order until cancelled or the peer goes away."""
         try:
             async for frame in self._queue:
+                if not frame:  # send_last_nowait: everything before it is written
+                    self._last()
+                    return
                 await self.stream.send_all(frame)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self.closed = True

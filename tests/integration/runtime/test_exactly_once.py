@@ -280,12 +280,13 @@ def failure_spec(case: Case, failures: int, damage: bool = True) -> str:
 
 
 async def check_case_under_failures(
-    case: Case, tmp_path: Path, events: int, failures: int, seed: int, damage: bool = True
+    case: Case, tmp_path: Path, events: int, failures: int, seed: int, damage: bool = True, run: Any = None
 ) -> None:
+    """``run(env, job_graph)``: how the job runs (default ``run_job``, TaskManagers in the process)."""
     out = tmp_path / "out"
     spec = failure_spec(case, failures, damage)
     env, job_graph = build_job(case, out, events, spec, seed=seed, max_failures=failures)
-    result, master = await run_job(env, job_graph)
+    result, master = await (run or run_job)(env, job_graph)
     assert result.status.name == "FINISHED", result.failure
     injected = result.accumulators["injected_failures"]
     assert master.restarts >= failures and len(injected) >= failures, (

@@ -244,3 +244,26 @@ def test_the_cli_injects_failures_into_a_job(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "RESTARTS 1" in result.output
     assert "injected failure 1 (attempt 0, fault 1 raise): operator 'Map' subtask 1/1" in result.output
+
+
+def test_a_copy_for_a_deployment_carries_the_budgets_and_reports_back() -> None:
+    home = FailureInjector(
+        parse_spec("raise:operator=Map,subtask=0,after=2,times=2"), seed=5, max_failures=-1
+    )
+    copy = home.for_deployment(attempt=0)
+    reports: list[tuple[str, int, int, str]] = []
+    copy.on_fire = lambda *report: reports.append(report)
+    hook = copy.for_operator("Map", None, 0, 2, 0, "exec-1")
+    assert hook is not None
+    hook(1)
+    with pytest.raises(InjectedFailure):
+        hook(1)
+    ((execution_id, index, attempt, what),) = reports
+    assert (execution_id, index, attempt) == ("exec-1", 0, 0)
+    home.record_remote(index, attempt, what)
+    assert home.fired == [1] and home.log == copy.log
+    later = home.for_deployment(attempt=1)
+    copy.absorb(later)
+    assert copy.fired == [1] and copy.attempt == 1
+    with pytest.raises(UsageError, match=r"fault 3 in attempt 0; the spec has faults 1\.\.1"):
+        home.record_remote(2, 0, "bogus")

@@ -39,7 +39,9 @@ written, or the error (its type, its message, whether it was a frozen pane's mut
 accumulator, whether the task was closing). The job's process builds the
 acknowledgement from its own copy of the snapshots and that JSON; nothing is unpickled.
 A child that dies without answering fails the checkpoint (declined with its exit
-status). A task cancelled while its child writes kills the child and reaps it.
+status); one that has not answered after ``CHILD_DEADLINE_S`` ends by its alarm (a lock
+some other thread of the parent held at the fork would otherwise hang it, and the task
+that waits for it, for good). A task cancelled while its child writes kills the child and reaps it.
 
 The child does nothing but write: it closes every file descriptor it inherited but its
 answer pipe (a copy of a socket held by the child would keep a peer from seeing the job's
@@ -76,6 +78,8 @@ __all__ = [
 ]
 
 
+#: Seconds a child may take before it is ended (the default checkpoint timeout).
+CHILD_DEADLINE_S = 600
 _MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16
 
 
@@ -207,6 +211,10 @@ def _child(
         # from seeing the parent close its connection, and a port bound, until the child ends
         os.closerange(3, write_fd)
         os.closerange(write_fd + 1, _MAX_FD)
+        # a lock another thread held at the fork (say inside a library) would hang the child
+        # for good, and the task with it: past the deadline the alarm's default action ends it
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
+        signal.alarm(CHILD_DEADLINE_S)
         mutable: list[int] = []
         _prepare_child(snapshots, mutable)
         try:

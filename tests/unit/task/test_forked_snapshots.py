@@ -126,6 +126,25 @@ async def test_a_child_that_dies_fails_the_checkpoint_with_its_signal(tmp_path: 
         await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [snapshot])
 
 
+async def test_a_child_past_its_deadline_ends_and_fails_the_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import weir.task.forked as forked
+
+    monkeypatch.setattr(forked, "CHILD_DEADLINE_S", 1)
+    os.mkfifo(tmp_path / "f")
+    snapshot = OperatorSnapshot("op", 1, 128, 0, operator_state=SignalsThenSleeps(str(tmp_path / "f")))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.to_thread.run_sync, _drain, tmp_path / "f")
+        with pytest.raises(ChildSnapshotError, match=f"killed by signal {int(signal.SIGALRM)}"):
+            await write_in_child(CheckpointStorage(tmp_path, "job"), 1, [snapshot])
+
+
+def _drain(fifo: Path) -> None:
+    with open(fifo) as started:
+        started.read()
+
+
 async def test_cancelling_the_task_kills_and_reaps_its_child(tmp_path: Path) -> None:
     fifo = tmp_path / "started"
     os.mkfifo(fifo)

@@ -97,6 +97,7 @@ def _read_json(path: Path) -> Any:
 
 
 def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (possibly another user's)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

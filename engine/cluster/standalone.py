@@ -55,6 +55,7 @@ import trio
 
 from weir import private_files
 from weir.cluster import rpc
+from weir.cluster.control import _alive
 from weir.errors import JobExecutionError, UsageError, WeirError
 
 ADDRESS_FILE = "jobmanager.json"
@@ -262,16 +263,6 @@ def read_address() -> dict[str, Any] | None:
     if not isinstance(data, dict) or not isinstance(data.get("port"), int):
         raise UsageError(f"the cluster's address file {path} holds {data!r}")
     return data
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def start_cluster(keys: dict[str, Any], timeout_s: float = 180.0) -> dict[str, Any]:

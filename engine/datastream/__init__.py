@@ -89,6 +89,8 @@ __all__ = [
 ]
 
 # -- issue 28 part 1 (windows, broadcast state) -------------------------------------------------
+from weir.datastream.async_data_stream import AsyncDataStream
+from weir.datastream.async_functions import AsyncFunction, AsyncRetryPredicate, AsyncRetryStrategy
 from weir.datastream.data_stream import AllWindowedStream, BroadcastConnectedStream, BroadcastStream
 from weir.datastream.functions import (
     AllWindowFunction,
@@ -120,3 +122,6 @@ __all__ += [
     "TriggerResult",
     "Window",
 ]
+
+
+__all__ += ["AsyncDataStream", "AsyncFunction", "AsyncRetryPredicate", "AsyncRetryStrategy"]

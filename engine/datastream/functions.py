@@ -67,3 +67,13 @@ __all__ = [
     "TimerService",
     "WindowFunction",
 ]
+
+# async I/O functions live in their own module; PyFlink imports them from here too
+from weir.datastream.async_functions import (
+    AsyncFunction,
+    AsyncFunctionDescriptor,
+    AsyncRetryPredicate,
+    AsyncRetryStrategy,
+)
+
+__all__ += ["AsyncFunction", "AsyncFunctionDescriptor", "AsyncRetryPredicate", "AsyncRetryStrategy"]

@@ -689,6 +689,29 @@ class PendingIncrementalSnapshot:
     def kind(self) -> str:
         return self.plan.kind
 
+    def read_here(self) -> None:
+        """Read from the backend now (its pinned view, in this process), so that ``write`` may
+        run in a forked child (``weir.task.forked``), which must not use the backend."""
+        entries = self._entries
+        read_here = getattr(entries, "read_here", None)
+        if read_here is not None:
+            self._entries = read_here()
+        else:
+            rows = entries()
+            self._entries = lambda: rows
+
+    def record_written(self, chain: tuple[FileHandle, ...]) -> None:
+        """What ``write`` records when it runs in this process, for a run a child wrote."""
+        self._history.on_written(self.plan, chain)
+
+    def entries_to_write(self) -> int:
+        """An estimate of the work of ``write``: changed keys (a full run: unknown, -1) and panes."""
+        panes = getattr(self._entries, "panes", None)
+        known = (
+            self.plan.number_of_keys() if self.plan.keys is not None or self.plan.kind == UNCHANGED else -1
+        )
+        return known if known < 0 else known + (len(panes) if panes is not None else 0)
+
     def write(self, storage: Any) -> IncrementalSnapshotResult:
         """Write the run (if the plan has one) through ``storage`` and return the chain handle."""
         if self._written:

@@ -783,16 +783,10 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             entries = self._submit_pinned(lambda rtxn: self._read_pinned(rtxn, plan, dbs)).result
         if panes is not None:
             index = [m.name for m in plan.states].index(panes.state_name)
-            entries = partial(self._merge_panes, entries, panes, index)
+            entries = _PaneMergedEntries(self, entries, panes, index)
         return PendingIncrementalSnapshot(
             plan, self.operator_id, self.max_parallelism, self.key_group_range, entries, history
         )
-
-    def _merge_panes(self, read: Callable[[], list[Any]], panes: Any, index: int) -> list[Any]:
-        """The run's entries read from the pinned view with ``panes``' entries merged in (worker thread)."""
-        merged: list[Any] = panes.merge_run(read(), index)
-        self._revisit_keys(panes)
-        return merged
 
     def _revisit_keys(self, panes: Any) -> None:
         """The keys ``panes`` put into a run become changes of the next snapshot (any thread),
@@ -1006,3 +1000,28 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
     def dispose(self) -> None:
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+class _PaneMergedEntries:
+    """An incremental run's entries: read from the pinned view, with frozen panes merged in;
+    the panes' keys then become changes of the next snapshot (``_revisit_keys``)."""
+
+    def __init__(
+        self, backend: LmdbKeyedStateBackend, read: Callable[[], list[Any]], panes: Any, index: int
+    ) -> None:
+        self._backend = backend
+        self._read = read
+        self.panes = panes
+        self._index = index
+
+    def __call__(self) -> list[Any]:
+        merged: list[Any] = self.panes.merge_run(self._read(), self._index)
+        self._backend._revisit_keys(self.panes)
+        return merged
+
+    def read_here(self) -> Callable[[], list[Any]]:
+        """Do now, in this process, what must not leave it (the read of the pinned view, the
+        changed keys); what is left -- the merge -- may run in a forked child."""
+        rows = self._read()
+        self._backend._revisit_keys(self.panes)  # computes the panes' raw keys: the child inherits them
+        return partial(self.panes.merge_run, rows, self._index)

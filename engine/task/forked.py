@@ -22,20 +22,22 @@ memory); it happens on the job's thread and is measured as ``fork_ms``.
 
 What may cross the fork. The child must not use anything whose owner is another thread
 or the parent's handles to outside state: an LMDB environment (LMDB forbids using an
-environment in a forked child), a pinned read transaction, an incremental run that
-registers files. So the snapshots are sorted before the fork:
+environment in a forked child), a pinned read transaction, the bookkeeping an
+incremental run leaves in its backend. So before the fork a worker thread does what
+must stay in the job's process:
 
-- forkable as they are: the heap backend's pending snapshot, taken snapshots, timer
-  snapshots, operator and channel state, and frozen panes merged into any of these;
-- an LMDB full snapshot's pending read is resolved in a worker thread first (it reads
-  the pinned view, as the thread path does); then the panes merged into it, the timers
+- nothing for the heap backend's pending snapshot, taken snapshots, timer snapshots,
+  operator and channel state, and frozen panes merged into any of these;
+- an LMDB full snapshot's read of its pinned view; the panes merged into it, the timers
   and the file go to the child;
-- an incremental LMDB snapshot is not forked at all: the whole checkpoint takes the
-  thread path (``forkable`` says no).
+- an incremental LMDB snapshot's read of its pinned view, and the frozen panes' keys
+  added to the backend's changes for the next delta (``read_here``); the child merges the
+  panes into the run and writes it, and the job's process records the new chain in the
+  backend's history from the child's answer (``record_written``).
 
 What comes back. The child answers on a pipe only it and the job's process hold, with
-one JSON object: per operator the written file's path, size and SHA-256 and the bytes
-written, or the error (its type, its message, whether it was a frozen pane's mutable
+one JSON object: per operator the written file's path, size and SHA-256, the files of its
+incremental chain, and the bytes written, or the error (its type, its message, whether it was a frozen pane's mutable
 accumulator, whether the task was closing). The job's process builds the
 acknowledgement from its own copy of the snapshots and that JSON; nothing is unpickled.
 A child that dies without answering fails the checkpoint (declined with its exit
@@ -97,10 +99,9 @@ def can_fork() -> bool:
 
 
 def forkable(snapshots: list[OperatorSnapshot]) -> bool:
-    """Whether the asynchronous part of ``snapshots`` may run in a forked child (module docstring)."""
-    from weir.state.incremental import PendingIncrementalSnapshot
-
-    return not any(isinstance(s.keyed, PendingIncrementalSnapshot) for s in snapshots)
+    """Whether the asynchronous part of ``snapshots`` may run in a forked child (module
+    docstring): every kind of snapshot may, once ``_read_here`` did its reads."""
+    return True
 
 
 #: Under ``AUTO``, the entries (panes, keyed entries, timers) from which a snapshot is
@@ -112,11 +113,15 @@ FORK_MIN_ENTRIES = 50_000
 def entries_to_write(snapshots: list[OperatorSnapshot]) -> int:
     """An estimate of the asynchronous part's work: the entries it will still encode."""
     from weir.state.heap import PendingHeapSnapshot
+    from weir.state.incremental import PendingIncrementalSnapshot
     from weir.state.panes import _MergedTimerSnapshot
     from weir.time.timers import PendingTimerSnapshot
 
     total = 0
     for snap in snapshots:
+        if isinstance(snap.keyed, PendingIncrementalSnapshot):
+            run = snap.keyed.entries_to_write()
+            total += FORK_MIN_ENTRIES if run < 0 else run  # a full run: as big as the state
         inner, panes = _merged_parts(snap.keyed)
         if panes is not None:
             total += len(panes)
@@ -150,17 +155,25 @@ def _must_resolve_first(pending: Any) -> bool:
     """A pending keyed snapshot the child may not compute (it reads an LMDB view)."""
     from weir.state.backend import PendingKeyedStateSnapshot, _DoneSnapshot
     from weir.state.heap import PendingHeapSnapshot
+    from weir.state.incremental import PendingIncrementalSnapshot
 
+    if isinstance(pending, PendingIncrementalSnapshot):
+        return True
     return isinstance(pending, PendingKeyedStateSnapshot) and not isinstance(
         pending, PendingHeapSnapshot | _DoneSnapshot
     )
 
 
 def _resolve_unforkable(snapshots: list[OperatorSnapshot]) -> None:
-    """Resolve (in this thread) the pending reads the child may not do: LMDB views."""
+    """Do (in this thread) the reads the child may not do: LMDB views, and what an
+    incremental run records in the backend."""
+    from weir.state.incremental import PendingIncrementalSnapshot
     from weir.state.panes import _MergedKeyedSnapshot
 
     for snap in snapshots:
+        if isinstance(snap.keyed, PendingIncrementalSnapshot):
+            snap.keyed.read_here()
+            continue
         inner, panes = _merged_parts(snap.keyed)
         if _must_resolve_first(inner):
             done = inner.result()
@@ -220,7 +233,8 @@ def _child(
         try:
             acks, total = write_operator_snapshots(storage, checkpoint_id, snapshots)
             answer: dict[str, Any] = {
-                "files": [[a.handle.file.path, a.handle.file.size_bytes, a.handle.file.sha256] for a in acks],
+                "files": [_file_json(a.handle.file) for a in acks],
+                "shared": [[_file_json(f) for f in a.handle.shared_files] for a in acks],
                 "total": total,
             }
         except BaseException as exc:  # every failure is reported to the parent, as data
@@ -294,9 +308,19 @@ def _acks(snapshots: list[OperatorSnapshot], data: bytes, status: int) -> tuple[
             if panes is not None and panes._on_mutable is not None:
                 panes._on_mutable()  # later snapshots of this operator take the synchronous way
         raise ChildSnapshotError(answer["error"], bool(answer.get("task_closing")))
-    files = answer["files"]
-    acks = [operator_ack(s, FileHandle(*f)) for s, f in zip(snapshots, files, strict=True)]
+    from weir.state.incremental import PendingIncrementalSnapshot
+
+    acks = []
+    for snap, file, shared in zip(snapshots, answer["files"], answer["shared"], strict=True):
+        chain = tuple(FileHandle(*f) for f in shared)
+        if isinstance(snap.keyed, PendingIncrementalSnapshot):
+            snap.keyed.record_written(chain)  # what the run's write recorded in the child
+        acks.append(operator_ack(snap, FileHandle(*file), chain))
     return acks, int(answer["total"])
+
+
+def _file_json(f: FileHandle) -> list[Any]:
+    return [f.path, f.size_bytes, f.sha256, f.shared]
 
 
 def _describe(status: int) -> str:

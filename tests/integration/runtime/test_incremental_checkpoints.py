@@ -136,18 +136,21 @@ async def test_recovery_from_a_chain_gives_the_output_of_a_run_without_failure(
     assert [p.name for p in job_dir.iterdir()] == [HISTORY_FILE_NAME]
 
 
+@pytest.mark.parametrize("writer", ["thread", "child"])
 async def test_the_driver_keeps_exactly_the_files_retained_checkpoints_need(
-    tmp_path: Path, autojump_clock: trio.testing.MockClock
+    writer: str, tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """One LMDB subtask checkpointing through a real CheckpointDriver: an aborted checkpoint's upload is
     deleted, its changes reach the next checkpoint, retention drops an old base only once no retained
-    checkpoint lists it, and when the driver stops nothing unreferenced is left."""
+    checkpoint lists it, and when the driver stops nothing unreferenced is left -- whether a worker
+    thread or a forked child (``weir.task.forked``) writes the runs."""
     from weir.checkpoint.coordinator import CheckpointCoordinatorConfig
     from weir.cluster.checkpointing import CheckpointDriver
     from weir.datastream.state import ValueStateDescriptor
     from weir.keys import KeyGroupRange
     from weir.state import LmdbKeyedStateBackend
     from weir.state.incremental import load_for_restore
+    from weir.task.forked import write_in_child
     from weir.task.snapshots import OperatorSnapshot, write_operator_snapshots
 
     triggered: list[int] = []
@@ -192,7 +195,12 @@ async def test_the_driver_keeps_exactly_the_files_retained_checkpoints_need(
             "op", 1, 16, 0, keyed=backend.snapshot_incremental(checkpoint_id, storage.is_complete),
             key_group_range=rng,
         )  # fmt: skip
-        acks, size = await trio.to_thread.run_sync(write_operator_snapshots, storage, checkpoint_id, [snap])
+        if writer == "child":
+            acks, size, _ = await write_in_child(storage, checkpoint_id, [snap])
+        else:
+            acks, size = await trio.to_thread.run_sync(
+                write_operator_snapshots, storage, checkpoint_id, [snap]
+            )
         driver.on_acknowledge("writer", checkpoint_id, acks, size)
         if outcome == "complete":
             driver.on_acknowledge("other", checkpoint_id, [], 0)

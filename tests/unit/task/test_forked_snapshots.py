@@ -193,9 +193,45 @@ def test_a_child_keeps_no_descriptor_of_the_job_open(tmp_path: Path) -> None:
     peer.close()
 
 
-def test_auto_forks_only_for_large_snapshots_and_never_for_incremental_runs() -> None:
+def test_auto_forks_only_for_large_snapshots() -> None:
     run = window_run()
     keyed, timers = deferred_snapshot(run)
     small = [operator_snapshot(keyed, timers)]
     assert entries_to_write(small) == 300 + 43  # the panes (their timers come with them)
     assert not use_child("auto", small) and use_child("process", small) and not use_child("thread", small)
+
+
+async def test_an_incremental_run_with_frozen_panes_written_by_a_child_is_the_threads(tmp_path: Path) -> None:
+    from weir.state import LmdbKeyedStateBackend
+
+    runs = {}
+    for writer in ("thread", "child"):
+        backend = LmdbKeyedStateBackend(
+            "op", 128, KeyGroupRange(0, 127), path=tmp_path / writer, incremental=True
+        )
+        run = Run(make("tuple-reduce", TUMBLING), backend)
+        run.batch([((k, k * 10), 1_000 + k) for k in range(300)])
+        op = run.op
+        op.defer_pane_snapshots = True
+        op.prepare_snapshot_pre_barrier(1)
+        panes, op.pane_snapshot = op.pane_snapshot, None
+        snap = operator_snapshot(
+            backend.snapshot_incremental(1, lambda _: False, panes), panes.pending_timers(None)
+        )
+        storage = CheckpointStorage(tmp_path / f"{writer}-checkpoints", "job")
+        if writer == "child":
+            acks, _, fork_ms = await write_in_child(storage, 1, [snap])
+            assert fork_ms > 0
+        else:
+            acks, _ = write_operator_snapshots(storage, 1, [snap])
+        run.batch([((k, 1), 1_500) for k in range(300)])  # after the barrier
+        (shared,) = acks[0].handle.shared_files
+        runs[writer] = storage.path_of(shared).read_bytes()
+        # the panes' keys are changes of the next snapshot, and its delta builds on this run:
+        # both recorded in this process, whoever wrote the run
+        assert backend._revisit is None and sum(map(len, backend._changes.values())) >= 300
+        following = backend.snapshot_incremental(2, lambda c: c == 1)
+        assert following.plan.kind == "delta" and following.plan.base_chain == (shared,), following.plan
+        following.read_here()
+        backend.dispose()
+    assert runs["child"] == runs["thread"]

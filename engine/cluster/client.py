@@ -99,6 +99,7 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
         taskmanager_processes=bool(conf.get_option(opts.TASKMANAGER_PROCESSES)),
+        replace_lost_taskmanagers=bool(conf.get_option(opts.REPLACE_LOST_TASKMANAGERS)),
         heartbeat_interval_ms=heartbeats.interval_ms,
         heartbeat_timeout_ms=heartbeats.timeout_ms,
         transport=str(conf.get_option(opts.NETWORK_TRANSPORT)),

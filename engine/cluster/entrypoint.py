@@ -235,8 +235,12 @@ async def run_taskmanager(
 
 
 def _set_peers(tcp: Any, own_id: str, message: rpc.Message) -> None:
-    """Where the other TaskManagers serve their partitions: {id: [host, port]}."""
+    """Where the other TaskManagers serve their partitions: {id: [host, port]}, all of them: a
+    TaskManager missing from the message is gone, and its address is forgotten (a consumer
+    deployed later fails with "no address" rather than connecting to a dead process's port)."""
     addresses = message.get("addresses", dict, "the JobManager")
+    for tm_id in set(tcp.addresses) - set(addresses) - {own_id}:
+        tcp.forget_address(tm_id)
     for tm_id, address in addresses.items():
         if tm_id == own_id:
             continue

@@ -331,6 +331,7 @@ class JobManagerEndpoint:
             connection = gateway.connection
             gateway.detach(f"no heartbeat within {self.rm.heartbeat_timeout_ms:.0f} ms")
             connection.closed = True
+            self._announce_peers()  # the others forget its address
             trio.lowlevel.spawn_system_task(connection.aclose)
             if self.on_silent is not None:
                 self.on_silent(tm_id)
@@ -407,11 +408,13 @@ class JobManagerEndpoint:
                 nursery.cancel_scope.cancel()
                 if gateway.connection is connection:
                     gateway.detach(reason)  # its tasks fail with the reason, then its slots go
+                    self._announce_peers()  # the others forget its address: no connect to a dead port
                     if self.rm.slot_manager.is_registered(tm_id):
                         self.rm.unregister_task_executor(tm_id)
 
     def _announce_peers(self) -> None:
-        """Tell every connected TaskManager where all of them serve their partitions (TCP)."""
+        """Tell every connected TaskManager where all of them serve their partitions (TCP): the
+        whole set, so a TaskManager that is gone is forgotten (``entrypoint._set_peers``)."""
         addresses = {
             tm_id: list(g.data_address)
             for tm_id, g in self.gateways.items()

@@ -18,7 +18,7 @@ CANCELLING and then CANCELED. When every execution has FINISHED the job is FINIS
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,7 @@ import trio
 
 from weir.cluster.slot_manager import SlotId
 from weir.cluster.task_executor import TaskExecutor, TaskHandle
-from weir.errors import JobExecutionError
+from weir.errors import JobExecutionError, WeirError
 from weir.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, build_execution_graph
 from weir.graph.job_graph import JobGraph
 from weir.graph.slots import SlotPlan, plan_slots
@@ -90,6 +90,8 @@ class JobMaster:
         self.status = JobStatusMachine()
         self.execution_graph: ExecutionGraph | None = None
         self.plan: SlotPlan | None = None
+        #: the plan's slots, (taskmanager index, slot index), and the slot the job holds for each
+        self.placement: dict[tuple[int, int], SlotId] = {}
         self.handles: dict[str, TaskHandle] = {}
         self.executions: dict[str, Execution] = {}
         self.failure: BaseException | None = None
@@ -195,9 +197,13 @@ class JobMaster:
         preferred = [
             SlotId(self.task_executors[s.taskmanager].taskmanager_id, s.index) for s in self.plan.slots
         ]
-        await self.rm.request_slots(
+        granted = await self.rm.request_slots(
             self.job_id, len(preferred), preferred=preferred, timeout_ms=self.settings.slot_request_timeout_ms
         )
+        # the preferred slots when all were free, else whichever the ResourceManager had
+        self.placement = {
+            (s.taskmanager, s.index): slot for s, slot in zip(self.plan.slots, granted, strict=True)
+        }
         self.rm.add_listener(self._on_taskmanager_lost)
         restore = self.settings.savepoint_restore
         if restore is not None:
@@ -358,6 +364,7 @@ class JobMaster:
         the latest completed checkpoint and deploy new attempts. The other regions never
         stopped: they exchange no data with these."""
         await trio.sleep(self._restart_delay_ms / 1000)
+        await self._replace_lost_slots(ev for r in regions for ev in eg.regions[r].vertices)
         if self._driver_scope is not None:
             self._driver_scope.cancel()
         if self._driver_stopped is not None:
@@ -398,6 +405,29 @@ class JobMaster:
                 self.checkpoints.history.finished = list(old.history.finished)
             self._start_checkpoint_driver()
 
+    async def _replace_lost_slots(self, vertices: Iterable[ExecutionVertex]) -> None:
+        """Before ``vertices`` restart: each plan slot of theirs whose slot went with a lost
+        TaskManager gets another slot from the ResourceManager, on any registered TaskManager
+        (the ones that remain, one started later, or a replacement), as Flink's scheduler
+        takes slots from whatever TaskManagers are registered. Waits up to the slot request
+        timeout for enough free slots."""
+        assert self.plan is not None
+        keys = sorted({(slot.taskmanager, slot.index) for slot in map(self.plan.slot_of, vertices)})
+        sm = self.rm.slot_manager
+        lost = [
+            key
+            for key in keys
+            if not sm.is_registered(self.placement[key].tm_id)
+            or sm.status(self.placement[key]).job_id != self.job_id
+        ]
+        if not lost:
+            return
+        granted = await self.rm.request_slots(
+            self.job_id, len(lost), timeout_ms=self.settings.slot_request_timeout_ms
+        )
+        for key, slot in zip(lost, granted, strict=True):
+            self.placement[key] = slot
+
     def _release_partitions(self, eg: ExecutionGraph) -> None:
         """Release the current attempts' result partitions on every TaskManager."""
         for ev in eg.all_execution_vertices():
@@ -426,6 +456,7 @@ class JobMaster:
         """Every task is terminal: wait the restart delay, restore the latest completed
         checkpoint and deploy new attempts of every execution (restart all)."""
         await trio.sleep(self._restart_delay_ms / 1000)
+        await self._replace_lost_slots(eg.all_execution_vertices())
         if self._driver_scope is not None:
             self._driver_scope.cancel()
         if self._driver_stopped is not None:
@@ -578,9 +609,21 @@ class JobMaster:
         self._changed.set()
 
     # -- deployment ----------------------------------------------------------------------------
-    def _taskmanager_of(self, ev: ExecutionVertex) -> TaskExecutor:
+    def taskmanager_id_of(self, ev: ExecutionVertex) -> str:
+        """The id of the TaskManager holding the slot that ``ev`` runs in (now)."""
         assert self.plan is not None
-        return self.task_executors[self.plan.taskmanager_of(ev)]
+        slot = self.plan.slot_of(ev)
+        placed = self.placement.get((slot.taskmanager, slot.index))
+        if placed is None:  # not placed yet
+            return str(self.task_executors[slot.taskmanager].taskmanager_id)
+        return str(placed.tm_id)
+
+    def _taskmanager_of(self, ev: ExecutionVertex) -> TaskExecutor:
+        tm_id = self.taskmanager_id_of(ev)
+        for te in self.task_executors:
+            if te.taskmanager_id == tm_id:
+                return te
+        raise WeirError(f"job '{self.job_graph.job_name}': no TaskManager {tm_id!r} to deploy {ev} to")
 
     def _deploy(self, eg: ExecutionGraph, ev: ExecutionVertex) -> None:
         execution = ev.current_execution

@@ -52,6 +52,9 @@ class ClusterConfig:
     floating_buffers_per_gate: int = 8
     #: weir.taskmanager.processes: TaskManagers run as child processes (docs/cluster.md)
     taskmanager_processes: bool = False
+    #: weir.taskmanager.replace-lost: a TaskManager process that dies is replaced by a new one
+    #: with its id; without, its tasks restart on the TaskManagers that remain
+    replace_lost_taskmanagers: bool = True
     #: how long the child TaskManagers may take to start and register
     startup_timeout_s: float = 120.0
     #: where the JobManager's RPC endpoint listens (jobmanager.rpc.address/port; 0: any free port)
@@ -182,7 +185,7 @@ class MiniCluster:
 
     async def _supervise_taskmanager(self, index: int, port: int) -> None:
         """Run TaskManager process ``index``; when it dies, start a new one with the same id
-        (its slots come back for the restart). Three deaths in a row before registering end
+        (its slots come back for the restart) unless ``replace_lost_taskmanagers`` is off. Three deaths in a row before registering end
         the cluster with an error. Cancellation: the process is killed."""
         gateway = self.task_executors[index]
         # the job's modules (test files, a job file's neighbours) import the same way there
@@ -205,6 +208,8 @@ class MiniCluster:
                     process.kill()
                     with trio.CancelScope(shield=True):
                         await process.wait()
+            if not self.config.replace_lost_taskmanagers:
+                return
             early_deaths = early_deaths + 1 if self.endpoint.registrations == registrations else 0
             if early_deaths >= 3:
                 raise WeirError(

@@ -196,6 +196,7 @@ def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
         taskmanager_processes=True,
+        replace_lost_taskmanagers=bool(conf.get_option(opts.REPLACE_LOST_TASKMANAGERS)),
         rpc_host=str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)),
         rpc_port=int(conf.get_option(opts.JOBMANAGER_RPC_PORT)),
         working_dir=str(rpc.cluster_dir() / "work"),

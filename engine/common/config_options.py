@@ -395,6 +395,10 @@ TASKMANAGER_PROCESSES = _opt(
     "weir.taskmanager.processes", "bool", False,
     "The embedded cluster starts its TaskManagers as child processes (weir; docs/cluster.md).",
 )  # fmt: skip
+REPLACE_LOST_TASKMANAGERS = _opt(
+    "weir.taskmanager.replace-lost", "bool", True,
+    "A TaskManager process that dies is replaced by a new one with its id (weir; docs/cluster.md).",
+)  # fmt: skip
 SLOTS_PER_TASKMANAGER = _opt(
     "taskmanager.numberOfTaskSlots", "int", None, "Slots per TaskManager (default: enough for the job).",
     check=_positive,

@@ -205,3 +205,40 @@ async def test_sigkills_of_taskmanager_processes_across_seeds_keep_the_output_ex
     assert not problem, f"{case}, seed {seed}, {len(killed)} kills: {problem}"
     assert len(killed) == KILLS_PER_RUN, f"{case}: the job ended after {len(killed)} kills; make it longer"
     assert master.restarts >= KILLS_PER_RUN
+
+
+async def test_a_lost_taskmanager_s_region_restarts_on_the_remaining_ones_without_a_replacement(
+    tmp_path: Path,
+) -> None:
+    """Three TaskManager processes of one slot, a job of two: SIGKILL one that runs tasks; with
+    weir.taskmanager.replace-lost off nothing takes its place, and the restarted tasks take
+    the spare slot of the third process (the plan's slots are re-placed, as Flink's scheduler
+    takes any registered TaskManager's slots)."""
+    case = Case("sum", 2, "lmdb", False)
+    events = 40_000
+    env, job_graph = build_job(case, tmp_path / "out", events)
+    config = process_config(job_graph, taskmanagers=3)
+    config.slots_per_taskmanager = 1
+    config.replace_lost_taskmanagers = False
+    with trio.fail_after(TIMEOUT_S):
+        async with open_minicluster(config) as cluster:
+            handle = cluster.submit(job_graph, job_settings_for(env))
+            master = handle.job_master
+            while master.checkpoints is None or len(master.checkpoints.completed) < 2:
+                await trio.sleep(0.005)  # polls the JobMaster's state (the event), not a duration
+            vertices = list(master.execution_graph.all_execution_vertices())
+            before = {master.taskmanager_id_of(ev) for ev in vertices}
+            assert len(before) == 2  # the third process has the spare slot
+            busy = sorted(i for i, te in enumerate(cluster.task_executors) if te.tasks)
+            victim = cluster.task_executors[busy[0]].taskmanager_id
+            os.kill(cluster.processes[busy[0]].pid, signal.SIGKILL)
+            result = await handle.wait()
+            after = {master.taskmanager_id_of(ev) for ev in vertices}
+            registrations = cluster.endpoint.registrations
+            alive = [p.returncode is None for p in cluster.processes.values()]
+    assert result.status.name == "FINISHED", result.failure
+    assert master.restarts >= 1
+    assert "was lost" in result.accumulators["restart_log"][0], result.accumulators["restart_log"]
+    assert registrations == 3 and alive.count(True) == 2  # no replacement was started
+    assert victim not in after and len(after) == 2, (victim, before, after)
+    assert describe_difference(committed_lines(tmp_path / "out"), oracle(case, events)) == ""

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from weir.common import Duration, Types
+from weir.common import Types
+from weir.common.time import Time
 from weir.datastream.functions import (
     AggregateFunction,
     ProcessAllWindowFunction,
@@ -30,7 +31,7 @@ L, S, D = Types.LONG, Types.STRING, Types.DOUBLE
 
 
 def _ms(value: Any) -> Any:
-    return Duration.of_millis(int(value))
+    return Time.milliseconds(int(value))
 
 
 # -- keyed -----------------------------------------------------------------------------------------

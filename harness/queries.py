@@ -70,7 +70,7 @@ def _portable(name: str) -> Callable[[list[DataStream], dict[str, Any]], DataStr
     build = portable_queries.BUILDERS[name]
 
     def with_constants(streams: list[DataStream], params: dict[str, Any]) -> DataStream:
-        return build(streams, {**PORTABLE_PARAMS, **params})  # type: ignore[no-any-return]
+        return build(streams, {**PORTABLE_PARAMS, **params})
 
     return with_constants
 

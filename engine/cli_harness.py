@@ -201,6 +201,9 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--repeats", "latency_repeats", type=click.IntRange(min=1),
                      help="Runs of each open-loop rate; the one with the median p99 stands for it."),
         click.option("--events", type=click.IntRange(min=1), help="Events in every data set of the suite."),
+        click.option("--engine", "engines", type=click.Choice(["weir", "flink"]), multiple=True,
+                     help="Repeatable (default weir): flink runs the correctness checks on Apache Flink too, "
+                          "side by side in the report (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink)."),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
@@ -221,6 +224,9 @@ def _command_line(options: dict[str, Any]) -> str:
                        ("backends", "--backend"), ("rates", "--rate"), ("fractions", "--fraction")):  # fmt: skip
         for value in options.get(name) or ():
             parts += [flag, str(value)]
+    if set(options.get("engines") or ()) - {"weir"}:
+        for engine in options["engines"]:
+            parts += ["--engine", engine]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -238,6 +244,13 @@ def run_bench_suite(**options: Any) -> None:
 
     spec = suite_spec(options["suite"]) if options.get("suite") else load_spec(options["spec"])
     spec = apply_flags(spec, options)
+    engines = set(options.get("engines") or ()) or {"weir"}
+    if "weir" not in engines:
+        raise UsageError("--engine flink runs beside weir: give `--engine weir --engine flink`")
+    if "flink" in engines:
+        from weir.flink_bridge import flink_python
+
+        flink_python()  # before anything runs: a missing PyFlink is one error naming the fix
     from weir.workloads.spark import check_java
 
     check_java()  # before anything runs: generation needs Spark
@@ -247,6 +260,7 @@ def run_bench_suite(**options: Any) -> None:
     with _progress(console) as progress:
         reporter = RichReporter(progress)
         report = run_spec(spec, options["data_root"], reporter, options["master"])
+        engines_part = _engines(report, spec, options["data_root"], engines, reporter)
         reporter.finish()
     report = {
         "format": "weir-bench-report",
@@ -257,10 +271,21 @@ def run_bench_suite(**options: Any) -> None:
         "versions": rep.versions(),
         "machine": rep.machine(),
         **report,
+        "engines": engines_part,
     }
     directory = rep.write(report, rep.results_dir(results_root, spec["suite"], sha))
     ok, summary = rep.verdict(report)
     click.echo(f"correctness: {summary}")
+    flink = engines_part.get("flink")
+    if flink:
+        checks = flink["correctness"]
+        bad = [c["key"] for c in checks if not c.get("matches")]
+        click.echo(
+            f"Apache Flink {flink['version']}: {len(checks) - len(bad)} of {len(checks)} checks match Spark"
+            + (f"; NOT: {', '.join(bad)}" if bad else "")
+            + "".join(f"; weir only: {w['query']} ({w['reason']})" for w in flink["weir_only"])
+        )
+        ok = ok and not bad
     errors = rep.measurement_errors(report)
     for error in errors:
         click.echo(f"measurement FAILED: {error}")
@@ -271,6 +296,37 @@ def run_bench_suite(**options: Any) -> None:
     click.echo(f"report: {directory / rep.REPORT_MD} (plots and report.json next to it)")
     if not ok or errors:
         sys.exit(1)
+
+
+def _engines(
+    report: dict[str, Any], spec: dict[str, Any], data_root: Path, engines: set[str], reporter: Any
+) -> dict[str, Any]:
+    """The report's ``engines`` part: weir's version and start-up, and with ``flink`` the suite's
+    correctness runs on Apache Flink (weir.harness.flink_engine)."""
+    from weir.harness import flink_engine
+    from weir.harness.runner import DataSet, RunConfig
+    from weir.harness.sweep import dataset_dir
+
+    part: dict[str, Any] = {
+        "weir": {"engine": "weir", "version": report_version(), "startup_s": flink_engine.weir_startup_s()}
+    }
+    if "flink" in engines:
+        reporter.advance("Apache Flink: the correctness checks on Flink")
+        runs = []
+        for c in report["correctness"]:
+            ds = DataSet(dataset_dir(data_root, spec["datasets"][c["dataset"]]))
+            runs.append((c["dataset"], ds, RunConfig(**c["config"])))
+        part["flink"] = flink_engine.run_on_flink(runs, reporter.log)
+    return part
+
+
+def report_version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("weir")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 # -- weir report / weir compare --------------------------------------------------------------------

@@ -294,6 +294,9 @@ def markdown(report: dict[str, Any]) -> str:
         f"(report made {report.get('created', '?')}; the full spec is in report.json).",
         "",
     ]
+    from weir.harness import flink_engine
+
+    lines += flink_engine.markdown(report)
     goals = targets(report)
     calm = host_calm_us(report)
     if goals:

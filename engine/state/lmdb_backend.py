@@ -143,8 +143,13 @@ class _BackendClosing(Exception):
 class PendingLmdbSnapshot(PendingKeyedStateSnapshot):
     """A full snapshot whose entries a snapshot thread reads from a pinned read transaction."""
 
-    def __init__(self, future: Future[KeyedStateSnapshot]) -> None:
+    def __init__(self, future: Future[KeyedStateSnapshot], entries: int = 0) -> None:
         self._future = future
+        self._entries = entries
+
+    def __len__(self) -> int:
+        """Entries in the backend at the barrier (an estimate of the asynchronous phase's work)."""
+        return self._entries
 
     def result(self) -> KeyedStateSnapshot:
         return self._future.result()
@@ -642,7 +647,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         limits = {name: ttl_now[1] - ttl_now[0] for name, ttl_now in cleanup.items()}
         empty = self._make_snapshot(rng, [])
         future = self._submit_pinned(lambda rtxn: self._read_full(rtxn, rng, dbs, is_list, limits, empty))
-        return PendingLmdbSnapshot(future)
+        return PendingLmdbSnapshot(future, self.number_of_keys())  # O(states): LMDB keeps the counts
 
     def _read_full(
         self,

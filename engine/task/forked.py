@@ -125,8 +125,8 @@ def entries_to_write(snapshots: list[OperatorSnapshot]) -> int:
         inner, panes = _merged_parts(snap.keyed)
         if panes is not None:
             total += len(panes)
-        if isinstance(inner, PendingHeapSnapshot):
-            total += len(inner)
+        if isinstance(inner, PendingHeapSnapshot) or hasattr(inner, "__len__"):
+            total += len(inner)  # the heap's pending snapshot, or LMDB's (its entries at the barrier)
         timers = snap.timers
         if isinstance(timers, _MergedTimerSnapshot):
             timers = timers._pending

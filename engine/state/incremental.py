@@ -700,6 +700,18 @@ class PendingIncrementalSnapshot:
             rows = entries()
             self._entries = lambda: rows
 
+    def child_views(self) -> list[Any]:
+        """The pinned views a forked child reads the run from (``weir.state.lmdb_backend.PinnedView``)."""
+        views = getattr(self._entries, "child_views", None)
+        return [] if views is None else list(views())
+
+    def after_fork(self) -> None:
+        """In this process while a forked child reads and writes the run: what the read would
+        have recorded in the backend here (the frozen panes' keys as changes)."""
+        after = getattr(self._entries, "after_fork", None)
+        if after is not None:
+            after()
+
     def record_written(self, chain: tuple[FileHandle, ...]) -> None:
         """What ``write`` records when it runs in this process, for a run a child wrote."""
         self._history.on_written(self.plan, chain)

@@ -140,11 +140,135 @@ class _BackendClosing(Exception):
     task_closing = True
 
 
-class PendingLmdbSnapshot(PendingKeyedStateSnapshot):
-    """A full snapshot whose entries a snapshot thread reads from a pinned read transaction."""
+try:  # py-lmdb's guard against opening one environment twice in a process (``PinnedView.pin_in_child``)
+    import lmdb._envid as _envid
 
-    def __init__(self, future: Future[KeyedStateSnapshot], entries: int = 0) -> None:
-        self._future = future
+    _CHILD_CAN_REOPEN = callable(getattr(_envid, "env_keys", None))
+except ImportError:  # pragma: no cover - an older py-lmdb: views are read by threads
+    _envid = None
+    _CHILD_CAN_REOPEN = False
+
+#: How a view stands: no reader yet, a snapshot thread of this process, a forked child that is
+#: pinning it, handed over (the child pinned it, failed, or the backend closed).
+_OPEN, _THREAD, _CHILD, _HANDED_OVER = "open", "thread", "child", "handed over"
+#: Seconds a commit that must happen waits for a child to pin its view (it takes milliseconds).
+HAND_OVER_WAIT_S = 5.0
+
+
+class ViewMovedError(UsageError):
+    """A forked child found a later commit than its snapshot's barrier: it reads nothing."""
+
+    task_closing = False
+
+
+class PinnedView:
+    """The committed state at a barrier, for one reader: a snapshot thread of this process,
+    or a forked child (``weir.task.forked``) that opens the environment itself.
+
+    The synchronous phase commits the batch and pins a read transaction (``rtxn``, LMDB's MVCC
+    view). A thread reads through it. A child cannot (LMDB forbids using an environment, or
+    its transactions, across ``fork``): it opens the environment anew and begins its own read
+    transaction, which sees the latest commit -- the barrier's exactly when nothing was
+    committed since. So from the barrier until a reader has the view, the backend does not
+    commit a full batch (the batch grows instead; reads see it all the same), a commit that must
+    happen first waits for the child (``_settle_views``), and the child compares its
+    transaction's id with the barrier's (``txn_id``) and fails the checkpoint if they differ
+    rather than write a later state. Once the child holds its own transaction (its reader slot
+    in the environment's lock file keeps the barrier's pages from reuse), this process releases
+    its own and commits as before (``_hand_over``).
+    """
+
+    def __init__(
+        self, backend: LmdbKeyedStateBackend, rtxn: Any, dbs: dict[str, Any], reader: Callable[..., Any]
+    ) -> None:
+        self._backend = backend
+        self.rtxn = rtxn
+        self.txn_id: int = rtxn.id()
+        self.dbs = dbs
+        self.reader = reader  # reader(txn, dbs, closing) -> what the snapshot holds
+        self.path = str(backend.path)
+        self.map_size: int = backend._map_size
+        self.owner = os.getpid()
+        self.state = _OPEN
+        self.future: Future[Any] | None = None
+        self.handed_over = threading.Event()
+        self._child: tuple[Any, Any, dict[str, Any]] | None = None  # env, txn, dbs in the child
+
+    def result(self) -> Any:
+        """The reader's result: read by the child when this is the child, else by a snapshot thread."""
+        if os.getpid() != self.owner:
+            if self._child is None:
+                raise UsageError(
+                    f"LMDB snapshot view of '{self._backend.operator_id}' was not pinned in this child"
+                )
+            _, txn, dbs = self._child
+            return self.reader(txn, dbs, _never_closing)
+        return self._backend._start_thread_read(self).result()
+
+    def claim_for_child(self) -> bool:
+        """On the task's thread, right before the fork (``LmdbKeyedStateBackend._claim_for_child``)."""
+        return self._backend._claim_for_child(self)
+
+    def can_go_to_child(self) -> bool:
+        return self.state is _OPEN and _CHILD_CAN_REOPEN
+
+    def hand_over(self) -> None:
+        """In this process once the child answered its pin (or ended): ``_hand_over``."""
+        self._backend._hand_over(self)
+
+    def backend_closing(self) -> bool:
+        """Whether the backend closed meanwhile (a child's failure is then the task's closing)."""
+        return self._backend._closing
+
+    def after_child_died(self) -> None:
+        """A child killed while it held the view leaves a reader slot behind: clear it."""
+        with contextlib.suppress(lmdb.Error):
+            self._backend._env.reader_check()
+
+    def pin_in_child(self) -> None:
+        """In the forked child: open the environment and pin the barrier's state (class docstring)."""
+        assert _envid is not None and os.getpid() != self.owner
+        # py-lmdb refuses to open files an environment of this process has open. The child
+        # has none: it inherited the parent's environment as memory only, closed its
+        # descriptors, holds none of its locks and never touches it.
+        _envid.env_keys = _no_keys
+        env = lmdb.open(
+            self.path, readonly=True, create=False, lock=True, readahead=False,
+            map_size=self.map_size, max_dbs=_MAX_DBS,
+        )  # fmt: skip
+        txn = env.begin(write=False)
+        if txn.id() != self.txn_id:
+            raise ViewMovedError(
+                f"LMDB state of '{self._backend.operator_id}' was committed (transaction {txn.id()}) after "
+                f"the barrier's (transaction {self.txn_id}) before the checkpoint's child could pin it"
+            )
+        dbs = {
+            name: env.open_db(b"state:" + name.encode("utf-8"), txn=txn, create=False) for name in self.dbs
+        }
+        self._child = (env, txn, dbs)
+
+    def close_in_child(self) -> None:
+        """Release the child's transaction and environment (its reader slot) before it exits."""
+        if self._child is not None:
+            env, txn, _ = self._child
+            self._child = None
+            txn.abort()
+            env.close()
+
+
+def _no_keys(path: Any, subdir: Any) -> tuple[()]:
+    return ()
+
+
+def _never_closing() -> bool:
+    return False
+
+
+class PendingLmdbSnapshot(PendingKeyedStateSnapshot):
+    """A full snapshot whose entries are read from a pinned view (``PinnedView``)."""
+
+    def __init__(self, view: PinnedView, entries: int = 0) -> None:
+        self._view = view
         self._entries = entries
 
     def __len__(self) -> int:
@@ -152,7 +276,137 @@ class PendingLmdbSnapshot(PendingKeyedStateSnapshot):
         return self._entries
 
     def result(self) -> KeyedStateSnapshot:
-        return self._future.result()
+        result: KeyedStateSnapshot = self._view.result()
+        return result
+
+    def child_views(self) -> list[PinnedView]:
+        return [self._view]
+
+
+class _ViewEntries:
+    """An incremental run's entries, read from a pinned view; callable as ``entries()``."""
+
+    def __init__(self, view: PinnedView) -> None:
+        self._view = view
+
+    def __call__(self) -> list[Any]:
+        result: list[Any] = self._view.result()
+        return result
+
+    def child_views(self) -> list[PinnedView]:
+        return [self._view]
+
+
+def _read_full(
+    rtxn: Any,
+    dbs: dict[str, Any],
+    closing: Callable[[], bool],
+    *,
+    rng: KeyGroupRange,
+    is_list: dict[str, bool],
+    limits: dict[str, int],
+    empty: KeyedStateSnapshot,
+) -> KeyedStateSnapshot:
+    """The canonical snapshot of ``rng`` in the pinned view ``rtxn`` (a snapshot thread's or a child's)."""
+    key_groups: list[tuple[int, tuple[SnapshotEntry, ...]]] = []
+    cursors = {name: rtxn.cursor(db=db) for name, db in sorted(dbs.items())}
+    for kg in rng:
+        closing()
+        lo = _KG.pack(kg)
+        entries: list[SnapshotEntry] = []
+        for name, cursor in cursors.items():
+            if not cursor.set_range(lo):
+                continue
+            listed = is_list[name]
+            limit = limits.get(name)
+            last_kn = b""
+            pos = 0
+            for k, v in cursor:
+                if k[:2] != lo:
+                    break
+                if limit is not None and decode_value(v)[0] <= limit:
+                    continue
+                _, key_end = decode_key_from(k, 2)
+                _, ns_end = decode_key_from(k, key_end)
+                user_key = k[ns_end:]
+                if listed:
+                    kn = k[:ns_end]
+                    pos = pos + 1 if kn == last_kn else 0
+                    last_kn = kn
+                    user_key = _POS.pack(pos)
+                entries.append((name, k[2:key_end], k[key_end:ns_end], user_key, v))
+        if entries:
+            key_groups.append((kg, tuple(entries)))
+    return KeyedStateSnapshot(
+        empty.operator_id, empty.max_parallelism, empty.key_group_range, empty.states, tuple(key_groups)
+    )
+
+
+def _read_run(
+    rtxn: Any, dbs: dict[str, Any], closing: Callable[[], bool], *, plan: Any, key_group_range: KeyGroupRange
+) -> list[tuple[int, bytes, bytes | None]]:
+    """Read ``plan``'s entries from the pinned ``rtxn``, sorted as a run wants."""
+    index = {meta.name: i for i, meta in enumerate(plan.states)}
+    if plan.keys is None:  # a full run: every entry, key group by key group
+        out: list[tuple[int, bytes, bytes | None]] = []
+        names = sorted(n for n in dbs if n in index)
+        cursors = {name: rtxn.cursor(db=dbs[name]) for name in names}
+        for kg in key_group_range:
+            lo = _KG.pack(kg)
+            for name in names:
+                cursor = cursors[name]
+                if not cursor.set_range(lo):
+                    continue
+                i = index[name]
+                for k, v in cursor:
+                    if k[:2] != lo:
+                        break
+                    out.append((i, k, v))
+                    if len(out) % _READ_CHECK_EVERY == 0:
+                        closing()
+        return out
+    per_state: list[list[tuple[int, bytes, bytes | None]]] = []
+    for name in sorted(plan.keys, key=index.__getitem__):
+        keys, db, i = plan.keys[name], dbs[name], index[name]
+        if len(keys) * _SCAN_WHEN_CHANGED >= rtxn.stat(db)["entries"]:
+            per_state.append(_changed_by_scan(rtxn, db, i, keys, closing))
+        else:
+            per_state.append(_changed_by_lookup(rtxn, db, i, keys, closing))
+    if len(per_state) == 1:
+        return per_state[0]
+    # each list is sorted by raw key (key group first) and holds one state index
+    return list(heapq.merge(*per_state, key=lambda e: (e[1][:2], e[0], e[1])))
+
+
+def _changed_by_lookup(
+    rtxn: Any, db: Any, i: int, keys: AbstractSet[bytes], closing: Callable[[], bool] = _never_closing
+) -> list[tuple[int, bytes, bytes | None]]:
+    """The changed ``keys`` of one state, looked up one by one (few keys changed), in key order."""
+    get = rtxn.get
+    out = []
+    for n, k in enumerate(sorted(keys)):
+        out.append((i, k, get(k, db=db)))
+        if n % _READ_CHECK_EVERY == 0:
+            closing()
+    return out
+
+
+def _changed_by_scan(
+    rtxn: Any, db: Any, i: int, keys: AbstractSet[bytes], closing: Callable[[], bool] = _never_closing
+) -> list[tuple[int, bytes, bytes | None]]:
+    """The changed ``keys`` of one state, read by one pass over it (most keys changed): a scan
+    costs what a full run's does, so a delta is never slower than a full snapshot."""
+    present = []
+    for n, (k, v) in enumerate(rtxn.cursor(db=db)):
+        if k in keys:
+            present.append((i, k, v))
+        if n % _READ_CHECK_EVERY == 0:
+            closing()
+    if len(present) == len(keys):
+        return present
+    found = {e[1] for e in present}
+    tombstones = [(i, k, None) for k in sorted(k for k in keys if k not in found)]
+    return list(heapq.merge(present, tombstones, key=lambda e: e[1]))
 
 
 class _LmdbState(InternalKvState):
@@ -476,6 +730,9 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         self._pin_cond = threading.Condition()
         self._pinned = 0  # read transactions pinned for snapshots and not yet released
         self._reads: list[tuple[Future[Any], Any]] = []
+        #: snapshot views no thread or child has yet (``PinnedView``); while any, full batches wait
+        self._views: list[PinnedView] = []
+        self._holding = 0
         self._closing = False
         #: pane snapshots merged into an incremental run, whose keys the next delta must read
         #: again (the backend's value, or a tombstone): the latest one not yet in ``_changes``
@@ -504,8 +761,8 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         if changes is not None:
             changes[db].add(key)
         self._log.append((db, key, value))
-        if len(self._log) >= self._commit_every:
-            self.commit()
+        if len(self._log) >= self._commit_every and not self._holding:
+            self.commit()  # held while a snapshot's view waits for its reader (``PinnedView``)
 
     def _delete_range(self, db: Any, prefix: bytes) -> None:
         cursor = self._txn.cursor(db=db)
@@ -520,6 +777,8 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
 
     def commit(self) -> None:
         """Commit the open batch of writes and start a new one."""
+        if self._holding:
+            self._settle_views()
         while True:
             try:
                 self._txn.commit()
@@ -635,86 +894,98 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
 
     def snapshot_async(self, key_group_range: KeyGroupRange | None = None) -> PendingLmdbSnapshot:
         """The synchronous phase of a full snapshot: commit the open batch (at most
-        ``commit_every_ops`` writes) and pin a read transaction; a snapshot thread reads
-        the entries from that view while the task goes on writing."""
+        ``commit_every_ops`` writes) and pin a read transaction; a snapshot thread, or a forked
+        child, reads the entries from that view while the task goes on writing."""
         self._check_open()
         rng = self._snapshot_range(key_group_range)
         self.commit()
         cleanup = self._ttl_cleanup()
         names = sorted(self._dbs)
-        dbs = {name: self._dbs[name] for name in names}
         is_list = {name: self._metas[name].kind == "list" for name in names}
         limits = {name: ttl_now[1] - ttl_now[0] for name, ttl_now in cleanup.items()}
         empty = self._make_snapshot(rng, [])
-        future = self._submit_pinned(lambda rtxn: self._read_full(rtxn, rng, dbs, is_list, limits, empty))
-        return PendingLmdbSnapshot(future, self.number_of_keys())  # O(states): LMDB keeps the counts
-
-    def _read_full(
-        self,
-        rtxn: Any,
-        rng: KeyGroupRange,
-        dbs: dict[str, Any],
-        is_list: dict[str, bool],
-        limits: dict[str, int],
-        empty: KeyedStateSnapshot,
-    ) -> KeyedStateSnapshot:
-        """The canonical snapshot of ``rng`` in the pinned view ``rtxn`` (on a snapshot thread)."""
-        key_groups: list[tuple[int, tuple[SnapshotEntry, ...]]] = []
-        cursors = {name: rtxn.cursor(db=db) for name, db in dbs.items()}
-        for kg in rng:
-            if self._closing:
-                raise _BackendClosing(self.operator_id)
-            lo = _KG.pack(kg)
-            entries: list[SnapshotEntry] = []
-            for name, cursor in cursors.items():
-                if not cursor.set_range(lo):
-                    continue
-                listed = is_list[name]
-                limit = limits.get(name)
-                last_kn = b""
-                pos = 0
-                for k, v in cursor:
-                    if k[:2] != lo:
-                        break
-                    if limit is not None and decode_value(v)[0] <= limit:
-                        continue
-                    _, key_end = decode_key_from(k, 2)
-                    _, ns_end = decode_key_from(k, key_end)
-                    user_key = k[ns_end:]
-                    if listed:
-                        kn = k[:ns_end]
-                        pos = pos + 1 if kn == last_kn else 0
-                        last_kn = kn
-                        user_key = _POS.pack(pos)
-                    entries.append((name, k[2:key_end], k[key_end:ns_end], user_key, v))
-            if entries:
-                key_groups.append((kg, tuple(entries)))
-        return KeyedStateSnapshot(
-            empty.operator_id, empty.max_parallelism, empty.key_group_range, empty.states, tuple(key_groups)
+        view = self._pin_view(
+            names, partial(_read_full, rng=rng, is_list=is_list, limits=limits, empty=empty)
         )
+        return PendingLmdbSnapshot(view, self.number_of_keys())  # O(states): LMDB keeps the counts
 
-    def _submit_pinned(self, read: Callable[[Any], Any]) -> Future[Any]:
-        """Pin a read transaction of the committed state and run ``read(rtxn)`` on a snapshot
-        thread, which releases the transaction when it is done."""
-
-        def run() -> Any:
-            try:
-                return read(rtxn)
-            finally:
-                self._release_pinned(rtxn)
-
+    def _pin_view(self, names: Iterable[str], reader: Callable[..., Any]) -> PinnedView:
+        """Pin a read transaction of the committed state for ``reader`` (``PinnedView``).
+        Until a thread or a child has it, batches are not committed when full."""
         with self._pin_cond:
             rtxn = self._env.begin(write=False)
             self._pinned += 1
-        try:
-            future = _snapshot_executor().submit(run)
-        except BaseException:
-            self._release_pinned(rtxn)
-            raise
+            view = PinnedView(self, rtxn, {name: self._dbs[name] for name in names}, reader)
+            self._views.append(view)
+            self._holding += 1
+        return view
+
+    def _start_thread_read(self, view: PinnedView) -> Future[Any]:
+        """Give an unclaimed ``view`` to a snapshot thread (any thread); its read, once started."""
         with self._pin_cond:
-            self._reads = [(f, t) for f, t in self._reads if not f.done()]
-            self._reads.append((future, rtxn))
+            if view.state is _OPEN:
+                view.state = _THREAD
+                self._views.remove(view)
+                self._holding -= 1
+                view.future = _snapshot_executor().submit(self._run_pinned, view)
+                self._reads = [(f, t) for f, t in self._reads if not f.done()]
+                self._reads.append((view.future, view.rtxn))
+            future = view.future
+        if future is None and self._closing:
+            raise _BackendClosing(self.operator_id)  # released by close() before anyone read it
+        if future is None:
+            raise UsageError(
+                f"LMDB state backend of '{self.operator_id}': the snapshot's view went to a forked child, "
+                "so this process cannot read it"
+            )
         return future
+
+    def _run_pinned(self, view: PinnedView) -> Any:
+        try:
+            return view.reader(view.rtxn, view.dbs, self._is_closing)
+        finally:
+            self._release_pinned(view.rtxn)
+
+    def _is_closing(self) -> bool:
+        if self._closing:
+            raise _BackendClosing(self.operator_id)
+        return False
+
+    def _claim_for_child(self, view: PinnedView) -> bool:
+        """On the task's thread, right before the fork: ``view`` goes to the child, if no
+        thread has it and the child can open the environment."""
+        with self._pin_cond:
+            if view.state is not _OPEN or not _CHILD_CAN_REOPEN:
+                return False
+            view.state = _CHILD
+            return True
+
+    def _hand_over(self, view: PinnedView) -> None:
+        """The child has pinned ``view`` itself, or never will (it failed, or it was too slow):
+        release this process's transaction and commit full batches again."""
+        with self._pin_cond:
+            if view.state is not _CHILD:
+                return
+            view.state = _HANDED_OVER
+            view.rtxn.abort()
+            self._pinned -= 1
+            self._views.remove(view)
+            self._holding -= 1
+            self._pin_cond.notify_all()
+        view.handed_over.set()
+
+    def _settle_views(self) -> None:
+        """Before a commit the batch size did not ask for (a checkpoint's, a new state's, a map
+        resize's, the close's): unclaimed views go to a snapshot thread, and a view a child is
+        pinning is waited for (``HAND_OVER_WAIT_S`` at most; then the child finds the view moved
+        and fails the checkpoint rather than write a later state)."""
+        with self._pin_cond:
+            views = list(self._views)
+        for view in views:
+            if view.state is _OPEN:
+                self._start_thread_read(view)
+            elif view.state is _CHILD and not view.handed_over.wait(HAND_OVER_WAIT_S):
+                self._hand_over(view)
 
     # ------------------------------------------------------------------ incremental snapshots
 
@@ -784,8 +1055,10 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         if plan.kind == UNCHANGED:
             entries: Callable[[], list[Any]] = list
         else:
-            dbs = dict(self._dbs)
-            entries = self._submit_pinned(lambda rtxn: self._read_pinned(rtxn, plan, dbs)).result
+            reader = partial(_read_run, plan=plan, key_group_range=self.key_group_range)
+            entries = _ViewEntries(
+                self._pin_view([m.name for m in plan.states if m.name in self._dbs], reader)
+            )
         if panes is not None:
             index = [m.name for m in plan.states].index(panes.state_name)
             entries = _PaneMergedEntries(self, entries, panes, index)
@@ -801,70 +1074,6 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
                 self._changes[self._dbs[panes.state_name]].update(panes.raw_keys())
                 self._revisit = None
 
-    def _read_pinned(
-        self, rtxn: Any, plan: Any, dbs: dict[str, Any]
-    ) -> list[tuple[int, bytes, bytes | None]]:
-        """Read ``plan``'s entries from the pinned ``rtxn`` (on a snapshot thread), sorted as a run wants."""
-        index = {meta.name: i for i, meta in enumerate(plan.states)}
-        if plan.keys is None:  # a full run: every entry, key group by key group
-            out: list[tuple[int, bytes, bytes | None]] = []
-            names = sorted(n for n in dbs if n in index)
-            cursors = {name: rtxn.cursor(db=dbs[name]) for name in names}
-            for kg in self.key_group_range:
-                lo = _KG.pack(kg)
-                for name in names:
-                    cursor = cursors[name]
-                    if not cursor.set_range(lo):
-                        continue
-                    i = index[name]
-                    for k, v in cursor:
-                        if k[:2] != lo:
-                            break
-                        out.append((i, k, v))
-                        if len(out) % _READ_CHECK_EVERY == 0 and self._closing:
-                            raise _BackendClosing(self.operator_id)
-            return out
-        per_state: list[list[tuple[int, bytes, bytes | None]]] = []
-        for name in sorted(plan.keys, key=index.__getitem__):
-            keys, db, i = plan.keys[name], dbs[name], index[name]
-            if len(keys) * _SCAN_WHEN_CHANGED >= rtxn.stat(db)["entries"]:
-                per_state.append(self._changed_by_scan(rtxn, db, i, keys))
-            else:
-                per_state.append(self._changed_by_lookup(rtxn, db, i, keys))
-        if len(per_state) == 1:
-            return per_state[0]
-        # each list is sorted by raw key (key group first) and holds one state index
-        return list(heapq.merge(*per_state, key=lambda e: (e[1][:2], e[0], e[1])))
-
-    def _changed_by_lookup(
-        self, rtxn: Any, db: Any, i: int, keys: AbstractSet[bytes]
-    ) -> list[tuple[int, bytes, bytes | None]]:
-        """The changed ``keys`` of one state, looked up one by one (few keys changed), in key order."""
-        get = rtxn.get
-        out = []
-        for n, k in enumerate(sorted(keys)):
-            out.append((i, k, get(k, db=db)))
-            if n % _READ_CHECK_EVERY == 0 and self._closing:
-                raise _BackendClosing(self.operator_id)
-        return out
-
-    def _changed_by_scan(
-        self, rtxn: Any, db: Any, i: int, keys: AbstractSet[bytes]
-    ) -> list[tuple[int, bytes, bytes | None]]:
-        """The changed ``keys`` of one state, read by one pass over it (most keys changed): a scan
-        costs what a full run's does, so a delta is never slower than a full snapshot."""
-        present = []
-        for n, (k, v) in enumerate(rtxn.cursor(db=db)):
-            if k in keys:
-                present.append((i, k, v))
-            if n % _READ_CHECK_EVERY == 0 and self._closing:
-                raise _BackendClosing(self.operator_id)
-        if len(present) == len(keys):
-            return present
-        found = {e[1] for e in present}
-        tombstones = [(i, k, None) for k in sorted(k for k in keys if k not in found)]
-        return list(heapq.merge(present, tombstones, key=lambda e: e[1]))
-
     def _release_pinned(self, rtxn: Any) -> None:
         with self._pin_cond:
             rtxn.abort()
@@ -872,6 +1081,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             self._pin_cond.notify_all()
 
     def _wait_for_pinned_reads(self) -> None:
+        self._settle_views()
         with self._pin_cond:
             while self._pinned:
                 self._pin_cond.wait()
@@ -991,6 +1201,13 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             return
         self._closing = True  # pinned snapshot reads stop at their next check
         with self._pin_cond:
+            for view in self._views:
+                if view.state is _OPEN:  # never read: nobody will
+                    view.state = _HANDED_OVER
+                    view.rtxn.abort()
+                    self._pinned -= 1
+                    self._holding -= 1
+            self._views = [v for v in self._views if v.state is _CHILD]
             for future, rtxn in self._reads:
                 if future.cancel():  # never started: release its transaction here
                     rtxn.abort()
@@ -1018,15 +1235,25 @@ class _PaneMergedEntries:
         self._read = read
         self.panes = panes
         self._index = index
+        self._owner = os.getpid()
 
     def __call__(self) -> list[Any]:
         merged: list[Any] = self.panes.merge_run(self._read(), self._index)
-        self._backend._revisit_keys(self.panes)
+        if os.getpid() == self._owner:  # a child's copy of the backend is thrown away
+            self._backend._revisit_keys(self.panes)
         return merged
 
     def read_here(self) -> Callable[[], list[Any]]:
-        """Do now, in this process, what must not leave it (the read of the pinned view, the
-        changed keys); what is left -- the merge -- may run in a forked child."""
+        """Do now, in this process, the read of a view a thread has and the changed keys; what
+        is left -- the merge -- may run in a forked child."""
         rows = self._read()
         self._backend._revisit_keys(self.panes)  # computes the panes' raw keys: the child inherits them
         return partial(self.panes.merge_run, rows, self._index)
+
+    def child_views(self) -> list[PinnedView]:
+        views: list[PinnedView] = getattr(self._read, "child_views", list)()
+        return views
+
+    def after_fork(self) -> None:
+        """In this process while a child reads and merges: the panes' keys become changes."""
+        self._backend._revisit_keys(self.panes)

@@ -68,6 +68,7 @@ import trio
 from weir.checkpoint.metadata import FileHandle
 from weir.checkpoint.storage import CheckpointStorage
 from weir.errors import WeirError
+from weir.state.incremental import PendingIncrementalSnapshot
 from weir.task.snapshots import OperatorAck, OperatorSnapshot, operator_ack, write_operator_snapshots
 
 __all__ = [
@@ -151,37 +152,64 @@ def _merged_parts(keyed: Any) -> tuple[Any, Any]:
     return keyed, None
 
 
+def _views(pending: Any) -> list[Any] | None:
+    """The pinned LMDB views (``PinnedView``) a pending keyed snapshot reads, or None if it reads none."""
+    child_views = getattr(pending, "child_views", None)
+    return None if child_views is None else list(child_views())
+
+
 def _must_resolve_first(pending: Any) -> bool:
-    """A pending keyed snapshot the child may not compute (it reads an LMDB view)."""
+    """A pending keyed snapshot the child may not compute: it reads an LMDB view a thread of
+    this process has already, or it is of a kind the child cannot read."""
     from weir.state.backend import PendingKeyedStateSnapshot, _DoneSnapshot
     from weir.state.heap import PendingHeapSnapshot
-    from weir.state.incremental import PendingIncrementalSnapshot
 
-    if isinstance(pending, PendingIncrementalSnapshot):
-        return True
+    views = _views(pending)
+    if views is not None:
+        return not all(v.can_go_to_child() for v in views)
     return isinstance(pending, PendingKeyedStateSnapshot) and not isinstance(
         pending, PendingHeapSnapshot | _DoneSnapshot
     )
 
 
+def _keyed_pending(snap: OperatorSnapshot) -> Any:
+    from weir.state.incremental import PendingIncrementalSnapshot
+
+    if isinstance(snap.keyed, PendingIncrementalSnapshot):
+        return snap.keyed
+    return _merged_parts(snap.keyed)[0]
+
+
 def _resolve_unforkable(snapshots: list[OperatorSnapshot]) -> None:
-    """Do (in this thread) the reads the child may not do: LMDB views, and what an
-    incremental run records in the backend."""
+    """Do (in this thread) the reads the child may not do (``_must_resolve_first``)."""
     from weir.state.incremental import PendingIncrementalSnapshot
     from weir.state.panes import _MergedKeyedSnapshot
 
     for snap in snapshots:
+        if not _must_resolve_first(_keyed_pending(snap)):
+            continue
         if isinstance(snap.keyed, PendingIncrementalSnapshot):
             snap.keyed.read_here()
             continue
         inner, panes = _merged_parts(snap.keyed)
-        if _must_resolve_first(inner):
-            done = inner.result()
-            if panes is not None:
-                assert isinstance(snap.keyed, _MergedKeyedSnapshot)
-                snap.keyed._pending = done
-            else:
-                object.__setattr__(snap, "keyed", done)
+        done = inner.result()
+        if panes is not None:
+            assert isinstance(snap.keyed, _MergedKeyedSnapshot)
+            snap.keyed._pending = done
+        else:
+            object.__setattr__(snap, "keyed", done)
+
+
+def _claim_views(snapshots: list[OperatorSnapshot]) -> list[Any] | None:
+    """On the task's thread, with no checkpoint of the event loop until the fork: the views the
+    child will pin, claimed; None (nothing claimed) if a commit gave one to a thread meanwhile."""
+    views = [v for snap in snapshots for v in _views(_keyed_pending(snap)) or ()]
+    if not all(v.can_go_to_child() for v in views):
+        return None
+    for v in views:
+        claimed = v.claim_for_child()
+        assert claimed, "a view changed hands on the task's own thread"
+    return views
 
 
 def _heap_pendings(snapshots: list[OperatorSnapshot]) -> list[Any]:
@@ -211,10 +239,20 @@ def _prepare_child(snapshots: list[OperatorSnapshot], mutable: list[int]) -> Non
             panes._on_mutable = lambda i=i: mutable.append(i)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def _child(
-    write_fd: int, storage: CheckpointStorage, checkpoint_id: int, snapshots: list[OperatorSnapshot]
+    write_fd: int,
+    storage: CheckpointStorage,
+    checkpoint_id: int,
+    snapshots: list[OperatorSnapshot],
+    views: list[Any],
 ) -> None:
-    """The child's whole life: write, answer, leave. Never returns."""
+    """The child's whole life: pin its views, write, answer, leave. Never returns."""
     status = 0
     try:
         signal.set_wakeup_fd(-1)
@@ -231,6 +269,9 @@ def _child(
         mutable: list[int] = []
         _prepare_child(snapshots, mutable)
         try:
+            for view in views:
+                view.pin_in_child()
+            _write_all(write_fd, PINNED)  # the job's process may commit again
             acks, total = write_operator_snapshots(storage, checkpoint_id, snapshots)
             answer: dict[str, Any] = {
                 "files": [_file_json(a.handle.file) for a in acks],
@@ -243,10 +284,10 @@ def _child(
                 "task_closing": bool(getattr(exc, "task_closing", False)),
                 "mutable": mutable,
             }
-        data = json.dumps(answer).encode()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(write_fd, view) :]
+        finally:
+            for view in views:
+                view.close_in_child()
+        _write_all(write_fd, json.dumps(answer).encode())
     except BaseException:
         status = 70
     finally:
@@ -258,31 +299,47 @@ async def write_in_child(
 ) -> tuple[list[OperatorAck], int, float]:
     """``write_operator_snapshots`` in a forked child (module docstring); also the fork's
     milliseconds. Cancellation: the child is killed and reaped, nothing is acknowledged."""
-    if any(_must_resolve_first(_merged_parts(s.keyed)[0]) for s in snapshots):
-        await trio.to_thread.run_sync(_resolve_unforkable, snapshots)
-    for snap in snapshots:
-        panes = _panes_of(snap)
-        if panes is not None:
-            panes.warm_up()  # once per process: the children inherit the compiled kernels
-    read_fd, write_fd = os.pipe()
+    while True:
+        if any(_must_resolve_first(_keyed_pending(s)) for s in snapshots):
+            await trio.to_thread.run_sync(_resolve_unforkable, snapshots)
+        for snap in snapshots:
+            panes = _panes_of(snap)
+            if panes is not None:
+                panes.warm_up()  # once per process: the children inherit the compiled kernels
+        views = _claim_views(snapshots)  # no checkpoint of the event loop from here to the fork
+        if views is not None:
+            break
+    try:
+        read_fd, write_fd = os.pipe()
+    except BaseException:
+        _hand_over(views)
+        raise
     started = time.perf_counter()
     try:
         pid = os.fork()
     except BaseException:
         os.close(read_fd)
         os.close(write_fd)
+        _hand_over(views)
         raise
     if pid == 0:  # pragma: no cover - the child leaves through os._exit
         os.close(read_fd)
-        _child(write_fd, storage, checkpoint_id, snapshots)
+        _child(write_fd, storage, checkpoint_id, snapshots, views)
     fork_ms = (time.perf_counter() - started) * 1000
     os.close(write_fd)
     for pending in _heap_pendings(snapshots):
         pending.release()  # the child has its own copy of the state at the fork
-    reaped = False
+    reaped = streamed = False
+    chunks: list[bytes] = []
     try:
+        pinned = _PinWatch(read_fd, views)  # owns a copy of the pipe's read end
+        first = await pinned.wait()
+        if first != PINNED:
+            chunks.append(first)
+        if any(isinstance(s.keyed, PendingIncrementalSnapshot) for s in snapshots):
+            await trio.to_thread.run_sync(_after_fork, snapshots)
+        streamed = True
         async with trio.lowlevel.FdStream(read_fd) as stream:
-            chunks = []
             while chunk := await stream.receive_some(1 << 16):
                 chunks.append(chunk)
         _, status = await trio.to_thread.run_sync(os.waitpid, pid, 0)
@@ -291,11 +348,67 @@ async def write_in_child(
         if not reaped:
             with trio.CancelScope(shield=True):
                 _kill_and_reap(pid)
-    acks, total = _acks(snapshots, b"".join(chunks), status)
+                _hand_over(views)  # if the watch never started
+                if not streamed:
+                    os.close(read_fd)
+    if views and os.WIFSIGNALED(status):
+        views[0].after_child_died()
+    closing = any(v.backend_closing() for v in views)  # say, its files went with the task
+    acks, total = _acks(snapshots, b"".join(chunks), status, closing)
     return acks, total, fork_ms
 
 
-def _acks(snapshots: list[OperatorSnapshot], data: bytes, status: int) -> tuple[list[OperatorAck], int]:
+#: The child's first byte when it has pinned its views (its answer, JSON, starts with ``{``).
+PINNED = b"P"
+
+
+def _hand_over(views: list[Any]) -> None:
+    for view in views:
+        view.hand_over()
+
+
+def _after_fork(snapshots: list[OperatorSnapshot]) -> None:
+    from weir.state.incremental import PendingIncrementalSnapshot
+
+    for snap in snapshots:
+        if isinstance(snap.keyed, PendingIncrementalSnapshot):
+            snap.keyed.after_fork()
+
+
+class _PinWatch:
+    """Waits, on a thread of its own, for the child's first byte and then hands the views
+    over: so a commit on the task's thread that waits for the child's pin
+    (``LmdbKeyedStateBackend._settle_views``) never waits for the task's thread itself.
+    The thread owns a duplicate of the pipe's read end and closes it; it ends when the
+    child writes or dies, also after a cancelled task killed the child."""
+
+    def __init__(self, read_fd: int, views: list[Any]) -> None:
+        self._fd = os.dup(read_fd)
+        self._views = views
+        self._first = b""
+        self._done = trio.Event()
+        self._token = trio.lowlevel.current_trio_token()
+        threading.Thread(target=self._run, name="weir-checkpoint-pin", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._first = os.read(self._fd, 1)
+        except OSError:
+            self._first = b""
+        finally:
+            os.close(self._fd)
+            _hand_over(self._views)
+            with contextlib.suppress(trio.RunFinishedError):
+                self._token.run_sync_soon(self._done.set)
+
+    async def wait(self) -> bytes:
+        await self._done.wait()
+        return self._first
+
+
+def _acks(
+    snapshots: list[OperatorSnapshot], data: bytes, status: int, backend_closing: bool = False
+) -> tuple[list[OperatorAck], int]:
     """The acknowledgement from the child's answer, or ``ChildSnapshotError``."""
     if not data:
         raise ChildSnapshotError(
@@ -307,7 +420,7 @@ def _acks(snapshots: list[OperatorSnapshot], data: bytes, status: int) -> tuple[
             panes = _panes_of(snapshots[i])
             if panes is not None and panes._on_mutable is not None:
                 panes._on_mutable()  # later snapshots of this operator take the synchronous way
-        raise ChildSnapshotError(answer["error"], bool(answer.get("task_closing")))
+        raise ChildSnapshotError(answer["error"], backend_closing or bool(answer.get("task_closing")))
     from weir.state.incremental import PendingIncrementalSnapshot
 
     acks = []

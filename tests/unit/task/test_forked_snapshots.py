@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,11 +50,14 @@ async def test_a_child_writes_the_bytes_a_thread_writes_even_as_the_job_goes_on(
     storage = CheckpointStorage(tmp_path / "child", "job")
     acks, size, fork_ms = await write_in_child(storage, 1, [by_child])
     run.batch([((k, 5), 1_500) for k in range(300)])  # after the barrier: not in the snapshot
-    keyed, timers = deferred_snapshot(window_run(backend=backend, path=tmp_path / "again"))
+    again = window_run(backend=backend, path=tmp_path / "again")
+    keyed, timers = deferred_snapshot(again)
     thread_storage = CheckpointStorage(tmp_path / "thread", "job")
     thread_acks, thread_size = write_operator_snapshots(
         thread_storage, 1, [operator_snapshot(keyed, timers, source_position={"offset": 7})]
     )
+    run.backend.dispose()
+    again.backend.dispose()
     assert files_of(storage, acks) == files_of(thread_storage, thread_acks)
     assert size == thread_size and fork_ms > 0
     assert acks[0].source_position == {"offset": 7} and acks[0].handle.key_group_range == KeyGroupRange(
@@ -235,3 +239,96 @@ async def test_an_incremental_run_with_frozen_panes_written_by_a_child_is_the_th
         following.read_here()
         backend.dispose()
     assert runs["child"] == runs["thread"]
+
+
+def lmdb_backend(path: Path, incremental: bool = False) -> Any:
+    from weir.core.state import ListStateDescriptor, ValueStateDescriptor
+    from weir.state import LmdbKeyedStateBackend
+
+    backend = LmdbKeyedStateBackend(
+        "op", 128, KeyGroupRange(0, 127), path=path, commit_every_ops=50, incremental=incremental
+    )
+    value = backend.get_state(ValueStateDescriptor("value"))
+    listed = backend.get_state(ListStateDescriptor("list"))
+    for k in range(2_000):
+        backend.set_current_key(k)
+        value.update(f"v{k}")
+        listed.add(k)
+    return backend, value
+
+
+def write_after_barrier(backend: Any, value: Any, n: int = 1_000) -> None:
+    for k in range(n):
+        backend.set_current_key(k)
+        value.update("after the barrier")
+    backend.set_current_key(10_000 + n)
+    value.update("a new key")
+
+
+@pytest.mark.parametrize("incremental", [False, True], ids=["full", "incremental"])
+async def test_a_child_reads_the_lmdb_state_of_the_barrier_itself(incremental: bool, tmp_path: Path) -> None:
+    """The child opens the environment and pins the barrier's state; the job's process holds
+    its full batches until then, and commits again once the child has it."""
+    files = {}
+    for writer in ("thread", "child"):
+        backend, value = lmdb_backend(tmp_path / writer, incremental)
+        keyed = backend.snapshot_incremental(1, lambda _: False) if incremental else backend.snapshot_async()
+        commits = backend._commits
+        write_after_barrier(backend, value)  # 20 batches' worth: none committed while the view waits
+        assert backend._commits == commits and len(backend._log) > 1_000
+        storage = CheckpointStorage(tmp_path / f"{writer}-checkpoints", "job")
+        snap = operator_snapshot(keyed, None)
+        if writer == "child":
+            acks, _, _ = await write_in_child(storage, 1, [snap])
+        else:
+            acks, _ = await trio.to_thread.run_sync(write_operator_snapshots, storage, 1, [snap])
+        write_after_barrier(backend, value, 10)  # the view has its reader: batches commit again
+        assert backend._commits > commits and backend._pinned == 0 and not backend._views
+        shared = acks[0].handle.shared_files
+        files[writer] = [storage.path_of(f).read_bytes() for f in shared] or files_of(storage, acks)
+        backend.dispose()
+    assert files["child"] == files["thread"]
+    if not incremental:
+        payload = decode_state_file(files["child"][0], "child's file", trusted=False)
+        assert payload["keyed"].number_of_entries() == 2 * 2_000  # nothing written after the barrier
+
+
+async def test_a_commit_before_the_childs_pin_fails_the_checkpoint_not_the_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that must happen while the child is starting (here: the next checkpoint's)
+    waits for the child only so long; the child then finds a later state than the barrier's
+    and declines instead of writing it."""
+    from weir.state import lmdb_backend as lmdb_module
+
+    backend, value = lmdb_backend(tmp_path / "live")
+    go = tmp_path / "committed"
+    real_fork, real_pin = os.fork, lmdb_module.PinnedView.pin_in_child
+
+    def pin_once_committed(view: Any) -> None:  # in the child: wait for the parent's commit
+        deadline = time.monotonic() + 60
+        while not go.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the parent never committed")
+            os.sched_yield()
+        real_pin(view)
+
+    def fork_then_commit() -> int:
+        pid = real_fork()
+        if pid:
+            write_after_barrier(backend, value, 10)
+            backend.snapshot_async()  # commits: waits HAND_OVER_WAIT_S for the child, then goes on
+            go.touch()
+        return pid
+
+    monkeypatch.setattr(lmdb_module, "HAND_OVER_WAIT_S", 0.05)
+    monkeypatch.setattr(lmdb_module.PinnedView, "pin_in_child", pin_once_committed)
+    monkeypatch.setattr(os, "fork", fork_then_commit)
+    pending = backend.snapshot_async()
+    with pytest.raises(ChildSnapshotError, match=r"ViewMovedError: .*committed .* after the barrier"):
+        await write_in_child(
+            CheckpointStorage(tmp_path / "checkpoints", "job"), 1, [operator_snapshot(pending, None)]
+        )
+    monkeypatch.undo()
+    assert backend._pinned == 1 and len(backend._views) == 1  # the second snapshot's view, unread
+    backend.dispose()

@@ -30,6 +30,16 @@ page cache, not on the Python heap, so state larger than memory works.
 ``snapshot()`` commits the pending batch and reads through a read-only
 transaction: LMDB's MVCC gives a consistent view of the committed state. It is
 the full, canonical snapshot (savepoints, heap-compatible restores).
+``snapshot_async`` and ``snapshot_incremental`` pin that transaction as a
+``PinnedView`` and leave the reading to whoever writes the checkpoint: a
+snapshot thread of this process, or a forked child that opens the environment
+itself (``PinnedView`` says how the child gets exactly the barrier's state).
+
+The backend must be closed on the thread that wrote to it (the task's does, in
+``dispose``): its open write transaction holds LMDB's writer lock, a robust
+mutex owned by that thread, and an environment closed from another thread --
+say by the garbage collector -- leaves that thread's list of held robust
+mutexes pointing into unmapped memory.
 
 Incremental checkpoints (``enable_incremental_checkpointing``; the design is in
 ``weir.state.incremental`` and docs/incremental-checkpoints.md): every
@@ -37,13 +47,14 @@ write and delete also records its raw LMDB key in a per-state set of changed
 keys. ``snapshot_incremental(checkpoint_id, is_complete)`` is the synchronous
 part: it commits the batch, swaps the changed-key sets out, asks the
 ``SnapshotHistory`` for a plan and pins a read transaction; a snapshot thread of
-the backend reads the planned entries (changed keys for a delta, everything for
-a full run) from that transaction while the task goes on writing, then releases
-it. The asynchronous part (``PendingIncrementalSnapshot.write``, in the task's
-worker thread) turns the entries into one run file in ``shared/``. A pinned
-transaction is invalidated by growing the map, so a map resize waits for the
-pinned reads to finish (they run on the backend's own threads, never on the
-Trio thread, so the wait cannot deadlock), and ``close`` stops them first.
+the backend, or the forked child, reads the planned entries (changed keys for a
+delta, everything for a full run) from that view while the task goes on writing.
+The asynchronous part (``PendingIncrementalSnapshot.write``, in the task's
+worker thread or the child) turns the entries into one run file in ``shared/``.
+A pinned transaction is invalidated by growing the map, so a map resize first
+gives unread views to snapshot threads and waits for their reads to finish
+(they run on the backend's own threads, never on the Trio thread, so the wait
+cannot deadlock), and ``close`` stops them first.
 
 ``restore`` takes canonical snapshots and chains (``ChainRestore``): a chain's
 runs are written raw, base first, only the key groups of this backend; when
@@ -93,7 +104,7 @@ from weir.state.backend import (
     SnapshotEntry,
     StateMetaInfo,
 )
-from weir.state.serde import decode_key, decode_key_from, decode_value, encode_key, encode_value
+from weir.state.serde import decode_key, decode_key_from, decode_value, encode_key, encode_value, skip_key
 
 __all__ = [
     "DEFAULT_COMMIT_EVERY_OPS",
@@ -105,6 +116,7 @@ __all__ = [
 _MAX_DBS = 1024
 _POS = struct.Struct(">Q")
 _KG = struct.Struct(">H")
+_INT_TAG = 0x02  # an encoded 64-bit int key: the tag and 8 bytes
 _PAST_ANY_SUFFIX = b"\xff" * 9  # sorts after every list position of a prefix
 _MISSING = object()
 
@@ -303,21 +315,25 @@ def _read_full(
     closing: Callable[[], bool],
     *,
     rng: KeyGroupRange,
-    is_list: dict[str, bool],
+    kinds: dict[str, str],
     limits: dict[str, int],
     empty: KeyedStateSnapshot,
 ) -> KeyedStateSnapshot:
-    """The canonical snapshot of ``rng`` in the pinned view ``rtxn`` (a snapshot thread's or a child's)."""
+    """The canonical snapshot of ``rng`` in the pinned view ``rtxn`` (a snapshot thread's or a
+    child's). An LMDB key is split into key, namespace and user key by the encoding's lengths
+    (``skip_key``), nothing decoded: the user key of a single-value state is empty, a list
+    element's is its 8-byte position, a map entry's the encoded map key."""
     key_groups: list[tuple[int, tuple[SnapshotEntry, ...]]] = []
     cursors = {name: rtxn.cursor(db=db) for name, db in sorted(dbs.items())}
     for kg in rng:
         closing()
         lo = _KG.pack(kg)
         entries: list[SnapshotEntry] = []
+        append = entries.append
         for name, cursor in cursors.items():
             if not cursor.set_range(lo):
                 continue
-            listed = is_list[name]
+            kind = kinds[name]
             limit = limits.get(name)
             last_kn = b""
             pos = 0
@@ -326,15 +342,17 @@ def _read_full(
                     break
                 if limit is not None and decode_value(v)[0] <= limit:
                     continue
-                _, key_end = decode_key_from(k, 2)
-                _, ns_end = decode_key_from(k, key_end)
-                user_key = k[ns_end:]
-                if listed:
-                    kn = k[:ns_end]
+                key_end = 11 if k[2] == _INT_TAG else skip_key(k, 2)
+                if kind == "map":
+                    ns_end = skip_key(k, key_end)
+                    append((name, k[2:key_end], k[key_end:ns_end], k[ns_end:], v))
+                elif kind == "list":
+                    kn = k[:-8]
                     pos = pos + 1 if kn == last_kn else 0
                     last_kn = kn
-                    user_key = _POS.pack(pos)
-                entries.append((name, k[2:key_end], k[key_end:ns_end], user_key, v))
+                    append((name, k[2:key_end], k[key_end:-8], _POS.pack(pos), v))
+                else:
+                    append((name, k[2:key_end], k[key_end:], b"", v))
         if entries:
             key_groups.append((kg, tuple(entries)))
     return KeyedStateSnapshot(
@@ -901,12 +919,10 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         self.commit()
         cleanup = self._ttl_cleanup()
         names = sorted(self._dbs)
-        is_list = {name: self._metas[name].kind == "list" for name in names}
+        kinds = {name: self._metas[name].kind for name in names}
         limits = {name: ttl_now[1] - ttl_now[0] for name, ttl_now in cleanup.items()}
         empty = self._make_snapshot(rng, [])
-        view = self._pin_view(
-            names, partial(_read_full, rng=rng, is_list=is_list, limits=limits, empty=empty)
-        )
+        view = self._pin_view(names, partial(_read_full, rng=rng, kinds=kinds, limits=limits, empty=empty))
         return PendingLmdbSnapshot(view, self.number_of_keys())  # O(states): LMDB keeps the counts
 
     def _pin_view(self, names: Iterable[str], reader: Callable[..., Any]) -> PinnedView:

@@ -75,6 +75,7 @@ __all__ = [
     "encode_value",
     "find_opaque",
     "register_type",
+    "skip_key",
 ]
 
 _INT64_MIN = -(1 << 63)
@@ -455,6 +456,41 @@ def _decode_other(tag: int, data: bytes | memoryview, offset: int, trusted: bool
         if not trusted:
             raise UntrustedStateError(f"a pickled Python value ({n} bytes) needs pickle to rebuild")
         return pickle.loads(data[offset : offset + n]), offset + n
+    raise UsageError(f"cannot decode state: unknown tag 0x{tag:02x} at offset {offset - 1}")
+
+
+#: Payload bytes after the tag of the fixed-width tags; the tags whose payload is a 4-byte
+#: length and that many bytes; those holding a count of encoded elements.
+_FIXED_WIDTH = {0x00: 0, 0x01: 1, 0x02: 8, 0x04: 8}
+_SIZED = frozenset({0x03, 0x05, 0x06, 0xFF})
+_COUNTED = frozenset({0x07, 0x09, 0x0C, 0x0D})
+
+
+def skip_key(data: bytes | memoryview, offset: int = 0) -> int:
+    """The offset just past the key or value encoded at ``offset``: ``decode_key_from``'s
+    second result, found from the tags and lengths alone (nothing is built, nothing runs)."""
+    tag = data[offset]
+    offset += 1
+    width = _FIXED_WIDTH.get(tag)
+    if width is not None:
+        return offset + width
+    if tag in _SIZED:
+        return offset + 4 + _L.unpack_from(data, offset)[0]
+    if tag in _COUNTED or tag == 0x0A:
+        (n,) = _L.unpack_from(data, offset)
+        offset += 4
+        for _ in range(2 * n if tag == 0x0A else n):
+            offset = skip_key(data, offset)
+        return offset
+    if tag == 0x08:  # name, fields
+        return skip_key(data, skip_key(data, offset))
+    if tag == 0x0B:  # field names, row kind byte, values
+        return skip_key(data, skip_key(data, offset) + 1)
+    if tag == 0x0E:  # dtype, shape, raw bytes
+        offset = skip_key(data, skip_key(data, offset))
+        return offset + 4 + _L.unpack_from(data, offset)[0]
+    if 0x0F <= tag <= 0x12:
+        return skip_key(data, offset)
     raise UsageError(f"cannot decode state: unknown tag 0x{tag:02x} at offset {offset - 1}")
 
 

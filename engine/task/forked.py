@@ -22,21 +22,27 @@ memory); it happens on the job's thread and is measured as ``fork_ms``.
 
 What may cross the fork. The child must not use anything whose owner is another thread
 or the parent's handles to outside state: an LMDB environment (LMDB forbids using an
-environment in a forked child), a pinned read transaction, the bookkeeping an
-incremental run leaves in its backend. So before the fork a worker thread does what
-must stay in the job's process:
+environment, or its transactions, in a forked child), the bookkeeping an incremental run
+leaves in its backend. So:
 
-- nothing for the heap backend's pending snapshot, taken snapshots, timer snapshots,
-  operator and channel state, and frozen panes merged into any of these;
-- an LMDB full snapshot's read of its pinned view; the panes merged into it, the timers
-  and the file go to the child;
-- an incremental LMDB snapshot's read of its pinned view, and the frozen panes' keys
-  added to the backend's changes for the next delta (``read_here``); the child merges the
-  panes into the run and writes it, and the job's process records the new chain in the
-  backend's history from the child's answer (``record_written``).
+- the heap backend's pending snapshot, taken snapshots, timer snapshots, operator and
+  channel state, and frozen panes merged into any of these go to the child as they are;
+- an LMDB snapshot's pinned view (``weir.state.lmdb_backend.PinnedView``) is claimed for
+  the child on the task's thread right before the fork; the child opens the environment
+  itself, pins the barrier's state with its own read transaction, answers ``PINNED``, and
+  only then reads and writes. Until that answer the backend does not commit full batches,
+  so the child's transaction sees exactly the barrier's commit (it checks the id and fails
+  the checkpoint otherwise). A thread of the job's process (``_PinWatch``) waits for the
+  answer and hands the views over, so a commit that must wait for the child never waits
+  for the task's own thread. A view a snapshot thread already has (a commit gave it one
+  before the fork) is read in a worker thread first, as before;
+- for an incremental LMDB run the child reads the planned entries, merges the frozen
+  panes and writes the run; the job's process adds the panes' keys to the backend's
+  changes for the next delta while it does (``after_fork``), and records the new chain
+  from the child's answer (``record_written``).
 
-What comes back. The child answers on a pipe only it and the job's process hold, with
-one JSON object: per operator the written file's path, size and SHA-256, the files of its
+What comes back. The child answers on a pipe only it and the job's process hold: the
+byte ``PINNED`` once its views are pinned, then one JSON object: per operator the written file's path, size and SHA-256, the files of its
 incremental chain, and the bytes written, or the error (its type, its message, whether it was a frozen pane's mutable
 accumulator, whether the task was closing). The job's process builds the
 acknowledgement from its own copy of the snapshots and that JSON; nothing is unpickled.
@@ -45,7 +51,7 @@ status); one that has not answered after ``CHILD_DEADLINE_S`` ends by its alarm 
 some other thread of the parent held at the fork would otherwise hang it, and the task
 that waits for it, for good). A task cancelled while its child writes kills the child and reaps it.
 
-The child does nothing but write: it closes every file descriptor it inherited but its
+The child does nothing but pin and write: it closes every file descriptor it inherited but its
 answer pipe (a copy of a socket held by the child would keep a peer from seeing the job's
 process close that connection), resets the signal handlers the event loop set, replaces
 the locks its snapshots use (another thread of the parent may have held one at

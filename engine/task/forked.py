@@ -294,6 +294,7 @@ def _child(
             for view in views:
                 view.close_in_child()
         _write_all(write_fd, json.dumps(answer).encode())
+        os.close(write_fd)  # the job's process reads to the end now, not once this process is gone
     except BaseException:
         status = 70
     finally:
@@ -348,7 +349,14 @@ async def write_in_child(
         async with trio.lowlevel.FdStream(read_fd) as stream:
             while chunk := await stream.receive_some(1 << 16):
                 chunks.append(chunk)
-        _, status = await trio.to_thread.run_sync(os.waitpid, pid, 0)
+        answer = _complete_answer(b"".join(chunks))
+        if answer is not None:
+            # the child closed its end once it answered; its exit (the teardown of its copy
+            # of the job's address space: seconds at a few GiB) is not waited for
+            _reap_later(pid, views)
+            status = 0
+        else:
+            _, status = await trio.to_thread.run_sync(os.waitpid, pid, 0)
         reaped = True
     finally:
         if not reaped:
@@ -366,6 +374,27 @@ async def write_in_child(
 
 #: The child's first byte when it has pinned its views (its answer, JSON, starts with ``{``).
 PINNED = b"P"
+
+
+def _complete_answer(data: bytes) -> dict[str, Any] | None:
+    """The child's JSON answer, or None if it gave none or a part (it died while answering)."""
+    try:
+        answer = json.loads(data) if data else None
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def _reap_later(pid: int, views: list[Any]) -> None:
+    """Wait for a child that has answered on a thread of its own, so it leaves no zombie."""
+
+    def reap() -> None:
+        with contextlib.suppress(ChildProcessError):
+            _, status = os.waitpid(pid, 0)
+            if views and os.WIFSIGNALED(status):
+                views[0].after_child_died()
+
+    threading.Thread(target=reap, name=f"weir-checkpoint-reap-{pid}", daemon=True).start()
 
 
 def _hand_over(views: list[Any]) -> None:
@@ -416,11 +445,11 @@ def _acks(
     snapshots: list[OperatorSnapshot], data: bytes, status: int, backend_closing: bool = False
 ) -> tuple[list[OperatorAck], int]:
     """The acknowledgement from the child's answer, or ``ChildSnapshotError``."""
-    if not data:
+    answer = _complete_answer(data)
+    if answer is None:
         raise ChildSnapshotError(
             f"the process writing the checkpoint's files ended without an answer ({_describe(status)})"
         )
-    answer = json.loads(data)
     if "error" in answer:
         for i in answer.get("mutable", []):
             panes = _panes_of(snapshots[i])

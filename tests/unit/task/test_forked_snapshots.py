@@ -332,3 +332,42 @@ async def test_a_commit_before_the_childs_pin_fails_the_checkpoint_not_the_state
     monkeypatch.undo()
     assert backend._pinned == 1 and len(backend._views) == 1  # the second snapshot's view, unread
     backend.dispose()
+
+
+async def test_the_acknowledgement_does_not_wait_for_the_child_to_be_gone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child's exit tears down its copy of the job's address space (seconds at a few GiB):
+    the checkpoint is acknowledged from its answer, and the child is reaped afterwards."""
+    keyed, timers = deferred_snapshot(window_run())
+    may_exit = tmp_path / "may-exit"
+    real_exit, real_fork, pids = os._exit, os.fork, []
+
+    def slow_exit(status: int) -> None:  # only the child leaves through os._exit
+        deadline = time.monotonic() + 60
+        while not may_exit.exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        real_exit(status)
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            pids.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "_exit", slow_exit)
+    monkeypatch.setattr(os, "fork", fork)
+    storage = CheckpointStorage(tmp_path / "checkpoints", "job")
+    acks, _, _ = await write_in_child(storage, 1, [operator_snapshot(keyed, timers)])
+    monkeypatch.undo()
+    assert len(acks) == 1 and storage.path_of(acks[0].handle.file).exists()
+    (pid,) = pids
+    os.kill(pid, 0)  # still there: it answered, and has not left
+    may_exit.touch()
+    with trio.fail_after(30):
+        while True:  # reaped by the job's process, so no zombie stays behind
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            await trio.sleep(0.01)

@@ -46,7 +46,10 @@ byte ``PINNED`` once its views are pinned, then one JSON object: per operator th
 incremental chain, and the bytes written, or the error (its type, its message, whether it was a frozen pane's mutable
 accumulator, whether the task was closing). The job's process builds the
 acknowledgement from its own copy of the snapshots and that JSON; nothing is unpickled.
-A child that dies without answering fails the checkpoint (declined with its exit
+The child closes its end of the pipe once it has answered, and the job's process acts on
+a complete answer at once: the child's exit tears down its copy of the job's address
+space, which takes seconds at a few GiB, so a thread reaps it afterwards. A child that
+dies without answering (or in the middle of it) fails the checkpoint (declined with its exit
 status); one that has not answered after ``CHILD_DEADLINE_S`` ends by its alarm (a lock
 some other thread of the parent held at the fork would otherwise hang it, and the task
 that waits for it, for good). A task cancelled while its child writes kills the child and reaps it.

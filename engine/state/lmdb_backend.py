@@ -37,9 +37,10 @@ itself (``PinnedView`` says how the child gets exactly the barrier's state).
 
 The backend must be closed on the thread that wrote to it (the task's does, in
 ``dispose``): its open write transaction holds LMDB's writer lock, a robust
-mutex owned by that thread, and an environment closed from another thread --
-say by the garbage collector -- leaves that thread's list of held robust
-mutexes pointing into unmapped memory.
+mutex owned by that thread, and an environment closed from another thread
+leaves that thread's list of held robust mutexes pointing into unmapped memory.
+So a backend dropped without ``close`` (a test's, found by the garbage collector
+on any thread) keeps its environment open for the rest of the process.
 
 Incremental checkpoints (``enable_incremental_checkpointing``; the design is in
 ``weir.state.incremental`` and docs/incremental-checkpoints.md): every
@@ -159,6 +160,9 @@ try:  # py-lmdb's guard against opening one environment twice in a process (``Pi
 except ImportError:  # pragma: no cover - an older py-lmdb: views are read by threads
     _envid = None
     _CHILD_CAN_REOPEN = False
+
+#: Environments of backends dropped without ``close`` (``LmdbKeyedStateBackend.__del__``).
+_NEVER_CLOSED: list[tuple[Any, Any]] = []
 
 #: How a view stands: no reader yet, a snapshot thread of this process, a forked child that is
 #: pinning it, handed over (the child pinned it, failed, or the backend closed).
@@ -1238,6 +1242,14 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
     def dispose(self) -> None:
         self.close()
         shutil.rmtree(self.path, ignore_errors=True)
+
+    def __del__(self) -> None:
+        # A backend nobody closed, dropped by the garbage collector on whatever thread it
+        # runs on: closing the environment there would release LMDB's writer lock from a
+        # thread that does not own it and unmap it while it is still on its owner's list of
+        # held robust mutexes (the owner's next lock crashes). Keep it open instead.
+        if not getattr(self, "_closed", True) and getattr(self, "_env", None) is not None:
+            _NEVER_CLOSED.append((self._env, self._txn))
 
 
 class _PaneMergedEntries:

@@ -42,6 +42,7 @@ from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from weir.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
 from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
+from weir.datastream.time_characteristic import TimeCharacteristic
 from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssigner
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "SourceFunction",
     "StateBackend",
     "StreamExecutionEnvironment",
+    "TimeCharacteristic",
     "TimeDomain",
     "TimeWindow",
     "TimerService",

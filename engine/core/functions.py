@@ -453,6 +453,37 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
         pass
 
 
+class PassThroughWindowFunction(WindowFunction[IN, IN, KEY, W]):
+    """Emits a window's elements as they are (what ``reduce``/``aggregate`` use when no window
+    function is given, as in PyFlink)."""
+
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any]:
+        yield from inputs
+
+
+class PassThroughAllWindowFunction(AllWindowFunction[IN, IN, W]):
+    """``PassThroughWindowFunction`` for a non-keyed window."""
+
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any]:
+        yield from inputs
+
+
+class FunctionWrapper(Function):
+    """A plain function or lambda standing where PyFlink expects a ``Function``."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        if not callable(func):
+            raise UsageError(f"{type(self).__name__} needs a callable, got {func!r}")
+        self._func = func
+
+
+class ReduceFunctionWrapper(FunctionWrapper, ReduceFunction):
+    """A function ``(a, b) -> c`` as a ``ReduceFunction``."""
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return self._func(value1, value2)
+
+
 class _AllWindowAdapter(WindowFunction):
     """An AllWindowFunction (or a callable ``(window, inputs)``) run by the keyed window operator."""
 

@@ -17,6 +17,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 
 from weir.common.serializer import TypeSerializer
 from weir.common.time import Duration, Time, to_millis
+from weir.core.functions import ReduceFunction
 from weir.errors import UsageError
 
 MAX_WATERMARK = (1 << 63) - 1
@@ -302,8 +303,11 @@ class ProcessingTimeTrigger(Trigger[Any, Any]):
         return ProcessingTimeTrigger()
 
 
-def _min(a: int, b: int) -> int:
-    return a if a <= b else b
+class Min(ReduceFunction):
+    """Keeps the smaller value (the continuous triggers' next firing time)."""
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return min(value1, value2)
 
 
 def _plus(a: int, b: int) -> int:
@@ -327,7 +331,7 @@ class _Continuous(Trigger[Any, Any]):
         self.interval = interval
         from weir.core.state import ReducingStateDescriptor
 
-        self.state_desc = ReducingStateDescriptor("fire-time", _min)
+        self.state_desc = ReducingStateDescriptor("fire-time", Min())
 
     def register_next_fire_timestamp(
         self, time: int, window: Any, ctx: Trigger.TriggerContext, fire_timestamp_state: Any

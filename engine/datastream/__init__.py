@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from weir.common.execution_config import ExecutionConfig
 from weir.datastream.checkpoint_config import CheckpointConfig
+from weir.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
 from weir.datastream.data_stream import (
     ConnectedStreams,
     DataStream,
@@ -48,6 +53,7 @@ from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssi
 __all__ = [
     "AggregateFunction",
     "CheckpointConfig",
+    "CheckpointStorage",
     "CheckpointingMode",
     "CoFlatMapFunction",
     "CoMapFunction",
@@ -58,10 +64,12 @@ __all__ = [
     "EmbeddedRocksDBStateBackend",
     "ExecutionConfig",
     "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",
     "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
     "KeySelector",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",

@@ -86,6 +86,9 @@ def capture_programs(configuration: Configuration | None = None) -> Iterator[_Ca
         _capture = previous
 
 
+_default_local_parallelism: int | None = None
+
+
 class StreamExecutionEnvironment:
     def __init__(self, configuration: Configuration | None = None) -> None:
         self._configuration = Configuration(configuration)
@@ -113,7 +116,29 @@ class StreamExecutionEnvironment:
             if configuration is not None:
                 conf.add_all(configuration)
             return StreamExecutionEnvironment(conf)
-        return StreamExecutionEnvironment(configuration)
+        env = StreamExecutionEnvironment(configuration)
+        if _default_local_parallelism is not None and (
+            configuration is None or configuration.get_string(opts.PARALLELISM_DEFAULT.key) is None
+        ):
+            env.set_parallelism(_default_local_parallelism)
+        return env
+
+    @staticmethod
+    def set_default_local_parallelism(parallelism: int) -> None:
+        """The parallelism of environments made afterwards by ``get_execution_environment`` for
+        the embedded cluster, unless their configuration sets ``parallelism.default`` (Flink's
+        default for local environments)."""
+        global _default_local_parallelism
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise UsageError(f"default local parallelism must be a positive integer, got {parallelism!r}")
+        _default_local_parallelism = parallelism
+
+    @staticmethod
+    def get_default_local_parallelism() -> int:
+        """The value set, else the machine's CPU count (Java's ``availableProcessors``)."""
+        if _default_local_parallelism is not None:
+            return _default_local_parallelism
+        return os.cpu_count() or 1
 
     # -- configuration -------------------------------------------------------------------------
     def configure(self, configuration: Configuration) -> StreamExecutionEnvironment:
@@ -311,6 +336,25 @@ class StreamExecutionEnvironment:
         """Recorded in ``pipeline.classpaths`` for ``--target flink``; weir runs no JVM code."""
         for path in classpaths:
             self._append_list_option("pipeline.classpaths", str(path))
+
+    def register_cached_file(self, file_path: str, name: str, executable: bool = False) -> None:
+        """Recorded in ``pipeline.cached-files`` (Flink's distributed cache) for ``--target flink``;
+        the embedded cluster's functions read ``file_path`` directly."""
+        if not isinstance(name, str) or not name or "," in name or ":" in name:
+            raise UsageError(
+                f"a cached file's name must be a non-empty string without ',' or ':', got {name!r}"
+            )
+        entry = f"name:{name},path:{file_path},executable:{str(bool(executable)).lower()}"
+        self._append_list_option("pipeline.cached-files", entry)
+
+    def enable_changelog_state_backend(self, enabled: bool) -> StreamExecutionEnvironment:
+        """Recorded in ``state.changelog.enabled``: weir's LMDB backend snapshots incrementally
+        on its own, so the changelog changes nothing here (a Flink target reads the key)."""
+        self._configuration.set_boolean("state.changelog.enabled", bool(enabled))
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool:
+        return self._configuration.get_boolean("state.changelog.enabled", False)
 
     def _append_list_option(self, key: str, value: str, separator: str = ";") -> None:
         """Add ``value`` to the list option ``key`` (Flink separates ``pipeline.*`` lists with

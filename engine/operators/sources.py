@@ -246,7 +246,9 @@ class FileLinesReader(SourceReader):
         ]
         self.charset = charset
         self.batch_size = batch_size
-        self._lines: list[str] | None = None  # lines of the file of the first split
+        self._lines: list[Any] | None = None  # records of the file of the first split
+        # a format's ``parse_records(text, where)`` (CSV); without one, a file's records are its lines
+        self.parse: Any = None
 
     def restore_splits(self, splits: list[Any]) -> None:
         super().restore_splits(splits)
@@ -264,7 +266,10 @@ class FileLinesReader(SourceReader):
                 path = Path(split[0])
                 if not path.is_file():
                     raise UsageError(f"FileSource file '{path}' disappeared before it was read to its end")
-                self._lines = path.read_text(encoding=self.charset).splitlines()
+                text = path.read_text(encoding=self.charset)
+                self._lines = (
+                    text.splitlines() if self.parse is None else self.parse(text, f"FileSource file '{path}'")
+                )
             if split[1] < len(self._lines):
                 end = min(split[1] + self.batch_size, len(self._lines))
                 batch = Batch(self._lines[split[1] : end])
@@ -407,7 +412,9 @@ def data_generator_reader(source: Any, subtask: int, parallelism: int) -> DataGe
 
 
 def file_lines_reader(source: Any, subtask: int, parallelism: int) -> FileLinesReader:
-    return FileLinesReader(source.paths, source.stream_format.charset, subtask, parallelism)
+    reader = FileLinesReader(source.paths, source.stream_format.charset, subtask, parallelism)
+    reader.parse = getattr(source.stream_format, "parse_records", None)
+    return reader
 
 
 def function_source_reader(source: Any, subtask: int, parallelism: int) -> FunctionSourceReader:

@@ -50,7 +50,8 @@ class FileSource(Source):
         return "File Source"
 
     def produced_type(self) -> TypeInformation:
-        return Types.STRING()
+        produced = getattr(self.stream_format, "produced_type", None)
+        return produced() if callable(produced) else Types.STRING()
 
     def describe(self) -> dict[str, Any]:
         return {"class": "FileSource", "paths": list(self.paths), "format": self.stream_format.kind}

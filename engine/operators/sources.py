@@ -417,6 +417,67 @@ def file_lines_reader(source: Any, subtask: int, parallelism: int) -> FileLinesR
     return reader
 
 
+class HybridSourceReader(SourceReader):
+    """A ``HybridSource``'s subtask: reads its part of each source in turn. Its position is
+    ``{"source": index, "inner": the current reader's position}``."""
+
+    def __init__(self, source: Any, subtask: int, parallelism: int) -> None:
+        self.sources = source.sources
+        self.subtask, self.parallelism = subtask, parallelism
+        self._nursery: trio.Nursery | None = None
+        self._batch_size: int | None = None  # set by the task (debloating): passed on to each reader
+        self._open(0)
+
+    def _open(self, index: int) -> None:
+        self.index = index
+        self.current = self.sources[index].create_reader(self.subtask, self.parallelism)
+        if self._batch_size is not None:
+            self.current.batch_size = self._batch_size
+        if self._nursery is not None:
+            self.current.start_in(self._nursery)
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.current.batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int | None) -> None:
+        self._batch_size = value
+        if hasattr(self, "current"):
+            self.current.batch_size = value
+
+    def start_in(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self.current.start_in(nursery)
+
+    async def next_batch(self) -> Batch | None:
+        while True:
+            batch = await self.current.next_batch()
+            if batch is not None:
+                return batch
+            if self.index + 1 == len(self.sources):
+                return None
+            self.current.close()
+            self._open(self.index + 1)
+
+    def position(self) -> Any:
+        inner = self.current.position()
+        return None if inner is None else {"source": self.index, "inner": inner}
+
+    def restore(self, position: Any) -> None:
+        if self.index != position["source"]:
+            self.current.close()
+            self._open(position["source"])
+        self.current.restore(position["inner"])
+
+    def close(self) -> None:
+        self.current.close()
+
+
+def hybrid_source_reader(source: Any, subtask: int, parallelism: int) -> HybridSourceReader:
+    return HybridSourceReader(source, subtask, parallelism)
+
+
 def function_source_reader(source: Any, subtask: int, parallelism: int) -> FunctionSourceReader:
     """``add_source``: the task hands the reader its nursery (``start_in``) before the first read."""
     return FunctionSourceReader(source.function)

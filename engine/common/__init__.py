@@ -6,6 +6,7 @@ from weir.common.completable_future import CompletableFuture
 from weir.common.config_options import ConfigOption, ConfigOptions
 from weir.common.configuration import Configuration
 from weir.common.execution_config import ExecutionConfig
+from weir.common.input_dependency_constraint import InputDependencyConstraint
 from weir.common.job_client import JobClient, JobExecutionResult, JobID
 from weir.common.job_status import JobStatus
 from weir.common.serialization import (
@@ -31,6 +32,7 @@ __all__ = [
     "Duration",
     "Encoder",
     "ExecutionConfig",
+    "InputDependencyConstraint",
     "Instant",
     "JobClient",
     "JobExecutionResult",

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from weir.core.state import OperatorStateStore
 from weir.errors import UsageError
 
 # The type parameters of PyFlink's generic function classes (``ProcessWindowFunction[IN, OUT,
@@ -360,13 +361,13 @@ class BaseBroadcastProcessFunction(Function):
         def output(self, output_tag: Any, value: Any) -> None:
             raise NotImplementedError
 
-    class Context(BaseContext):
+    class Context(BaseContext, OperatorStateStore):
         """The context of ``process_broadcast_element``: broadcast state read-write."""
 
         def get_broadcast_state(self, state_descriptor: Any) -> Any:
             raise NotImplementedError
 
-    class ReadOnlyContext(BaseContext):
+    class ReadOnlyContext(BaseContext, OperatorStateStore):
         """The context of ``process_element``: broadcast state read only."""
 
         def get_broadcast_state(self, state_descriptor: Any) -> Any:

@@ -19,6 +19,7 @@ from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TypeInformation, Ty
 from weir.common.types import Row
 from weir.datastream.connectors.file_system import StreamFormat
 from weir.datastream.formats._values import check_row_type, from_plain, to_plain
+from weir.datastream.utils import ResultTypeQueryable
 from weir.errors import UsageError
 
 __all__ = [
@@ -490,7 +491,7 @@ class CsvRowSerializationSchema(SerializationSchema):
         return out.getvalue().encode()
 
 
-class CsvRowDeserializationSchema(DeserializationSchema):
+class CsvRowDeserializationSchema(DeserializationSchema, ResultTypeQueryable):
     """One CSV line as a ``Row`` named by the type; the null literal reads as None. A line
     that does not fit raises ``UsageError`` unless ``set_ignore_parse_errors(True)`` (then
     None); with ``set_allow_comments(True)`` a line starting with ``#`` is None."""
@@ -538,6 +539,9 @@ class CsvRowDeserializationSchema(DeserializationSchema):
 
         def build(self) -> CsvRowDeserializationSchema:
             return CsvRowDeserializationSchema(self._dialect, self._allow_comments, self._ignore_errors)
+
+    def get_produced_type(self) -> RowTypeInfo:
+        return self._dialect.type_info
 
     def _value(self, text: str, t: TypeInformation, field: str) -> Any:
         d = self._dialect

@@ -16,12 +16,13 @@ from typing import Any
 from weir.common.serialization import DeserializationSchema, SerializationSchema
 from weir.common.typeinfo import RowTypeInfo
 from weir.datastream.formats._values import check_row_type, from_plain, to_plain
+from weir.datastream.utils import ResultTypeQueryable
 from weir.errors import UsageError
 
 __all__ = ["JsonRowDeserializationSchema", "JsonRowSerializationSchema"]
 
 
-class JsonRowDeserializationSchema(DeserializationSchema):
+class JsonRowDeserializationSchema(DeserializationSchema, ResultTypeQueryable):
     def __init__(
         self, type_info: RowTypeInfo, fail_on_missing_field: bool, ignore_parse_errors: bool
     ) -> None:

@@ -364,6 +364,11 @@ class DataStream(_Configurable):
     def add_sink(self, sink_func: fn.SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
         if not isinstance(sink_func, fn.SinkFunction) and not callable(sink_func):
             raise UsageError(f"add_sink needs a SinkFunction or a callable, got {sink_func!r}")
+        as_sink = getattr(
+            sink_func, "as_sink", None
+        )  # a sink function that runs as a Sink (StreamingFileSink)
+        if callable(as_sink) and isinstance(sink := as_sink(), Sink):
+            return self.sink_to(sink)
         return self._sink(FunctionSink(sink_func), "Unnamed")
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:

@@ -17,6 +17,7 @@ from typing import Any
 from weir.common.serialization import BulkWriterFactory, Encoder
 from weir.common.typeinfo import TypeInformation, Types
 from weir.core.connectors import Sink, Source
+from weir.core.functions import SinkFunction
 from weir.core.references import load_reference
 from weir.errors import UsageError
 
@@ -503,3 +504,37 @@ class BulkFormatBuilder(FileSinkBuilder):
 
 
 FileSink.BulkFormatBuilder = BulkFormatBuilder  # type: ignore[attr-defined]  # PyFlink's name
+
+
+class StreamingFileSink(SinkFunction):
+    """PyFlink's legacy file sink function (``ds.add_sink(StreamingFileSink.for_row_format(...)
+    .build())``): in weir it is the exactly-once ``FileSink`` with the same builders, so the
+    same part files, rolling and buckets; ``add_sink`` adds that sink."""
+
+    def __init__(self, file_sink: FileSink) -> None:
+        self.file_sink = file_sink
+
+    def as_sink(self) -> FileSink:
+        """The ``FileSink`` that ``DataStream.add_sink`` adds for this function."""
+        return self.file_sink
+
+    def invoke(self, value: Any, context: Any) -> None:
+        raise UsageError("StreamingFileSink runs as a FileSink: add it with DataStream.add_sink(sink)")
+
+    @staticmethod
+    def for_row_format(base_path: str, encoder: Encoder) -> StreamingFileSink.DefaultRowFormatBuilder:
+        return StreamingFileSink.DefaultRowFormatBuilder(base_path, encoder)
+
+    @staticmethod
+    def for_bulk_format(
+        base_path: str, writer_factory: BulkWriterFactory
+    ) -> StreamingFileSink.DefaultBulkFormatBuilder:
+        return StreamingFileSink.DefaultBulkFormatBuilder(base_path, writer_factory)
+
+    class DefaultRowFormatBuilder(FileSinkBuilder):
+        def build(self) -> StreamingFileSink:  # type: ignore[override]
+            return StreamingFileSink(super().build())
+
+    class DefaultBulkFormatBuilder(BulkFormatBuilder):
+        def build(self) -> StreamingFileSink:  # type: ignore[override]
+            return StreamingFileSink(super().build())

@@ -28,6 +28,7 @@ from weir.core.window import (
     WindowAssigner,
 )
 from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
+from weir.datastream.execution_mode import RuntimeExecutionMode
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import SlotSharingGroup
 from weir.errors import UsageError
@@ -375,6 +376,19 @@ class DataStream(_Configurable):
         sink = PrintSink(sink_identifier, type_info=self.get_type())
         return self._sink(sink, sink.default_name())
 
+    def cache(self) -> CachedDataStream:
+        """This stream's records, computed once and reused by the environment's later jobs
+        (BATCH mode, bounded input). The first job that needs them runs the stream's upstream
+        on its own first and keeps the records in this process; ``invalidate()`` drops them."""
+        if self._env.get_runtime_mode() is not RuntimeExecutionMode.BATCH:
+            raise UsageError(
+                "cache() needs RuntimeExecutionMode.BATCH (bounded input), as Flink's; "
+                f"the environment runs {self._env.get_runtime_mode().name}: env.set_runtime_mode(RuntimeExecutionMode.BATCH)"
+            )
+        cached = CachedDataStream(self._env, self._transformation)
+        self._env._caches[self._transformation.id] = cached
+        return cached
+
     def execute_and_collect(
         self, job_execution_name: str | None = None, limit: int | None = None
     ) -> CloseableIterator | list[Any]:
@@ -389,6 +403,20 @@ class DataStream(_Configurable):
 
             raise ProgramCaptured(self._env.get_stream_graph(self._env._job_name(job_execution_name)))
         return self._env._execute_and_collect(sink, job_execution_name, limit)
+
+
+class CachedDataStream(DataStream):
+    """A ``DataStream`` whose records are kept after the first job that computes them
+    (``DataStream.cache()``); later jobs of the environment read the kept records instead of
+    running the upstream again. Records are kept without their timestamps."""
+
+    def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
+        super().__init__(env, transformation)
+        self._records: list[Any] | None = None
+
+    def invalidate(self) -> None:
+        """Drop the kept records; a later job that uses this stream computes them again."""
+        self._records = None
 
 
 def _field_type(t: TypeInformation | None, index: int) -> TypeInformation | None:

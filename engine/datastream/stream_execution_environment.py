@@ -99,6 +99,8 @@ class StreamExecutionEnvironment:
         self._capturing = False
         self._state_backend: Any = None
         self._time_characteristic = TimeCharacteristic.EventTime
+        self._caches: dict[int, Any] = {}  # transformation id -> CachedDataStream (DataStream.cache())
+        self._materializing: set[int] = set()
         self.cluster: Any = None  # a running cluster to submit to (weir.cluster); None: embedded
 
     @staticmethod
@@ -452,10 +454,82 @@ class StreamExecutionEnvironment:
     ) -> StreamGraph:
         from weir.graph.stream_graph import generate_stream_graph
 
-        graph = generate_stream_graph(self, job_name)
+        with self._reading_caches():
+            graph = generate_stream_graph(self, job_name)
         if clear_transformations:
             self._transformations.clear()
         return graph
+
+    def _reachable(self) -> list[Transformation]:
+        seen: dict[int, Transformation] = {}
+        stack = list(self._transformations)
+        while stack:
+            t = stack.pop()
+            if id(t) not in seen:
+                seen[id(t)] = t
+                stack.extend(t.inputs)
+        return list(seen.values())
+
+    def _materialize_caches(self) -> None:
+        """Compute the records of every cached stream this job uses and nobody kept yet: each
+        runs as a job of its own (its upstream, into a collect sink), before this job."""
+        from weir.datastream.data_stream import DataStream
+
+        for t in self._reachable():
+            cached = self._caches.get(t.id)
+            if cached is None or cached._records is not None or cached._transformation is not t:
+                continue
+            if t.id in self._materializing:  # this is the job that computes it
+                continue
+            if self.get_runtime_mode() is not RuntimeExecutionMode.BATCH:
+                raise UsageError(
+                    f"the cached stream '{t.name}' needs RuntimeExecutionMode.BATCH; the environment "
+                    f"runs {self.get_runtime_mode().name}"
+                )
+            saved, self._transformations = self._transformations, []
+            self._materializing.add(t.id)
+            try:
+                records = list(DataStream(self, t).execute_and_collect(f"cache of {t.name}"))
+            finally:
+                self._transformations = saved
+                self._materializing.discard(t.id)
+            cached._records = records
+
+    @contextlib.contextmanager
+    def _reading_caches(self) -> Iterator[None]:
+        """While the graph is built, operators read kept records of cached streams from a
+        collection source in place of the cached stream's upstream."""
+        swaps: list[tuple[Transformation, int, Transformation]] = []
+        sources: dict[int, Transformation] = {}
+        for t in self._reachable():
+            for i, upstream in enumerate(t.inputs):
+                cached = self._caches.get(upstream.id)
+                if cached is None or cached._records is None or cached._transformation is not upstream:
+                    continue
+                if upstream.id not in sources:
+                    kept = CollectionSource(list(cached._records), upstream.output_type)
+                    sources[upstream.id] = self._add_source(
+                        kept, f"{upstream.name} (cached)", upstream.output_type, None
+                    )._transformation
+                swaps.append((t, i, upstream))
+                t.inputs[i] = sources[upstream.id]
+        # the cached streams and what only they need are not operators of this job any more
+        # (an operator added without a sink still runs, as in Flink, unless a cache replaced it)
+        replaced: set[int] = set()
+        stack = [self._caches[i]._transformation for i in sources]
+        while stack:
+            t = stack.pop()
+            if id(t) not in replaced:
+                replaced.add(id(t))
+                stack.extend(t.inputs)
+        listed = self._transformations
+        self._transformations = [t for t in listed if id(t) not in replaced]
+        try:
+            yield
+        finally:
+            self._transformations = listed
+            for t, i, upstream in swaps:
+                t.inputs[i] = upstream
 
     def get_execution_plan(self) -> str:
         """The StreamGraph as Flink's execution-plan JSON (``nodes`` with predecessors)."""
@@ -488,6 +562,8 @@ class StreamExecutionEnvironment:
         """Compile and run the job; returns a JobExecutionResult. Blocks until the job ends.
         ``savepoint_path``: start from that savepoint (``execution.savepoint.path``)."""
         self._restore_from(savepoint_path, allow_non_restored_state)
+        if not self._capturing:
+            self._materialize_caches()
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
@@ -501,6 +577,8 @@ class StreamExecutionEnvironment:
     ) -> Any:
         """Submit the job and return a JobClient without waiting for it to end."""
         self._restore_from(savepoint_path, allow_non_restored_state)
+        if not self._capturing:
+            self._materialize_caches()
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
@@ -508,6 +586,7 @@ class StreamExecutionEnvironment:
 
     def _execute_and_collect(self, sink: Source | Any, job_name: str | None, limit: int | None) -> Any:
         """``DataStream.execute_and_collect``: run the job, stream the records of ``sink`` back."""
+        self._materialize_caches()
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         node = next(
             n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink

@@ -48,7 +48,7 @@ from weir.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from weir.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
 from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
 from weir.datastream.time_characteristic import TimeCharacteristic
-from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssigner
+from weir.datastream.window import GlobalWindow, MergingWindowAssigner, TimeWindow, Trigger, WindowAssigner
 
 __all__ = [
     "AggregateFunction",
@@ -76,6 +76,7 @@ __all__ = [
     "KeyedStream",
     "MapFunction",
     "MemorySize",
+    "MergingWindowAssigner",
     "OutputTag",
     "Partitioner",
     "ProcessFunction",

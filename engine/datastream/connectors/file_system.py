@@ -35,13 +35,22 @@ class StreamFormat:
 
 
 class FileSource(Source):
-    """Reads files (or every file under directories); bounded."""
+    """Reads files (or every file under directories): the files there when the job starts
+    (bounded), or, with ``monitor_continuously(interval)``, also every file that appears
+    under the paths later, looked for every ``interval`` (unbounded; each new file is read
+    once, by the subtask its path hashes to)."""
 
     reader_factory = "weir.operators.sources:file_lines_reader"
 
-    def __init__(self, paths: list[str], stream_format: StreamFormat) -> None:
+    def __init__(
+        self, paths: list[str], stream_format: StreamFormat, monitor_interval_ms: int | None = None
+    ) -> None:
         self.paths = paths
         self.stream_format = stream_format
+        self.monitor_interval_ms = monitor_interval_ms
+
+    def is_bounded(self) -> bool:
+        return self.monitor_interval_ms is None
 
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
@@ -55,7 +64,14 @@ class FileSource(Source):
         return produced() if callable(produced) else Types.STRING()
 
     def describe(self) -> dict[str, Any]:
-        return {"class": "FileSource", "paths": list(self.paths), "format": self.stream_format.kind}
+        out: dict[str, Any] = {
+            "class": "FileSource",
+            "paths": list(self.paths),
+            "format": self.stream_format.kind,
+        }
+        if self.monitor_interval_ms is not None:
+            out["monitor_interval_ms"] = self.monitor_interval_ms
+        return out
 
 
 class FileSourceBuilder:
@@ -69,8 +85,24 @@ class FileSourceBuilder:
         self._format = stream_format
         self._paths = paths
 
+    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+        """Keep looking for new files under the paths every ``discovery_interval``
+        (``Duration``/``Time`` or ms): the source becomes unbounded."""
+        from weir.common.time import to_millis
+
+        interval = to_millis("FileSource discovery interval", discovery_interval)
+        if interval <= 0:
+            raise UsageError(f"FileSource discovery interval must be positive, got {discovery_interval!r}")
+        self._monitor_ms: int | None = interval
+        return self
+
+    def process_static_file_set(self) -> FileSourceBuilder:
+        """Read the files there when the job starts, then end (the default)."""
+        self._monitor_ms = None
+        return self
+
     def build(self) -> FileSource:
-        return FileSource(self._paths, self._format)
+        return FileSource(self._paths, self._format, getattr(self, "_monitor_ms", None))
 
 
 class OutputFileConfig:

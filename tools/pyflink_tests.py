@@ -23,6 +23,18 @@ replaced by stand-ins built here:
   Python's ``str`` of each record (``stringify=False``: the records themselves).
 - ``pyflink.java_gateway``: ``get_gateway()`` raises, so a test that drives the JVM directly
   fails as "needs the JVM" rather than passing by accident.
+- ``pyflink.util.java_utils``: ``get_j_env_configuration(env._j_stream_execution_environment)``
+  gives the environment's own ``Configuration`` with Java's setter names (``setString``, ...),
+  and ``pyflink.common.Configuration(j_configuration=...)`` is a view of it: the test files
+  configure their environment that way (``python.execution-mode``, bundle sizes, ask
+  timeouts; keys weir keeps but does not act on). ``_j_stream_execution_environment`` is a
+  handle added to the environment class here, nothing else.
+
+Which tests count: a test needs the JVM, and is left out of ``passed/total``, when its own
+body calls ``get_gateway()``, imports ``py4j``, or reaches the Java objects behind the Python
+API (``._j_data_stream``, ``.getStreamGraph(``). Configuring the environment through
+``get_j_env_configuration`` does not count (the stand-in above answers it). The script lists
+the tests it leaves out and prints how many.
 
 The collected records live in a dictionary of this process, keyed by the sink's token: weir's
 embedded cluster runs every task in this process, so the sink's copies in the tasks append to
@@ -36,6 +48,7 @@ import argparse
 import importlib
 import importlib.abc
 import importlib.util
+import inspect
 import shutil
 import sys
 import tempfile
@@ -51,6 +64,9 @@ _LOCK = threading.Lock()
 
 _STAND_INS = (
     "pyflink",
+    "pyflink.common",
+    "pyflink.util",
+    "pyflink.util.java_utils",
     "pyflink.testing",
     "pyflink.testing.test_case_utils",
     "pyflink.datastream.tests",
@@ -95,6 +111,10 @@ def _stand_in(name: str) -> types.ModuleType:
         _fill_test_case_utils(module)
     elif name == "pyflink.datastream.tests.test_util":
         _fill_test_util(module)
+    elif name == "pyflink.common":
+        _fill_common(module)
+    elif name == "pyflink.util.java_utils":
+        _fill_java_utils(module)
     elif name == "pyflink.java_gateway":
 
         def get_gateway() -> Any:
@@ -102,6 +122,57 @@ def _stand_in(name: str) -> types.ModuleType:
 
         module.get_gateway = get_gateway  # type: ignore[attr-defined]
     return module
+
+
+def _fill_common(module: types.ModuleType) -> None:
+    """``weir.common``'s names, with a ``Configuration`` that also takes ``j_configuration``."""
+    import weir.common as common
+
+    module.__dict__.update({k: v for k, v in vars(common).items() if not k.startswith("__")})
+    module.__all__ = list(getattr(common, "__all__", []))  # type: ignore[attr-defined]
+
+    class Configuration(common.Configuration):
+        def __init__(self, other: Any = None, j_configuration: Any = None) -> None:
+            super().__init__(other)
+            if j_configuration is not None:  # a view of the environment's configuration
+                self._data = j_configuration._data
+
+    Configuration.__module__ = module.__name__
+    Configuration.__qualname__ = "Configuration"
+    module.Configuration = Configuration  # type: ignore[attr-defined]
+
+
+def _fill_java_utils(module: types.ModuleType) -> None:
+    from weir.common import Configuration
+    from weir.datastream import StreamExecutionEnvironment
+
+    class JavaConfiguration(Configuration):
+        """The environment's configuration under Java's setter and getter names."""
+
+        def __init__(self, shared: Configuration) -> None:
+            super().__init__()
+            self._data = shared._data
+
+        def setString(self, key: str, value: str) -> None:  # Java's name
+            self.set_string(key, value)
+
+        def setInteger(self, key: str, value: int) -> None:
+            self.set_integer(key, value)
+
+        def setBoolean(self, key: str, value: bool) -> None:
+            self.set_boolean(key, value)
+
+        def getString(self, key: str, default: str | None = None) -> str | None:
+            return self.get_string(key, default)
+
+    def get_j_env_configuration(j_env: Any) -> JavaConfiguration:
+        if not isinstance(j_env, StreamExecutionEnvironment):
+            raise TypeError(f"get_j_env_configuration needs an environment's handle, got {j_env!r}")
+        return JavaConfiguration(j_env.get_configuration())
+
+    # the handle the test files pass to get_j_env_configuration
+    StreamExecutionEnvironment._j_stream_execution_environment = property(lambda self: self)  # type: ignore[attr-defined]
+    module.get_j_env_configuration = get_j_env_configuration  # type: ignore[attr-defined]
 
 
 def _fill_test_case_utils(module: types.ModuleType) -> None:
@@ -230,12 +301,29 @@ class _ImportFailed(unittest.TestCase):
         raise AssertionError(f"{self.file} does not import on weir: {self.error!r}")
 
 
-def _filtered(suite: unittest.TestSuite, pattern: str | None) -> unittest.TestSuite:
+_NEEDS_THE_JVM = ("get_gateway(", "py4j", "._j_data_stream", ".getStreamGraph(")
+
+
+def needs_the_jvm(test: unittest.TestCase) -> bool:
+    """True when the test's own body drives the JVM (the rule in the module's docstring)."""
+    method = getattr(test, getattr(test, "_testMethodName", ""), None)
+    try:
+        source = inspect.getsource(method) if method is not None else ""
+    except (OSError, TypeError):
+        return False
+    return any(marker in source for marker in _NEEDS_THE_JVM)
+
+
+def _filtered(suite: unittest.TestSuite, pattern: str | None, left_out: list[str]) -> unittest.TestSuite:
     out = unittest.TestSuite()
     for test in suite:
         if isinstance(test, unittest.TestSuite):
-            out.addTests(_filtered(test, pattern))
-        elif pattern is None or pattern in test.id():
+            out.addTests(_filtered(test, pattern, left_out))
+        elif pattern is not None and pattern not in test.id():
+            continue
+        elif needs_the_jvm(test):
+            left_out.append(test.id())
+        else:
             out.addTest(test)
     return out
 
@@ -253,11 +341,13 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"'{args.directory}' holds no test_*.py file")
     passed = total = 0
     for file, suite in suites.items():
-        result = unittest.TextTestRunner(verbosity=2 if args.verbose else 0, stream=sys.stderr).run(
-            _filtered(suite, args.pattern)
-        )
+        left_out: list[str] = []
+        selected = _filtered(suite, args.pattern, left_out)
+        result = unittest.TextTestRunner(verbosity=2 if args.verbose else 0, stream=sys.stderr).run(selected)
         failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-        print(f"{file}: {result.testsRun - failed} of {result.testsRun} passed")
+        print(f"{file}: {result.testsRun - failed} of {result.testsRun} passed; {len(left_out)} need the JVM")
+        for test_id in left_out:
+            print(f"  needs the JVM: {test_id.rsplit('.', 2)[-2]}.{test_id.rsplit('.', 1)[-1]}")
         passed += result.testsRun - failed
         total += result.testsRun
     print(f"passed/total: {passed}/{total}")

@@ -462,10 +462,12 @@ def execute_and_collect(env: Any, graph: StreamGraph, sink_node_id: int, limit: 
         return iterator
     with iterator:
         out: list[Any] = []
-        for record in iterator:
+        if limit == 0:
+            return out
+        for record in iterator:  # stop at the limit, not at the next record: a source may never end
+            out.append(record)
             if len(out) >= limit:
                 break
-            out.append(record)
         return out
 
 

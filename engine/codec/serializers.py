@@ -30,9 +30,8 @@ untyped batch keeps its representation).
 What a decoded batch holds: a stream of one numeric basic type (BOOLEAN, BYTE,
 SHORT, INT, LONG, FLOAT, DOUBLE) decodes to a numpy array; CHAR, STRING and
 BYTE_ARRAY to lists of ``str``/``bytes``; TUPLE types to lists of Python tuples;
-ROW types to lists of ``Row`` (named with the declared field names for
-ROW_NAMED, positional for ROW; a ROW_NAMED whose names are f0, f1, ... cannot be
-told from ROW and decodes positional), row kinds preserved. FLOAT values are rounded to
+ROW types to lists of ``Row`` named with the declared field names (f0, f1, ... for
+``Types.ROW``, as PyFlink's row coder names them), row kinds preserved. FLOAT values are rounded to
 32 bits, as in Flink.
 
 What encoders accept: a list (or any sequence) of Python values, or a numpy array.
@@ -466,7 +465,7 @@ class ColumnarSerializer(BatchSerializer):
         if isinstance(type_info, RowTypeInfo):
             self._field_names = list(type_info.field_names)
             self._named = self._field_names != [f"f{i}" for i in range(self._arity)]
-        self._decoded_names = self._field_names if self._named else None
+        self._decoded_names = self._field_names  # PyFlink names ROW fields f0, f1, ...
         self._nullable = [self._is_row and not isinstance(c, PickledColumn) for c in columns]
         self._min_record_bytes = sum(c.min_record_bytes for c in columns)
         self._slack_bytes = sum(isinstance(c, StringColumn) for c in columns)
@@ -591,8 +590,8 @@ class ColumnarSerializer(BatchSerializer):
                 raise self._mismatch(batch, j, m) from None
 
     def as_rows(self, values: Sequence[Any]) -> list[Any]:
-        """ROW types: the records as ``Row``s, as a decoded frame holds them (named for
-        ROW_NAMED, row kinds kept); tuples or lists of the declared arity become Rows. Other
+        """ROW types: the records as ``Row``s, as a decoded frame holds them (named by the
+        type, row kinds kept); tuples or lists of the declared arity become Rows. Other
         types: the values unchanged. Raises ``UsageError`` for a record of another shape."""
         if not self._is_row or not len(values):
             return list(values)

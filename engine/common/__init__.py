@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from weir.common.completable_future import CompletableFuture
-from weir.common.config_options import ConfigOption
+from weir.common.config_options import ConfigOption, ConfigOptions
 from weir.common.configuration import Configuration
 from weir.common.execution_config import ExecutionConfig
+from weir.common.input_dependency_constraint import InputDependencyConstraint
 from weir.common.job_client import JobClient, JobExecutionResult, JobID
 from weir.common.job_status import JobStatus
 from weir.common.serialization import (
@@ -15,6 +16,7 @@ from weir.common.serialization import (
     SerializationSchema,
     SimpleStringSchema,
 )
+from weir.common.serializer import TypeSerializer
 from weir.common.time import Duration, Instant, Time
 from weir.common.typeinfo import TypeInformation, Types
 from weir.common.types import Row, RowKind
@@ -24,11 +26,13 @@ __all__ = [
     "ByteArraySchema",
     "CompletableFuture",
     "ConfigOption",
+    "ConfigOptions",
     "Configuration",
     "DeserializationSchema",
     "Duration",
     "Encoder",
     "ExecutionConfig",
+    "InputDependencyConstraint",
     "Instant",
     "JobClient",
     "JobExecutionResult",
@@ -41,6 +45,7 @@ __all__ = [
     "Time",
     "TimestampAssigner",
     "TypeInformation",
+    "TypeSerializer",
     "Types",
     "WatermarkStrategy",
 ]

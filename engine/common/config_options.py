@@ -485,3 +485,51 @@ REST_ADDRESS = _opt(
 
 def option_for(key: str) -> ConfigOption | None:
     return OPTIONS.get(key)
+
+
+class ConfigOptions:
+    """Builds a ``ConfigOption`` for a user's own key, as ``pyflink.common.ConfigOptions``:
+    ``ConfigOptions.key("my.size").int_type().default_value(4)``. ``Configuration.get_option``
+    reads it typed (the default when the key is unset)."""
+
+    def __init__(self) -> None:
+        raise TypeError("ConfigOptions is used through ConfigOptions.key(...)")
+
+    @staticmethod
+    def key(key: str) -> ConfigOptions.OptionBuilder:
+        if not isinstance(key, str) or not key.strip():
+            raise UsageError(f"ConfigOptions.key needs a non-empty string key, got {key!r}")
+        return ConfigOptions.OptionBuilder(key)
+
+    class OptionBuilder:
+        def __init__(self, key: str) -> None:
+            self._key = key
+
+        def boolean_type(self) -> ConfigOptions.TypedConfigOptionBuilder:
+            return ConfigOptions.TypedConfigOptionBuilder(self._key, "bool")
+
+        def int_type(self) -> ConfigOptions.TypedConfigOptionBuilder:
+            return ConfigOptions.TypedConfigOptionBuilder(self._key, "int")
+
+        def long_type(self) -> ConfigOptions.TypedConfigOptionBuilder:
+            return ConfigOptions.TypedConfigOptionBuilder(self._key, "int")
+
+        def float_type(self) -> ConfigOptions.TypedConfigOptionBuilder:
+            return ConfigOptions.TypedConfigOptionBuilder(self._key, "float")
+
+        def double_type(self) -> ConfigOptions.TypedConfigOptionBuilder:
+            return ConfigOptions.TypedConfigOptionBuilder(self._key, "float")
+
+        def string_type(self) -> ConfigOptions.TypedConfigOptionBuilder:
+            return ConfigOptions.TypedConfigOptionBuilder(self._key, "str")
+
+    class TypedConfigOptionBuilder:
+        def __init__(self, key: str, kind: str) -> None:
+            self._key, self._kind = key, kind
+
+        def default_value(self, value: Any) -> ConfigOption:
+            probe = ConfigOption(self._key, self._kind, None, "")
+            return ConfigOption(self._key, self._kind, probe.parse(value), "")
+
+        def no_default_value(self) -> ConfigOption:
+            return ConfigOption(self._key, self._kind, None, "")

@@ -104,3 +104,32 @@ class ByteArraySchema(SerializationSchema, DeserializationSchema):
 
     def deserialize(self, message: bytes) -> bytes:
         return bytes(message)
+
+
+class RowFieldExtractorSchema(SerializationSchema):
+    """Serializes one field of a Row, which must already be bytes (a Kafka key or value taken
+    from a record, as in PyFlink): ``RowFieldExtractorSchema(0).serialize(Row(b"k", b"v"))``
+    is ``b"k"``; a None field is ``b""``."""
+
+    def __init__(self, field_index: int) -> None:
+        if isinstance(field_index, bool) or not isinstance(field_index, int) or field_index < 0:
+            raise UsageError(
+                f"RowFieldExtractorSchema field index must be a non-negative int, got {field_index!r}"
+            )
+        self.field_index = field_index
+
+    def serialize(self, element: Any) -> bytes:
+        try:
+            value = element[self.field_index]
+        except (IndexError, TypeError, KeyError):
+            raise UsageError(
+                f"RowFieldExtractorSchema({self.field_index}): the record {element!r} has no field {self.field_index}"
+            ) from None
+        if value is None:
+            return b""
+        if not isinstance(value, bytes | bytearray):
+            raise UsageError(
+                f"RowFieldExtractorSchema({self.field_index}): field {self.field_index} must be bytes, "
+                f"got {value!r} ({type(value).__name__}); convert it to bytes first"
+            )
+        return bytes(value)

@@ -7,8 +7,11 @@ a typed stream gets a compiled columnar serializer, an untyped one (or
 
 from __future__ import annotations
 
+import calendar
 import datetime
 import decimal
+import enum
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,9 +34,37 @@ class TypeInformation:
     def is_basic_type(self) -> bool:
         return False
 
+    # PyFlink's conversion between a Python value and the internal value its coders write;
+    # types whose values are written as they are need none.
+    def need_conversion(self) -> bool:
+        return False
+
+    def to_internal_type(self, obj: Any) -> Any:
+        return obj
+
+    def from_internal_type(self, obj: Any) -> Any:
+        return obj
+
     def to_json(self) -> Any:
         """A JSON-friendly description, used in plans."""
         return repr(self)
+
+
+class BasicType(enum.Enum):
+    """The basic types by Java's class name, as ``pyflink.common.typeinfo.BasicType``."""
+
+    STRING = "String"
+    BYTE = "Byte"
+    BOOLEAN = "Boolean"
+    SHORT = "Short"
+    INT = "Integer"
+    LONG = "Long"
+    FLOAT = "Float"
+    DOUBLE = "Double"
+    CHAR = "Char"
+    BIG_INT = "BigInteger"
+    BIG_DEC = "BigDecimal"
+    INSTANT = "Instant"
 
 
 class BasicTypeInfo(TypeInformation):
@@ -227,6 +258,36 @@ class RowTypeInfo(TypeInformation):
         inner = ", ".join(f"{n}: {t!r}" for n, t in zip(self.field_names, self.field_types))
         return f"Row({inner})"
 
+    def need_conversion(self) -> bool:
+        return True
+
+    def to_internal_type(self, obj: Any) -> Any:
+        """PyFlink's internal row: ``(row kind, *field values)``, each field converted by its
+        type; a dict, a named Row or an object's attributes are read by field name."""
+        if obj is None:
+            return None
+        from weir.common.types import Row, RowKind
+
+        names, types = self.field_names, self.field_types
+        if isinstance(obj, dict):
+            kind, values = RowKind.INSERT, [obj.get(n) for n in names]
+        elif isinstance(obj, Row):
+            named = obj.get_field_names() is not None
+            kind, values = obj.get_row_kind(), [obj[n] for n in names] if named else list(obj)
+        elif isinstance(obj, tuple | list):
+            kind, values = RowKind.INSERT, list(obj)
+        elif hasattr(obj, "__dict__"):
+            kind, values = RowKind.INSERT, [vars(obj).get(n) for n in names]
+        else:
+            raise UsageError(f"cannot read {obj!r} ({type(obj).__name__}) as a row of {self!r}")
+        return (kind.value, *(t.to_internal_type(v) for t, v in zip(types, values)))
+
+    def from_internal_type(self, obj: Any) -> Any:
+        """The field values of an internal row as a tuple, each converted back by its type."""
+        if obj is None or isinstance(obj, tuple | list):
+            return obj
+        return tuple(t.from_internal_type(v) for t, v in zip(self.field_types, obj))
+
 
 class TupleTypeInfo(TypeInformation):
     """A Python tuple of fixed arity (Flink's TupleN)."""
@@ -251,6 +312,126 @@ class TupleTypeInfo(TypeInformation):
     def __repr__(self) -> str:
         return f"Tuple{len(self.field_types)}<{', '.join(repr(t) for t in self.field_types)}>"
 
+    def need_conversion(self) -> bool:
+        return True
+
+    def to_internal_type(self, obj: Any) -> Any:
+        if obj is None:
+            return None
+        from weir.common.types import Row
+
+        if not isinstance(obj, tuple | list | Row):
+            raise UsageError(f"cannot read {obj!r} ({type(obj).__name__}) as a tuple of {self!r}")
+        return tuple(t.to_internal_type(v) for t, v in zip(self.field_types, obj))
+
+    def from_internal_type(self, obj: Any) -> Any:
+        if obj is None or isinstance(obj, tuple | list):
+            return obj
+        return tuple(t.from_internal_type(v) for t, v in zip(self.field_types, obj))
+
+
+class InstantTypeInfo(BasicTypeInfo):
+    """``Types.INSTANT()``: internally microseconds since the epoch, at millisecond precision."""
+
+    def __init__(self, basic_type: BasicType = BasicType.INSTANT) -> None:
+        super().__init__(basic_type.value, Instant, None, None)
+
+    def need_conversion(self) -> bool:
+        return True
+
+    def to_internal_type(self, obj: Any) -> Any:
+        return None if obj is None else obj.to_epoch_milli() * 1000
+
+    def from_internal_type(self, obj: Any) -> Any:
+        return None if obj is None else Instant.of_epoch_milli(obj // 1000)
+
+
+class DateTypeInfo(BasicTypeInfo):
+    """``Types.SQL_DATE()``: ``datetime.date``, internally days since 1970-01-01."""
+
+    EPOCH_ORDINAL = datetime.datetime(1970, 1, 1).toordinal()
+
+    def __init__(self) -> None:
+        super().__init__("SqlDate", datetime.date, None, None)
+
+    def need_conversion(self) -> bool:
+        return True
+
+    def to_internal_type(self, d: Any) -> Any:
+        return None if d is None else d.toordinal() - self.EPOCH_ORDINAL
+
+    def from_internal_type(self, v: Any) -> Any:
+        return None if v is None else datetime.date.fromordinal(v + self.EPOCH_ORDINAL)
+
+
+class TimeTypeInfo(BasicTypeInfo):
+    """``Types.SQL_TIME()``: ``datetime.time``, internally microseconds of the day; a naive time
+    is taken in the local zone and an aware one by its offset, as PyFlink converts them."""
+
+    EPOCH_ORDINAL = calendar.timegm(time.localtime(0)) * 10**6
+
+    def __init__(self) -> None:
+        super().__init__("SqlTime", datetime.time, None, None)
+
+    def need_conversion(self) -> bool:
+        return True
+
+    def to_internal_type(self, t: Any) -> Any:
+        if t is None:
+            return None
+        if t.tzinfo is not None:
+            offset = t.utcoffset() or datetime.timedelta()
+            offset_us = (offset.days * 86400 + offset.seconds) * 10**6 + offset.microseconds
+        else:
+            offset_us = self.EPOCH_ORDINAL
+        return ((t.hour * 60 + t.minute) * 60 + t.second) * 10**6 + t.microsecond - offset_us
+
+    def from_internal_type(self, t: Any) -> Any:
+        if t is None:
+            return None
+        seconds, micros = divmod(t + self.EPOCH_ORDINAL, 10**6)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        return datetime.time(hours, minutes, seconds, micros)
+
+
+class TimestampTypeInfo(BasicTypeInfo):
+    """``Types.SQL_TIMESTAMP()``: ``datetime.datetime``, internally microseconds since the epoch
+    (a naive value in the local zone, an aware one in its own)."""
+
+    def __init__(self) -> None:
+        super().__init__("SqlTimestamp", datetime.datetime, None, None)
+
+    def need_conversion(self) -> bool:
+        return True
+
+    def to_internal_type(self, dt: Any) -> Any:
+        if dt is None:
+            return None
+        seconds = calendar.timegm(dt.utctimetuple()) if dt.tzinfo else time.mktime(dt.timetuple())
+        return int(seconds) * 10**6 + dt.microsecond
+
+    def from_internal_type(self, ts: Any) -> Any:
+        if ts is None:
+            return None
+        return datetime.datetime.fromtimestamp(ts // 10**6).replace(microsecond=ts % 10**6)
+
+
+class SqlTimeTypeInfo(TypeInformation):
+    """The SQL time types by Java's names: ``SqlTimeTypeInfo.DATE()`` is ``Types.SQL_DATE()``."""
+
+    @staticmethod
+    def DATE() -> DateTypeInfo:
+        return _SQL_DATE
+
+    @staticmethod
+    def TIME() -> TimeTypeInfo:
+        return _SQL_TIME
+
+    @staticmethod
+    def TIMESTAMP() -> TimestampTypeInfo:
+        return _SQL_TIMESTAMP
+
 
 def _require_type_info(what: str, value: object) -> None:
     if not isinstance(value, TypeInformation):
@@ -273,10 +454,10 @@ _PICKLED = PickledBytesTypeInfo()
 # Values without a fixed width, carried as text (see weir.codec.columns.TextColumn).
 _BIG_INT = BasicTypeInfo("BigInteger", int, None, None)
 _BIG_DEC = BasicTypeInfo("BigDecimal", decimal.Decimal, None, None)
-_SQL_DATE = BasicTypeInfo("SqlDate", datetime.date, None, None)
-_SQL_TIME = BasicTypeInfo("SqlTime", datetime.time, None, None)
-_SQL_TIMESTAMP = BasicTypeInfo("SqlTimestamp", datetime.datetime, None, None)
-_INSTANT = BasicTypeInfo("Instant", Instant, None, None)
+_SQL_DATE = DateTypeInfo()
+_SQL_TIME = TimeTypeInfo()
+_SQL_TIMESTAMP = TimestampTypeInfo()
+_INSTANT = InstantTypeInfo()
 
 
 class Types:

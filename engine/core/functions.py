@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
 
+from weir.core.state import OperatorStateStore
 from weir.errors import UsageError
 
 # The type parameters of PyFlink's generic function classes (``ProcessWindowFunction[IN, OUT,
@@ -360,13 +361,13 @@ class BaseBroadcastProcessFunction(Function):
         def output(self, output_tag: Any, value: Any) -> None:
             raise NotImplementedError
 
-    class Context(BaseContext):
+    class Context(BaseContext, OperatorStateStore):
         """The context of ``process_broadcast_element``: broadcast state read-write."""
 
         def get_broadcast_state(self, state_descriptor: Any) -> Any:
             raise NotImplementedError
 
-    class ReadOnlyContext(BaseContext):
+    class ReadOnlyContext(BaseContext, OperatorStateStore):
         """The context of ``process_element``: broadcast state read only."""
 
         def get_broadcast_state(self, state_descriptor: Any) -> Any:
@@ -451,6 +452,37 @@ class ProcessAllWindowFunction(Function, Generic[IN, OUT, W]):
 
     def clear(self, context: ProcessWindowFunction.Context) -> None:
         pass
+
+
+class PassThroughWindowFunction(WindowFunction[IN, IN, KEY, W]):
+    """Emits a window's elements as they are (what ``reduce``/``aggregate`` use when no window
+    function is given, as in PyFlink)."""
+
+    def apply(self, key: Any, window: Any, inputs: Iterable[Any]) -> Iterable[Any]:
+        yield from inputs
+
+
+class PassThroughAllWindowFunction(AllWindowFunction[IN, IN, W]):
+    """``PassThroughWindowFunction`` for a non-keyed window."""
+
+    def apply(self, window: Any, inputs: Iterable[Any]) -> Iterable[Any]:
+        yield from inputs
+
+
+class FunctionWrapper(Function):
+    """A plain function or lambda standing where PyFlink expects a ``Function``."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        if not callable(func):
+            raise UsageError(f"{type(self).__name__} needs a callable, got {func!r}")
+        self._func = func
+
+
+class ReduceFunctionWrapper(FunctionWrapper, ReduceFunction):
+    """A function ``(a, b) -> c`` as a ``ReduceFunction``."""
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return self._func(value1, value2)
 
 
 class _AllWindowAdapter(WindowFunction):

@@ -42,6 +42,15 @@ __all__ = [
 # --------------------------------------------------------------------------- TTL
 
 
+class OperatorStateStore(ABC):
+    """What gives a function its operator (non-keyed) state: the broadcast state of a broadcast
+    process function's contexts (``ctx.get_broadcast_state(descriptor)``)."""
+
+    @abstractmethod
+    def get_broadcast_state(self, state_descriptor: MapStateDescriptor) -> Any:
+        """The broadcast state ``state_descriptor`` names (read-only where the context is)."""
+
+
 class StateTtlConfig:
     """Time-to-live of keyed state entries (Flink's ``StateTtlConfig``).
 

@@ -8,13 +8,16 @@ runtime; it reads these objects. Window starts follow Flink's
 
 from __future__ import annotations
 
+import struct
 from abc import ABC
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from weir.common.serializer import TypeSerializer
 from weir.common.time import Duration, Time, to_millis
+from weir.core.functions import ReduceFunction
 from weir.errors import UsageError
 
 MAX_WATERMARK = (1 << 63) - 1
@@ -94,6 +97,48 @@ class GlobalWindow(Window):
 
     def __repr__(self) -> str:
         return "GlobalWindow"
+
+
+class TimeWindowSerializer(TypeSerializer[TimeWindow]):
+    """A ``TimeWindow`` as two big-endian longs (start, end): 16 bytes, Flink's layout."""
+
+    def serialize(self, element: TimeWindow, stream: Any) -> None:
+        stream.write(_LONGS2.pack(element.start, element.end))
+
+    def deserialize(self, stream: Any) -> TimeWindow:
+        return TimeWindow(*_LONGS2.unpack(_read_exactly(stream, 16, "TimeWindow")))
+
+
+class CountWindowSerializer(TypeSerializer[CountWindow]):
+    """A ``CountWindow`` as its id, one big-endian long."""
+
+    def serialize(self, element: CountWindow, stream: Any) -> None:
+        stream.write(_LONG.pack(element.id))
+
+    def deserialize(self, stream: Any) -> CountWindow:
+        return CountWindow(_LONG.unpack(_read_exactly(stream, 8, "CountWindow"))[0])
+
+
+class GlobalWindowSerializer(TypeSerializer[GlobalWindow]):
+    """The ``GlobalWindow`` as one zero byte (Flink's ``GlobalWindow.Serializer``)."""
+
+    def serialize(self, element: GlobalWindow, stream: Any) -> None:
+        stream.write(b"\x00")
+
+    def deserialize(self, stream: Any) -> GlobalWindow:
+        _read_exactly(stream, 1, "GlobalWindow")
+        return GlobalWindow.get()
+
+
+_LONG = struct.Struct(">q")
+_LONGS2 = struct.Struct(">qq")
+
+
+def _read_exactly(stream: Any, n: int, what: str) -> bytes:
+    data = stream.read(n)
+    if len(data) != n:
+        raise UsageError(f"a serialized {what} is {n} bytes; the stream had {len(data)} left")
+    return data
 
 
 def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) -> int:
@@ -258,8 +303,11 @@ class ProcessingTimeTrigger(Trigger[Any, Any]):
         return ProcessingTimeTrigger()
 
 
-def _min(a: int, b: int) -> int:
-    return a if a <= b else b
+class Min(ReduceFunction):
+    """Keeps the smaller value (the continuous triggers' next firing time)."""
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return min(value1, value2)
 
 
 def _plus(a: int, b: int) -> int:
@@ -283,11 +331,15 @@ class _Continuous(Trigger[Any, Any]):
         self.interval = interval
         from weir.core.state import ReducingStateDescriptor
 
-        self.state_desc = ReducingStateDescriptor("fire-time", _min)
+        self.state_desc = ReducingStateDescriptor("fire-time", Min())
 
-    def _register_next(self, time: int, window: Any, ctx: Trigger.TriggerContext, state: Any) -> None:
+    def register_next_fire_timestamp(
+        self, time: int, window: Any, ctx: Trigger.TriggerContext, fire_timestamp_state: Any
+    ) -> None:
+        """Registers the next firing, ``interval`` after ``time`` but not past the window's end,
+        and keeps it in ``fire_timestamp_state``."""
         next_fire = min(time + self.interval, window.max_timestamp())
-        state.add(next_fire)
+        fire_timestamp_state.add(next_fire)
         self._register(ctx, next_fire)
 
     def _register(self, ctx: Trigger.TriggerContext, time: int) -> None:
@@ -337,7 +389,7 @@ class ContinuousEventTimeTrigger(_Continuous):
         ctx.register_event_time_timer(window.max_timestamp())
         state = ctx.get_partitioned_state(self.state_desc)
         if state.get() is None:
-            self._register_next(timestamp - (timestamp % self.interval), window, ctx, state)
+            self.register_next_fire_timestamp(timestamp - (timestamp % self.interval), window, ctx, state)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Any, ctx: Trigger.TriggerContext) -> TriggerResult:
@@ -350,7 +402,7 @@ class ContinuousEventTimeTrigger(_Continuous):
         fire_time = state.get()
         if fire_time is not None and fire_time == time:
             state.clear()
-            self._register_next(time, window, ctx, state)
+            self.register_next_fire_timestamp(time, window, ctx, state)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
@@ -376,14 +428,14 @@ class ContinuousProcessingTimeTrigger(_Continuous):
         state = ctx.get_partitioned_state(self.state_desc)
         now = ctx.get_current_processing_time()
         if state.get() is None:
-            self._register_next(now - (now % self.interval), window, ctx, state)
+            self.register_next_fire_timestamp(now - (now % self.interval), window, ctx, state)
         return TriggerResult.CONTINUE
 
     def on_processing_time(self, time: int, window: Any, ctx: Trigger.TriggerContext) -> TriggerResult:
         state = ctx.get_partitioned_state(self.state_desc)
         if state.get() == time:
             state.clear()
-            self._register_next(time, window, ctx, state)
+            self.register_next_fire_timestamp(time, window, ctx, state)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
@@ -535,6 +587,7 @@ class WindowAssigner(Generic[T, W]):
         return EventTimeTrigger() if self.is_event_time else ProcessingTimeTrigger()
 
     def get_window_serializer(self) -> Any:
+        """The serializer of this assigner's windows (a user's assigner may give its own)."""
         return None
 
     def describe(self) -> str:
@@ -579,6 +632,9 @@ class _Tumbling(WindowAssigner):
     def describe(self) -> str:
         return f"{type(self).__name__}({self.size}, {self.offset})"
 
+    def get_window_serializer(self) -> TimeWindowSerializer:
+        return TimeWindowSerializer()
+
 
 class TumblingEventTimeWindows(_Tumbling):
     is_event_time = True
@@ -622,6 +678,9 @@ class _Sliding(WindowAssigner):
     def describe(self) -> str:
         return f"{type(self).__name__}({self.size}, {self.slide}, {self.offset})"
 
+    def get_window_serializer(self) -> TimeWindowSerializer:
+        return TimeWindowSerializer()
+
 
 class SlidingEventTimeWindows(_Sliding):
     is_event_time = True
@@ -661,6 +720,9 @@ class _Session(MergingWindowAssigner[Any, TimeWindow]):
 
     def describe(self) -> str:
         return f"{type(self).__name__}({self.gap})"
+
+    def get_window_serializer(self) -> TimeWindowSerializer:
+        return TimeWindowSerializer()
 
 
 class EventTimeSessionWindows(_Session):
@@ -720,6 +782,9 @@ class _DynamicSession(MergingWindowAssigner[Any, TimeWindow]):
     def merge_windows(self, windows: Any, callback: Any) -> None:
         TimeWindow.merge_windows(windows, callback)
 
+    def get_window_serializer(self) -> TimeWindowSerializer:
+        return TimeWindowSerializer()
+
 
 class DynamicEventTimeSessionWindows(_DynamicSession):
     is_event_time = True
@@ -776,6 +841,9 @@ class CountTumblingWindowAssigner(WindowAssigner[Any, CountWindow]):
     def describe(self) -> str:
         return f"CountTumblingWindowAssigner({self.window_size})"
 
+    def get_window_serializer(self) -> CountWindowSerializer:
+        return CountWindowSerializer()
+
 
 class CountSlidingWindowAssigner(WindowAssigner[Any, CountWindow]):
     """Windows of ``window_size`` elements starting every ``window_slide`` elements per key:
@@ -814,6 +882,9 @@ class CountSlidingWindowAssigner(WindowAssigner[Any, CountWindow]):
     def describe(self) -> str:
         return f"CountSlidingWindowAssigner({self.window_size}, {self.window_slide})"
 
+    def get_window_serializer(self) -> CountWindowSerializer:
+        return CountWindowSerializer()
+
 
 class GlobalWindows(WindowAssigner):
     """One window for everything; it fires only through a trigger (count_window uses CountTrigger)."""
@@ -829,6 +900,9 @@ class GlobalWindows(WindowAssigner):
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return NeverTrigger()
+
+    def get_window_serializer(self) -> GlobalWindowSerializer:
+        return GlobalWindowSerializer()
 
 
 class TimestampedValue:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from weir.common.execution_config import ExecutionConfig
 from weir.datastream.checkpoint_config import CheckpointConfig
+from weir.datastream.checkpoint_storage import (
+    CheckpointStorage,
+    FileSystemCheckpointStorage,
+    JobManagerCheckpointStorage,
+)
 from weir.datastream.data_stream import (
     ConnectedStreams,
     DataStream,
@@ -42,11 +47,13 @@ from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import MemorySize, SlotSharingGroup
 from weir.datastream.state_backend import EmbeddedRocksDBStateBackend, HashMapStateBackend, StateBackend
 from weir.datastream.stream_execution_environment import StreamExecutionEnvironment
-from weir.datastream.window import GlobalWindow, TimeWindow, Trigger, WindowAssigner
+from weir.datastream.time_characteristic import TimeCharacteristic
+from weir.datastream.window import GlobalWindow, MergingWindowAssigner, TimeWindow, Trigger, WindowAssigner
 
 __all__ = [
     "AggregateFunction",
     "CheckpointConfig",
+    "CheckpointStorage",
     "CheckpointingMode",
     "CoFlatMapFunction",
     "CoMapFunction",
@@ -57,16 +64,19 @@ __all__ = [
     "EmbeddedRocksDBStateBackend",
     "ExecutionConfig",
     "ExternalizedCheckpointRetention",
+    "FileSystemCheckpointStorage",
     "FilterFunction",
     "FlatMapFunction",
     "GlobalWindow",
     "HashMapStateBackend",
+    "JobManagerCheckpointStorage",
     "KeySelector",
     "KeyedCoProcessFunction",
     "KeyedProcessFunction",
     "KeyedStream",
     "MapFunction",
     "MemorySize",
+    "MergingWindowAssigner",
     "OutputTag",
     "Partitioner",
     "ProcessFunction",
@@ -79,6 +89,7 @@ __all__ = [
     "SourceFunction",
     "StateBackend",
     "StreamExecutionEnvironment",
+    "TimeCharacteristic",
     "TimeDomain",
     "TimeWindow",
     "TimerService",

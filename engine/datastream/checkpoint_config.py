@@ -12,6 +12,7 @@ from typing import Any
 from weir.common import config_options as opts
 from weir.common.configuration import Configuration
 from weir.common.time import Duration, to_millis
+from weir.datastream.checkpoint_storage import CheckpointStorage
 from weir.datastream.execution_mode import CheckpointingMode, ExternalizedCheckpointRetention
 from weir.errors import UsageError
 
@@ -108,6 +109,22 @@ class CheckpointConfig:
     def set_checkpoint_storage_dir(self, checkpoint_path: str) -> CheckpointConfig:
         self._conf.set_string(opts.CHECKPOINTS_DIRECTORY.key, checkpoint_path)
         return self
+
+    def set_checkpoint_storage(self, storage: CheckpointStorage) -> CheckpointConfig:
+        """PyFlink 1.x's setter: a storage with a path sets ``execution.checkpointing.dir``."""
+        if not isinstance(storage, CheckpointStorage):
+            raise UsageError(
+                f"set_checkpoint_storage needs a CheckpointStorage such as "
+                f"FileSystemCheckpointStorage('file:///tmp/checkpoints'), got {storage!r}"
+            )
+        self._storage = storage
+        path = storage.get_checkpoint_path()
+        if path is not None:
+            self.set_checkpoint_storage_dir(path)
+        return self
+
+    def get_checkpoint_storage(self) -> CheckpointStorage | None:
+        return getattr(self, "_storage", None)
 
     def get_checkpoint_storage_dir(self) -> str | None:
         value = self._conf.get_option(opts.CHECKPOINTS_DIRECTORY)

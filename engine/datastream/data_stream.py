@@ -28,6 +28,7 @@ from weir.core.window import (
     WindowAssigner,
 )
 from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintSink
+from weir.datastream.execution_mode import RuntimeExecutionMode
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import SlotSharingGroup
 from weir.errors import UsageError
@@ -364,11 +365,29 @@ class DataStream(_Configurable):
     def add_sink(self, sink_func: fn.SinkFunction | Callable[[Any], Any]) -> DataStreamSink:
         if not isinstance(sink_func, fn.SinkFunction) and not callable(sink_func):
             raise UsageError(f"add_sink needs a SinkFunction or a callable, got {sink_func!r}")
+        as_sink = getattr(
+            sink_func, "as_sink", None
+        )  # a sink function that runs as a Sink (StreamingFileSink)
+        if callable(as_sink) and isinstance(sink := as_sink(), Sink):
+            return self.sink_to(sink)
         return self._sink(FunctionSink(sink_func), "Unnamed")
 
     def print(self, sink_identifier: str | None = None) -> DataStreamSink:
         sink = PrintSink(sink_identifier, type_info=self.get_type())
         return self._sink(sink, sink.default_name())
+
+    def cache(self) -> CachedDataStream:
+        """This stream's records, computed once and reused by the environment's later jobs
+        (BATCH mode, bounded input). The first job that needs them runs the stream's upstream
+        on its own first and keeps the records in this process; ``invalidate()`` drops them."""
+        if self._env.get_runtime_mode() is not RuntimeExecutionMode.BATCH:
+            raise UsageError(
+                "cache() needs RuntimeExecutionMode.BATCH (bounded input), as Flink's; "
+                f"the environment runs {self._env.get_runtime_mode().name}: env.set_runtime_mode(RuntimeExecutionMode.BATCH)"
+            )
+        cached = CachedDataStream(self._env, self._transformation)
+        self._env._caches[self._transformation.id] = cached
+        return cached
 
     def execute_and_collect(
         self, job_execution_name: str | None = None, limit: int | None = None
@@ -384,6 +403,20 @@ class DataStream(_Configurable):
 
             raise ProgramCaptured(self._env.get_stream_graph(self._env._job_name(job_execution_name)))
         return self._env._execute_and_collect(sink, job_execution_name, limit)
+
+
+class CachedDataStream(DataStream):
+    """A ``DataStream`` whose records are kept after the first job that computes them
+    (``DataStream.cache()``); later jobs of the environment read the kept records instead of
+    running the upstream again. Records are kept without their timestamps."""
+
+    def __init__(self, env: StreamExecutionEnvironment, transformation: Transformation) -> None:
+        super().__init__(env, transformation)
+        self._records: list[Any] | None = None
+
+    def invalidate(self) -> None:
+        """Drop the kept records; a later job that uses this stream computes them again."""
+        self._records = None
 
 
 def _field_type(t: TypeInformation | None, index: int) -> TypeInformation | None:

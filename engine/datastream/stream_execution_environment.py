@@ -28,6 +28,7 @@ from weir.core.connectors import Source
 from weir.datastream.checkpoint_config import CheckpointConfig
 from weir.datastream.connectors.builtin import CollectionSource, FunctionSource
 from weir.datastream.execution_mode import CheckpointingMode, RuntimeExecutionMode
+from weir.datastream.time_characteristic import TimeCharacteristic
 from weir.errors import UsageError
 from weir.graph.transformations import (
     ChainingStrategy,
@@ -85,6 +86,9 @@ def capture_programs(configuration: Configuration | None = None) -> Iterator[_Ca
         _capture = previous
 
 
+_default_local_parallelism: int | None = None
+
+
 class StreamExecutionEnvironment:
     def __init__(self, configuration: Configuration | None = None) -> None:
         self._configuration = Configuration(configuration)
@@ -94,6 +98,9 @@ class StreamExecutionEnvironment:
         self._execution_config = ExecutionConfig(self._configuration)
         self._capturing = False
         self._state_backend: Any = None
+        self._time_characteristic = TimeCharacteristic.EventTime
+        self._caches: dict[int, Any] = {}  # transformation id -> CachedDataStream (DataStream.cache())
+        self._materializing: set[int] = set()
         self.cluster: Any = None  # a running cluster to submit to (weir.cluster); None: embedded
 
     @staticmethod
@@ -111,7 +118,29 @@ class StreamExecutionEnvironment:
             if configuration is not None:
                 conf.add_all(configuration)
             return StreamExecutionEnvironment(conf)
-        return StreamExecutionEnvironment(configuration)
+        env = StreamExecutionEnvironment(configuration)
+        if _default_local_parallelism is not None and (
+            configuration is None or configuration.get_string(opts.PARALLELISM_DEFAULT.key) is None
+        ):
+            env.set_parallelism(_default_local_parallelism)
+        return env
+
+    @staticmethod
+    def set_default_local_parallelism(parallelism: int) -> None:
+        """The parallelism of environments made afterwards by ``get_execution_environment`` for
+        the embedded cluster, unless their configuration sets ``parallelism.default`` (Flink's
+        default for local environments)."""
+        global _default_local_parallelism
+        if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
+            raise UsageError(f"default local parallelism must be a positive integer, got {parallelism!r}")
+        _default_local_parallelism = parallelism
+
+    @staticmethod
+    def get_default_local_parallelism() -> int:
+        """The value set, else the machine's CPU count (Java's ``availableProcessors``)."""
+        if _default_local_parallelism is not None:
+            return _default_local_parallelism
+        return os.cpu_count() or 1
 
     # -- configuration -------------------------------------------------------------------------
     def configure(self, configuration: Configuration) -> StreamExecutionEnvironment:
@@ -200,6 +229,23 @@ class StreamExecutionEnvironment:
         from weir.core.state_backend import configured_state_backend
 
         return configured_state_backend(self._state_backend, self._configuration)
+
+    def set_stream_time_characteristic(
+        self, characteristic: TimeCharacteristic
+    ) -> StreamExecutionEnvironment:
+        """PyFlink 1.x's switch (``weir.datastream.time_characteristic`` says what it changes)."""
+        if not isinstance(characteristic, TimeCharacteristic):
+            raise UsageError(
+                f"set_stream_time_characteristic needs a TimeCharacteristic, got {characteristic!r}; "
+                f"valid: {', '.join('TimeCharacteristic.' + c.name for c in TimeCharacteristic)}"
+            )
+        self._time_characteristic = characteristic
+        interval = 0 if characteristic is TimeCharacteristic.ProcessingTime else 200
+        self._execution_config.set_auto_watermark_interval(interval)
+        return self
+
+    def get_stream_time_characteristic(self) -> TimeCharacteristic:
+        return self._time_characteristic
 
     def get_runtime_mode(self) -> RuntimeExecutionMode:
         return RuntimeExecutionMode[self._configuration.get_option(opts.RUNTIME_MODE)]
@@ -292,6 +338,25 @@ class StreamExecutionEnvironment:
         """Recorded in ``pipeline.classpaths`` for ``--target flink``; weir runs no JVM code."""
         for path in classpaths:
             self._append_list_option("pipeline.classpaths", str(path))
+
+    def register_cached_file(self, file_path: str, name: str, executable: bool = False) -> None:
+        """Recorded in ``pipeline.cached-files`` (Flink's distributed cache) for ``--target flink``;
+        the embedded cluster's functions read ``file_path`` directly."""
+        if not isinstance(name, str) or not name or "," in name or ":" in name:
+            raise UsageError(
+                f"a cached file's name must be a non-empty string without ',' or ':', got {name!r}"
+            )
+        entry = f"name:{name},path:{file_path},executable:{str(bool(executable)).lower()}"
+        self._append_list_option("pipeline.cached-files", entry)
+
+    def enable_changelog_state_backend(self, enabled: bool) -> StreamExecutionEnvironment:
+        """Recorded in ``state.changelog.enabled``: weir's LMDB backend snapshots incrementally
+        on its own, so the changelog changes nothing here (a Flink target reads the key)."""
+        self._configuration.set_boolean("state.changelog.enabled", bool(enabled))
+        return self
+
+    def is_changelog_state_backend_enabled(self) -> bool:
+        return self._configuration.get_boolean("state.changelog.enabled", False)
 
     def _append_list_option(self, key: str, value: str, separator: str = ";") -> None:
         """Add ``value`` to the list option ``key`` (Flink separates ``pipeline.*`` lists with
@@ -389,10 +454,82 @@ class StreamExecutionEnvironment:
     ) -> StreamGraph:
         from weir.graph.stream_graph import generate_stream_graph
 
-        graph = generate_stream_graph(self, job_name)
+        with self._reading_caches():
+            graph = generate_stream_graph(self, job_name)
         if clear_transformations:
             self._transformations.clear()
         return graph
+
+    def _reachable(self) -> list[Transformation]:
+        seen: dict[int, Transformation] = {}
+        stack = list(self._transformations)
+        while stack:
+            t = stack.pop()
+            if id(t) not in seen:
+                seen[id(t)] = t
+                stack.extend(t.inputs)
+        return list(seen.values())
+
+    def _materialize_caches(self) -> None:
+        """Compute the records of every cached stream this job uses and nobody kept yet: each
+        runs as a job of its own (its upstream, into a collect sink), before this job."""
+        from weir.datastream.data_stream import DataStream
+
+        for t in self._reachable():
+            cached = self._caches.get(t.id)
+            if cached is None or cached._records is not None or cached._transformation is not t:
+                continue
+            if t.id in self._materializing:  # this is the job that computes it
+                continue
+            if self.get_runtime_mode() is not RuntimeExecutionMode.BATCH:
+                raise UsageError(
+                    f"the cached stream '{t.name}' needs RuntimeExecutionMode.BATCH; the environment "
+                    f"runs {self.get_runtime_mode().name}"
+                )
+            saved, self._transformations = self._transformations, []
+            self._materializing.add(t.id)
+            try:
+                records = list(DataStream(self, t).execute_and_collect(f"cache of {t.name}"))
+            finally:
+                self._transformations = saved
+                self._materializing.discard(t.id)
+            cached._records = records
+
+    @contextlib.contextmanager
+    def _reading_caches(self) -> Iterator[None]:
+        """While the graph is built, operators read kept records of cached streams from a
+        collection source in place of the cached stream's upstream."""
+        swaps: list[tuple[Transformation, int, Transformation]] = []
+        sources: dict[int, Transformation] = {}
+        for t in self._reachable():
+            for i, upstream in enumerate(t.inputs):
+                cached = self._caches.get(upstream.id)
+                if cached is None or cached._records is None or cached._transformation is not upstream:
+                    continue
+                if upstream.id not in sources:
+                    kept = CollectionSource(list(cached._records), upstream.output_type)
+                    sources[upstream.id] = self._add_source(
+                        kept, f"{upstream.name} (cached)", upstream.output_type, None
+                    )._transformation
+                swaps.append((t, i, upstream))
+                t.inputs[i] = sources[upstream.id]
+        # the cached streams and what only they need are not operators of this job any more
+        # (an operator added without a sink still runs, as in Flink, unless a cache replaced it)
+        replaced: set[int] = set()
+        stack = [self._caches[i]._transformation for i in sources]
+        while stack:
+            t = stack.pop()
+            if id(t) not in replaced:
+                replaced.add(id(t))
+                stack.extend(t.inputs)
+        listed = self._transformations
+        self._transformations = [t for t in listed if id(t) not in replaced]
+        try:
+            yield
+        finally:
+            self._transformations = listed
+            for t, i, upstream in swaps:
+                t.inputs[i] = upstream
 
     def get_execution_plan(self) -> str:
         """The StreamGraph as Flink's execution-plan JSON (``nodes`` with predecessors)."""
@@ -425,6 +562,8 @@ class StreamExecutionEnvironment:
         """Compile and run the job; returns a JobExecutionResult. Blocks until the job ends.
         ``savepoint_path``: start from that savepoint (``execution.savepoint.path``)."""
         self._restore_from(savepoint_path, allow_non_restored_state)
+        if not self._capturing:
+            self._materialize_caches()
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
@@ -438,6 +577,8 @@ class StreamExecutionEnvironment:
     ) -> Any:
         """Submit the job and return a JobClient without waiting for it to end."""
         self._restore_from(savepoint_path, allow_non_restored_state)
+        if not self._capturing:
+            self._materialize_caches()
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
@@ -445,6 +586,7 @@ class StreamExecutionEnvironment:
 
     def _execute_and_collect(self, sink: Source | Any, job_name: str | None, limit: int | None) -> Any:
         """``DataStream.execute_and_collect``: run the job, stream the records of ``sink`` back."""
+        self._materialize_caches()
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         node = next(
             n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink

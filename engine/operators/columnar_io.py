@@ -283,5 +283,26 @@ def parquet_part_writer(factory: Any, file: Any) -> ArrowPartWriter:
     )
 
 
-def csv_part_writer(factory: Any, file: Any) -> ArrowPartWriter:
+class TextCsvPartWriter:
+    """CSV written line by line by the format's ``text_lines`` (a schema with a quote, escape,
+    null value, line separator or array columns of its own)."""
+
+    def __init__(self, factory: Any, file: Any) -> None:
+        self._factory = factory
+        self._file = file
+        self._header_due = bool(factory.schema.use_header)
+
+    def write_batch(self, batch: Batch) -> None:
+        self._file.write(self._factory.text_lines(batch.as_list(), self._header_due).encode())
+        self._header_due = False
+
+    def finish(self) -> None:
+        if self._header_due:  # an empty part still has its header, as pyarrow's writer gives it
+            self._file.write(self._factory.text_lines([], True).encode())
+        self._file.flush()
+
+
+def csv_part_writer(factory: Any, file: Any) -> ArrowPartWriter | TextCsvPartWriter:
+    if not factory.arrow_types:
+        return TextCsvPartWriter(factory, file)
     return ArrowPartWriter(file, factory.field_names, factory.arrow_types, "csv", factory.writer_options())

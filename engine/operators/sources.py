@@ -9,6 +9,7 @@ their ``reader_factory``.
 from __future__ import annotations
 
 import threading
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -218,8 +219,26 @@ class DataGeneratorReader(_SplitReader):
         return Batch(list(map(self.generator, indexes)))
 
 
+def _files_under(paths: list[str], missing_ok: bool) -> list[Path]:
+    files: list[Path] = []
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            files.extend(
+                sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith((".", "_")))
+            )
+        elif path.is_file():
+            files.append(path)
+        elif not missing_ok:
+            raise UsageError(f"FileSource path '{p}' does not exist")
+    return files
+
+
 class FileLinesReader(SourceReader):
-    """Text lines of the files under the given paths; files are dealt to subtasks round robin."""
+    """Text lines of the files under the given paths; files are dealt to subtasks round robin.
+    Monitoring (``monitor_interval_ms``): the files are dealt by a hash of their path, and
+    once a subtask has read its files it looks again every interval for files it has not
+    seen (sleeping on the task's clock, cancellable), so it never ends."""
 
     def __init__(
         self,
@@ -228,25 +247,23 @@ class FileLinesReader(SourceReader):
         subtask: int,
         parallelism: int,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        monitor_interval_ms: int | None = None,
     ) -> None:
-        files: list[Path] = []
-        for p in paths:
-            path = Path(p)
-            if path.is_dir():
-                files.extend(
-                    sorted(f for f in path.rglob("*") if f.is_file() and not f.name.startswith((".", "_")))
-                )
-            elif path.is_file():
-                files.append(path)
-            else:
-                raise UsageError(f"FileSource path '{p}' does not exist")
+        files = _files_under(paths, missing_ok=False)
+        self.paths = paths
         self.subtask, self.parallelism = subtask, parallelism
-        self.splits: list[list[Any]] = [
-            [str(f), 0] for i, f in enumerate(files) if i % parallelism == subtask
-        ]
+        self.monitor_interval_ms = monitor_interval_ms
+        if monitor_interval_ms is None:
+            mine = [f for i, f in enumerate(files) if i % parallelism == subtask]
+        else:
+            mine = [f for f in files if self._owns(f)]
+        self.seen = {str(f) for f in files}
+        self.splits: list[list[Any]] = [[str(f), 0] for f in mine]
         self.charset = charset
         self.batch_size = batch_size
-        self._lines: list[str] | None = None  # lines of the file of the first split
+        self._lines: list[Any] | None = None  # records of the file of the first split
+        # a format's ``parse_records(text, where)`` (CSV); without one, a file's records are its lines
+        self.parse: Any = None
 
     def restore_splits(self, splits: list[Any]) -> None:
         super().restore_splits(splits)
@@ -258,13 +275,20 @@ class FileLinesReader(SourceReader):
 
     async def next_batch(self) -> Batch | None:
         """Splits: ``[path, lines already read]``, one per file, files in turn."""
-        while self.splits:
+        while True:
+            if not self.splits:
+                if self.monitor_interval_ms is None:
+                    return None
+                await self._discover()
             split = self.splits[0]
             if self._lines is None:
                 path = Path(split[0])
                 if not path.is_file():
                     raise UsageError(f"FileSource file '{path}' disappeared before it was read to its end")
-                self._lines = path.read_text(encoding=self.charset).splitlines()
+                text = path.read_text(encoding=self.charset)
+                self._lines = (
+                    text.splitlines() if self.parse is None else self.parse(text, f"FileSource file '{path}'")
+                )
             if split[1] < len(self._lines):
                 end = min(split[1] + self.batch_size, len(self._lines))
                 batch = Batch(self._lines[split[1] : end])
@@ -272,7 +296,20 @@ class FileLinesReader(SourceReader):
                 return batch
             self.splits.pop(0)
             self._lines = None
-        return None
+
+    def _owns(self, path: Path) -> bool:
+        return zlib.crc32(str(path).encode()) % self.parallelism == self.subtask
+
+    async def _discover(self) -> None:
+        """Wait for files this subtask has not seen; each is taken by the subtask its path hashes to."""
+        assert self.monitor_interval_ms is not None
+        while not self.splits:
+            await trio.sleep(self.monitor_interval_ms / 1000)
+            for f in _files_under(self.paths, missing_ok=True):
+                if str(f) not in self.seen:
+                    self.seen.add(str(f))
+                    if self._owns(f):
+                        self.splits.append([str(f), 0])
 
 
 class _SourceContext:
@@ -407,7 +444,76 @@ def data_generator_reader(source: Any, subtask: int, parallelism: int) -> DataGe
 
 
 def file_lines_reader(source: Any, subtask: int, parallelism: int) -> FileLinesReader:
-    return FileLinesReader(source.paths, source.stream_format.charset, subtask, parallelism)
+    reader = FileLinesReader(
+        source.paths,
+        source.stream_format.charset,
+        subtask,
+        parallelism,
+        monitor_interval_ms=getattr(source, "monitor_interval_ms", None),
+    )
+    reader.parse = getattr(source.stream_format, "parse_records", None)
+    return reader
+
+
+class HybridSourceReader(SourceReader):
+    """A ``HybridSource``'s subtask: reads its part of each source in turn. Its position is
+    ``{"source": index, "inner": the current reader's position}``."""
+
+    def __init__(self, source: Any, subtask: int, parallelism: int) -> None:
+        self.sources = source.sources
+        self.subtask, self.parallelism = subtask, parallelism
+        self._nursery: trio.Nursery | None = None
+        self._batch_size: int | None = None  # set by the task (debloating): passed on to each reader
+        self._open(0)
+
+    def _open(self, index: int) -> None:
+        self.index = index
+        self.current = self.sources[index].create_reader(self.subtask, self.parallelism)
+        if self._batch_size is not None:
+            self.current.batch_size = self._batch_size
+        if self._nursery is not None:
+            self.current.start_in(self._nursery)
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.current.batch_size
+
+    @batch_size.setter
+    def batch_size(self, value: int | None) -> None:
+        self._batch_size = value
+        if hasattr(self, "current"):
+            self.current.batch_size = value
+
+    def start_in(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+        self.current.start_in(nursery)
+
+    async def next_batch(self) -> Batch | None:
+        while True:
+            batch = await self.current.next_batch()
+            if batch is not None:
+                return batch
+            if self.index + 1 == len(self.sources):
+                return None
+            self.current.close()
+            self._open(self.index + 1)
+
+    def position(self) -> Any:
+        inner = self.current.position()
+        return None if inner is None else {"source": self.index, "inner": inner}
+
+    def restore(self, position: Any) -> None:
+        if self.index != position["source"]:
+            self.current.close()
+            self._open(position["source"])
+        self.current.restore(position["inner"])
+
+    def close(self) -> None:
+        self.current.close()
+
+
+def hybrid_source_reader(source: Any, subtask: int, parallelism: int) -> HybridSourceReader:
+    return HybridSourceReader(source, subtask, parallelism)
 
 
 def function_source_reader(source: Any, subtask: int, parallelism: int) -> FunctionSourceReader:

@@ -114,8 +114,8 @@ def typed_batches(draw: st.DrawFn) -> tuple[TypeInformation, Batch]:
             type_info = Types.TUPLE(field_types)
             records = tuples
         elif shape == "row":
-            type_info = Types.ROW(field_types)
-            records = [Row(*t) for t in tuples]
+            type_info = Types.ROW(field_types)  # decodes named f0, f1, ..., as PyFlink's row coder
+            records = [Row(**{f"f{i}": v for i, v in enumerate(t)}) for t in tuples]
         else:
             names = draw(st.lists(FIELD_NAME, min_size=len(fields), max_size=len(fields), unique=True))
             type_info = Types.ROW_NAMED(names, field_types)

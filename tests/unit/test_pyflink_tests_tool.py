@@ -11,12 +11,13 @@ TOOL = Path(__file__).resolve().parents[2] / "tools" / "pyflink_tests.py"
 
 # weir's own file, written the way PyFlink's DataStream tests are (imports, base class, sink)
 PYFLINK_STYLE_TESTS = """
-from pyflink.common import Row
+from pyflink.common import Configuration, Row
 from pyflink.common.typeinfo import Types
 from pyflink.datastream.functions import MapFunction
 from pyflink.datastream.tests.test_util import DataStreamTestSinkFunction
 from pyflink.java_gateway import get_gateway
 from pyflink.testing.test_case_utils import PyFlinkStreamingTestCase
+from pyflink.util.java_utils import get_j_env_configuration
 
 
 class Double(MapFunction):
@@ -48,6 +49,14 @@ class StyleTests(PyFlinkStreamingTestCase):
 
     def test_the_jvm_is_not_there(self):
         get_gateway().jvm.java.lang.System.currentTimeMillis()
+
+    def test_the_environment_is_configured_through_the_java_handle(self):
+        get_j_env_configuration(self.env._j_stream_execution_environment).setString("k1", "v1")
+        config = Configuration(j_configuration=get_j_env_configuration(
+            self.env._j_stream_execution_environment))
+        config.set_integer("k2", 7)
+        self.assertEqual(self.env.get_configuration().get_string("k1"), "v1")
+        self.assertEqual(self.env.get_configuration().get_integer("k2"), 7)
 """
 
 
@@ -56,10 +65,36 @@ def test_pyflink_style_tests_run_on_weir_and_failures_count(tmp_path: Path) -> N
     done = subprocess.run(
         [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True, timeout=300
     )
-    assert done.stdout.splitlines() == ["test_style.py: 2 of 4 passed", "passed/total: 2/4"], done.stderr
+    assert done.stdout.splitlines() == [
+        "test_style.py: 3 of 4 passed; 1 need the JVM",
+        "  needs the JVM: StyleTests.test_the_jvm_is_not_there",
+        "passed/total: 3/4",
+    ], done.stderr
     assert done.returncode == 1
-    assert "weir has no JVM" in done.stderr
     assert "test_a_wrong_expectation_fails" in done.stderr
+
+
+def test_the_jvm_stand_in_raises_for_a_test_the_rule_does_not_catch(tmp_path: Path) -> None:
+    (tmp_path / "test_hidden.py").write_text(
+        textwrap.dedent(
+            """
+            import unittest
+            from pyflink.java_gateway import get_gateway
+
+            def gateway_in_a_helper():
+                return get_gateway()
+
+            class HiddenTests(unittest.TestCase):
+                def test_reaches_the_jvm_through_a_helper(self):
+                    gateway_in_a_helper().jvm
+            """
+        )
+    )
+    done = subprocess.run(
+        [sys.executable, str(TOOL), str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
+    assert done.stdout.splitlines() == ["test_hidden.py: 0 of 1 passed; 0 need the JVM", "passed/total: 0/1"]
+    assert "weir has no JVM" in done.stderr
 
 
 def test_a_directory_without_test_files_is_refused(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from weir.common.serialization import BulkWriterFactory, Encoder
 from weir.common.typeinfo import TypeInformation, Types
 from weir.core.connectors import Sink, Source
+from weir.core.functions import SinkFunction
 from weir.core.references import load_reference
 from weir.errors import UsageError
 
@@ -34,13 +35,22 @@ class StreamFormat:
 
 
 class FileSource(Source):
-    """Reads files (or every file under directories); bounded."""
+    """Reads files (or every file under directories): the files there when the job starts
+    (bounded), or, with ``monitor_continuously(interval)``, also every file that appears
+    under the paths later, looked for every ``interval`` (unbounded; each new file is read
+    once, by the subtask its path hashes to)."""
 
     reader_factory = "weir.operators.sources:file_lines_reader"
 
-    def __init__(self, paths: list[str], stream_format: StreamFormat) -> None:
+    def __init__(
+        self, paths: list[str], stream_format: StreamFormat, monitor_interval_ms: int | None = None
+    ) -> None:
         self.paths = paths
         self.stream_format = stream_format
+        self.monitor_interval_ms = monitor_interval_ms
+
+    def is_bounded(self) -> bool:
+        return self.monitor_interval_ms is None
 
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
@@ -50,10 +60,18 @@ class FileSource(Source):
         return "File Source"
 
     def produced_type(self) -> TypeInformation:
-        return Types.STRING()
+        produced = getattr(self.stream_format, "produced_type", None)
+        return produced() if callable(produced) else Types.STRING()
 
     def describe(self) -> dict[str, Any]:
-        return {"class": "FileSource", "paths": list(self.paths), "format": self.stream_format.kind}
+        out: dict[str, Any] = {
+            "class": "FileSource",
+            "paths": list(self.paths),
+            "format": self.stream_format.kind,
+        }
+        if self.monitor_interval_ms is not None:
+            out["monitor_interval_ms"] = self.monitor_interval_ms
+        return out
 
 
 class FileSourceBuilder:
@@ -67,8 +85,24 @@ class FileSourceBuilder:
         self._format = stream_format
         self._paths = paths
 
+    def monitor_continuously(self, discovery_interval: Any) -> FileSourceBuilder:
+        """Keep looking for new files under the paths every ``discovery_interval``
+        (``Duration``/``Time`` or ms): the source becomes unbounded."""
+        from weir.common.time import to_millis
+
+        interval = to_millis("FileSource discovery interval", discovery_interval)
+        if interval <= 0:
+            raise UsageError(f"FileSource discovery interval must be positive, got {discovery_interval!r}")
+        self._monitor_ms: int | None = interval
+        return self
+
+    def process_static_file_set(self) -> FileSourceBuilder:
+        """Read the files there when the job starts, then end (the default)."""
+        self._monitor_ms = None
+        return self
+
     def build(self) -> FileSource:
-        return FileSource(self._paths, self._format)
+        return FileSource(self._paths, self._format, getattr(self, "_monitor_ms", None))
 
 
 class OutputFileConfig:
@@ -502,3 +536,37 @@ class BulkFormatBuilder(FileSinkBuilder):
 
 
 FileSink.BulkFormatBuilder = BulkFormatBuilder  # type: ignore[attr-defined]  # PyFlink's name
+
+
+class StreamingFileSink(SinkFunction):
+    """PyFlink's legacy file sink function (``ds.add_sink(StreamingFileSink.for_row_format(...)
+    .build())``): in weir it is the exactly-once ``FileSink`` with the same builders, so the
+    same part files, rolling and buckets; ``add_sink`` adds that sink."""
+
+    def __init__(self, file_sink: FileSink) -> None:
+        self.file_sink = file_sink
+
+    def as_sink(self) -> FileSink:
+        """The ``FileSink`` that ``DataStream.add_sink`` adds for this function."""
+        return self.file_sink
+
+    def invoke(self, value: Any, context: Any) -> None:
+        raise UsageError("StreamingFileSink runs as a FileSink: add it with DataStream.add_sink(sink)")
+
+    @staticmethod
+    def for_row_format(base_path: str, encoder: Encoder) -> StreamingFileSink.DefaultRowFormatBuilder:
+        return StreamingFileSink.DefaultRowFormatBuilder(base_path, encoder)
+
+    @staticmethod
+    def for_bulk_format(
+        base_path: str, writer_factory: BulkWriterFactory
+    ) -> StreamingFileSink.DefaultBulkFormatBuilder:
+        return StreamingFileSink.DefaultBulkFormatBuilder(base_path, writer_factory)
+
+    class DefaultRowFormatBuilder(FileSinkBuilder):
+        def build(self) -> StreamingFileSink:  # type: ignore[override]
+            return StreamingFileSink(super().build())
+
+    class DefaultBulkFormatBuilder(BulkFormatBuilder):
+        def build(self) -> StreamingFileSink:  # type: ignore[override]
+            return StreamingFileSink(super().build())

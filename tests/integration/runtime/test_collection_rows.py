@@ -32,16 +32,37 @@ def test_basic_operations_example_reads_fields_by_name(exchange: bool) -> None:
     assert out == [(1, '{"name": "Flink", "tel": 124}'), (2, '{"name": "hello", "tel": 136}')]
 
 
-def test_rows_at_the_source_are_what_an_exchange_delivers() -> None:
+@pytest.mark.parametrize("exchange", [False, True], ids=["chained", "exchange"])
+def test_rows_of_types_row_are_named_f0_f1_as_pyflink_names_them(exchange: bool) -> None:
+    """PyFlink's row coder names the fields of a ``Types.ROW`` f0, f1, ...: a function sees
+    ``Row(f0=1, f1='a')`` whether the record came straight from the source or over an exchange."""
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(1)
     seen: list[object] = []
     positional = Types.ROW([Types.LONG(), Types.STRING()])
-    env.from_collection([(1, "a"), [2, "b"], Row(3, "c")], positional).map(
-        lambda r: (type(r).__name__, r.get_field_names(), r[0], r[1])
-    ).add_sink(seen.append)
+    ds = env.from_collection([(1, "a"), [2, "b"], Row(3, "c")], positional)
+    if exchange:
+        ds = ds.rebalance()
+    ds.map(lambda r: (r.get_field_names(), r.f1, str(r))).add_sink(seen.append)
     env.execute("rows")
-    assert seen == [("Row", None, 1, "a"), ("Row", None, 2, "b"), ("Row", None, 3, "c")]
+    assert seen == [
+        (["f0", "f1"], "a", "Row(f0=1, f1='a')"),
+        (["f0", "f1"], "b", "Row(f0=2, f1='b')"),
+        (["f0", "f1"], "c", "Row(f0=3, f1='c')"),
+    ]
+
+
+def test_a_row_made_by_a_function_stays_positional() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(1)
+    out = (
+        env.from_collection([(1, "a")], Types.ROW([Types.LONG(), Types.STRING()]))
+        .map(lambda r: Row(r[1], r[0]))
+        .rebalance()
+        .map(str)
+        .execute_and_collect(limit=1)
+    )
+    assert out == ["<Row('a', 1)>"]
 
 
 def test_tuple_types_stay_tuples() -> None:

@@ -230,11 +230,15 @@ def test_positional_rows_and_tuples_in_a_named_stream_get_the_names() -> None:
     ]
 
 
-def test_row_decodes_to_positional_rows() -> None:
+def test_row_decodes_to_rows_named_f0_f1_as_pyflink_names_them() -> None:
     serializer = serializer_for(Types.ROW([Types.LONG(), Types.STRING()]))
-    decoded = roundtrip(serializer, Batch([Row(1, "a"), Row(x=2, y="b")]))
-    assert [r.get_field_names() for r in decoded.values] == [None, None]
-    assert decoded.values == [Row(1, "a"), Row(2, "b")]
+    decoded = roundtrip(serializer, Batch([Row(1, "a"), Row(x=2, y="b"), (3, "c")]))
+    assert [r.get_field_names() for r in decoded.values] == [["f0", "f1"]] * 3
+    assert [repr(r) for r in decoded.values] == [
+        "Row(f0=1, f1='a')",
+        "Row(f0=2, f1='b')",
+        "Row(f0=3, f1='c')",
+    ]
 
 
 def test_row_kinds_are_preserved() -> None:
@@ -262,7 +266,8 @@ def test_row_fields_may_be_none() -> None:
         Row(None, None, None, None, None, None),
     ]
     decoded = roundtrip(serializer, Batch(rows))
-    assert same_records(rows, decoded.as_list())
+    named = [Row(**{f"f{i}": v for i, v in enumerate(r)}) for r in rows]
+    assert same_records(named, decoded.as_list())
 
 
 def test_decoded_rows_are_independent() -> None:

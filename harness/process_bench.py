@@ -44,6 +44,7 @@ import numpy as np
 import trio
 
 from weir import columnar as col
+from weir.codec.batch import Batch
 from weir.common import Configuration, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
@@ -177,9 +178,7 @@ class _PacedReader(DataGeneratorReader):
         self.keys = keys
         self.anchor_ns: int | None = None
 
-    def _generate(self, indexes: range) -> Any:
-        from weir.codec.batch import Batch
-
+    def _generate(self, indexes: range) -> Batch:
         keys = self.keys
         if self.rate is None:
             return Batch([(f"k{i % keys}", i, 0, 0) for i in indexes])
@@ -213,7 +212,10 @@ class _PacedSource(DataGeneratorSource):
 class _LatencyToFile(col.BatchSinkFunction):
     """Records the latency of each record after the warm-up (now minus its ``intended_ns``,
     µs; the warm-up: an ``event_time`` below ``warmup_ms``) and, when closed, writes the
-    encoded histogram to ``directory/latency-<subtask>.hdr`` (mode 0600)."""
+    encoded histogram to ``directory/latency-<subtask>.hdr`` (mode 0600). Records one at a
+    time (behind a per-record operator) are recorded ``FLUSH_RECORDS`` at a time."""
+
+    FLUSH_RECORDS = 8192
 
     def __init__(self, directory: str, warmup_ms: int) -> None:
         self.directory = directory
@@ -222,6 +224,7 @@ class _LatencyToFile(col.BatchSinkFunction):
     def open(self, runtime_context: Any) -> None:
         self.subtask = runtime_context.get_index_of_this_subtask()
         self.histogram = LatencyHistogram()
+        self.pending_us: list[int] = []
 
     def invoke_batch(self, columns: tuple[Any, ...], timestamps: Any) -> None:
         now = time.monotonic_ns()
@@ -231,9 +234,16 @@ class _LatencyToFile(col.BatchSinkFunction):
 
     def invoke(self, value: Any, context: Any) -> None:
         if value[2] >= self.warmup_ms:
-            self.histogram.record_array([(time.monotonic_ns() - value[3]) // 1000])
+            self.pending_us.append((time.monotonic_ns() - value[3]) // 1000)
+            if len(self.pending_us) >= self.FLUSH_RECORDS:
+                self.histogram.record_array(self.pending_us)
+                self.pending_us = []
 
     def close(self) -> None:
+        if getattr(self, "histogram", None) is None:
+            return  # closed before it opened: the task failed first, and the run reports the failure
+        self.histogram.record_array(self.pending_us)
+        self.pending_us = []
         encoded = self.histogram.encode().encode()
         write_private(Path(self.directory) / f"latency-{self.subtask}.hdr", encoded)
 

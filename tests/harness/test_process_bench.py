@@ -80,6 +80,8 @@ def test_the_latency_sink_skips_the_warm_up_and_its_files_merge(tmp_path: Path) 
         sink.close()
         mode = stat.S_IMODE(os.stat(directory / f"latency-{subtask}.hdr").st_mode)
         assert mode == 0o600
+    _LatencyToFile(str(directory), warmup_ms=0).close()  # a task that failed before open: no file
+    assert sorted(p.name for p in directory.iterdir()) == ["latency-0.hdr", "latency-1.hdr"]
     merged = _read_latencies(directory, 2)
     assert merged.total_count == 5 + 3
     assert merged.value_at(100.0) > 0  # now minus a moment in the past

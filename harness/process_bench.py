@@ -328,6 +328,7 @@ def run_timeout_bench(
     if echo is not None:
         echo(f"running the keyed-shuffle query on {parallelism} TaskManager processes at buffer timeouts "
              f"{' and '.join(f'{t} ms' for t in TIMEOUTS_MS)} ...")  # fmt: skip
+    load_before = list(os.getloadavg())  # the machine is shared: what else ran, before and after
     with tempfile.TemporaryDirectory(prefix="weir-bench-timeouts-") as work:
         measured = trio.run(_run_timeouts, events, keys, parallelism, seconds, fraction, Path(work))
     fast, slow = (measured["max_eps"][str(t)] for t in (TIMEOUTS_MS[1], TIMEOUTS_MS[0]))
@@ -337,6 +338,7 @@ def run_timeout_bench(
                        "query": "keyed-shuffle (source -> map -> key_by -> map -> sink)",
                        "taskmanagers": parallelism, "slots_per_taskmanager": 1},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "load_average_before": load_before,
                     "load_average": list(os.getloadavg())},
         **measured,
         "ratio_1ms_to_100ms": fast / slow,
@@ -348,7 +350,8 @@ def format_timeout_report(report: dict[str, Any]) -> str:
     lines = [
         f"keyed-shuffle on {p['taskmanagers']} TaskManager processes: events {p['events']:,}, keys "
         f"{p['keys']:,} ({report['machine']['cpus']} CPUs, load average "
-        f"{report['machine']['load_average'][0]:.1f})",
+        f"{report['machine']['load_average_before'][0]:.1f} before, "
+        f"{report['machine']['load_average'][0]:.1f} after)",
         f"{'buffer timeout':<16}{'max e/s':>12}{'latency at':>14}{'p50':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
     ]
     for t in p["buffer_timeouts_ms"]:

@@ -163,6 +163,7 @@ def format_process_report(report: dict[str, Any]) -> str:
 
 # -- buffer timeouts and latency on TaskManager processes (--timeouts) -------------------------
 TIMEOUTS_MS = (100, 1)  # the issue's pair: the 1 ms timeout against the 100 ms one
+BATCH_WAIT_MS = 3.0  # a due record waits at most this long for its batch (the suite's batch_wait_ms)
 WARMUP_S = 0.5  # the first part of a latency run is not measured (as the suite's sweeps' warmup_s)
 LATENCY_FILE_MAX_BYTES = 1 << 20  # an encoded histogram is a few KiB
 
@@ -171,12 +172,28 @@ class _PacedReader(DataGeneratorReader):
     """The data generator's reader (its pacing and splits) making keyed-shuffle records
     ``(key, value, event_time, intended_ns)``: ``intended_ns`` is when the schedule meant to
     emit the record, on CLOCK_MONOTONIC, and ``event_time`` its place in the schedule in ms
-    (both 0 when the source is not paced)."""
+    (both 0 when the source is not paced). Paced, a batch holds the records due within
+    ``BATCH_WAIT_MS`` and leaves when the last of them is due: the wait of the earlier ones
+    counts in their latency, as the suite's open-loop batches do."""
 
     def __init__(self, keys: int, count: int, rate: float | None, subtask: int, parallelism: int) -> None:
         super().__init__(None, count, rate, subtask, parallelism)
         self.keys = keys
         self.anchor_ns: int | None = None
+        if self.rate is not None:  # a batch spans BATCH_WAIT_MS of the schedule at most
+            self.batch_size = max(1, min(self.batch_size or 1, int(self.rate * BATCH_WAIT_MS / 1000)))
+
+    async def next_batch(self) -> Batch | None:
+        """The next batch once its last record is due, so no record leaves before its time
+        (the parent waits for the first). Cancellation: while waiting, nothing is read."""
+        if self.rate is not None and self.splits:
+            if self.started_at is None:
+                self.started_at = trio.current_time()
+            start, stop, _ = self.splits[0]
+            n = min(self.batch_size or 1, stop - start)  # the parent's batch (the task may shrink it)
+            if n > 0:
+                await trio.sleep_until(self.started_at + (self.emitted + n - 1) / self.rate)
+        return await super().next_batch()
 
     def _generate(self, indexes: range) -> Batch:
         keys = self.keys

@@ -42,7 +42,14 @@ async def test_the_paced_source_stamps_each_record_with_its_place_in_the_schedul
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     reader = _PacedReader(keys=7, count=3_000, rate=2_000.0, subtask=1, parallelism=2)  # 1,000/s here
-    records = await _read_all(reader)
+    records: list[tuple[Any, ...]] = []
+    while (batch := await reader.next_batch()) is not None:
+        rows = batch.as_list()
+        assert len(rows) <= 3  # 3 ms of schedule at most
+        assert reader.started_at is not None and reader.anchor_ns is not None
+        left_ns = (trio.current_time() - reader.started_at) * 1e9
+        assert left_ns >= rows[-1][3] - reader.anchor_ns - 1  # no record leaves before its time
+        records.extend(rows)
     assert [r[1] for r in records] == list(range(1_500, 3_000))  # subtask 1's half of the indexes
     assert all(r[0] == f"k{r[1] % 7}" for r in records)
     intended = np.array([r[3] for r in records], dtype=np.int64)

@@ -172,7 +172,7 @@ class _PacedReader(DataGeneratorReader):
     """The data generator's reader (its pacing and splits) making keyed-shuffle records
     ``(key, value, event_time, intended_ns)``: ``intended_ns`` is when the schedule meant to
     emit the record, on CLOCK_MONOTONIC, and ``event_time`` its place in the schedule in ms
-    (both 0 when the source is not paced). Paced, a batch holds the records due within
+    (unpaced: ``event_time`` 0, ``intended_ns`` the batch's making). Paced, a batch holds the records due within
     ``BATCH_WAIT_MS`` and leaves when the last of them is due: the wait of the earlier ones
     counts in their latency, as the suite's open-loop batches do."""
 
@@ -197,8 +197,9 @@ class _PacedReader(DataGeneratorReader):
 
     def _generate(self, indexes: range) -> Batch:
         keys = self.keys
-        if self.rate is None:
-            return Batch([(f"k{i % keys}", i, 0, 0) for i in indexes])
+        if self.rate is None:  # stamped when made: the sink's work is the same as in a paced run
+            now = time.monotonic_ns()
+            return Batch([(f"k{i % keys}", i, 0, now) for i in indexes])
         if self.anchor_ns is None:  # the schedule's start, moved from the Trio clock to CLOCK_MONOTONIC
             assert self.started_at is not None
             self.anchor_ns = time.monotonic_ns() - int((trio.current_time() - self.started_at) * 1e9)
@@ -305,11 +306,12 @@ async def _run_timeouts(
         return env, generate_job_graph(env.get_stream_graph(name))
 
     out: dict[str, Any] = {"max_eps": {}, "latency": {}}
-    env, graph = job(WARM_UP_EVENTS, TIMEOUTS_MS[0], None, _Discard(), "warm-up")
+    unmeasured = _LatencyToFile(str(private_dir(work / "max")), warmup_ms=0)  # the same sink's work
+    env, graph = job(WARM_UP_EVENTS, TIMEOUTS_MS[0], None, unmeasured, "warm-up")
     async with open_minicluster(cluster_config_for(env, graph)) as cluster:
         await run_job_graph(env, graph, cluster=cluster)
         for timeout_ms in TIMEOUTS_MS:
-            env, graph = job(events, timeout_ms, None, _Discard(), f"keyed-shuffle max, {timeout_ms} ms")
+            env, graph = job(events, timeout_ms, None, unmeasured, f"keyed-shuffle max, {timeout_ms} ms")
             result = await run_job_graph(env, graph, cluster=cluster)
             out["max_eps"][str(timeout_ms)] = events / (max(result.get_net_runtime(), 1) / 1000)
         for timeout_ms in TIMEOUTS_MS:

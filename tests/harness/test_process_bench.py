@@ -58,9 +58,11 @@ async def test_the_paced_source_stamps_each_record_with_its_place_in_the_schedul
     assert reader.anchor_ns == intended[0]
 
 
-async def test_an_unpaced_source_stamps_nothing() -> None:
+async def test_an_unpaced_source_stamps_the_moment_it_made_the_batch() -> None:
+    before = time.monotonic_ns()
     records = await _read_all(_PacedReader(keys=3, count=10, rate=None, subtask=0, parallelism=1))
-    assert records == [(f"k{i % 3}", i, 0, 0) for i in range(10)]
+    assert [r[:3] for r in records] == [(f"k{i % 3}", i, 0) for i in range(10)]
+    assert before <= records[0][3] == records[-1][3] <= time.monotonic_ns()
 
 
 class _Context:

@@ -733,13 +733,47 @@ def bench_checkpoint(
     "--job", "jobs", multiple=True, type=click.Choice(["columnar", "per_record", "keyed_shuffle"]),
     help="Jobs to run (default: all).",
 )  # fmt: skip
+@click.option(
+    "--timeouts", is_flag=True,
+    help="Instead: the keyed-shuffle query on the P TaskManager processes at buffer timeouts 100 and "
+    "1 ms (max throughput, then latency at --fraction of each maximum).",
+)  # fmt: skip
+@click.option("--seconds", type=click.FloatRange(min=0.5, min_open=True), default=5.0, show_default=True,
+              help="--timeouts: length of each latency run (its first 0.5 s not measured).")  # fmt: skip
+@click.option("--fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5, show_default=True,
+              help="--timeouts: the latency runs' rate as a fraction of the maximum.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
-def bench_processes(keys: int, parallelism: int, events: int, jobs: tuple[str, ...], as_json: bool) -> None:
+def bench_processes(
+    keys: int,
+    parallelism: int,
+    events: int,
+    jobs: tuple[str, ...],
+    timeouts: bool,
+    seconds: float,
+    fraction: float,
+    as_json: bool,
+) -> None:
     """The window query and a keyed shuffle at parallelism P on one process and on P TaskManager
-    processes (TCP between them), timed in one run; prints events/s and the ratio."""
-    from weir.harness.process_bench import WAYS, format_process_report, run_process_bench
+    processes (TCP between them), timed in one run; prints events/s and the ratio. With
+    --timeouts: buffer timeouts and latency on the TaskManager processes."""
+    from weir.harness.process_bench import (
+        WAYS,
+        format_process_report,
+        format_timeout_report,
+        run_process_bench,
+        run_timeout_bench,
+    )
 
-    report = run_process_bench(events, keys, parallelism, jobs or WAYS, None if as_json else click.echo)
+    echo = None if as_json else click.echo
+    if timeouts:
+        if jobs:
+            raise click.UsageError(
+                "--job chooses the jobs of the comparison; --timeouts runs the keyed-shuffle query"
+            )
+        report = run_timeout_bench(events, keys, parallelism, seconds, fraction, echo)
+        click.echo(json.dumps(report, sort_keys=True) if as_json else format_timeout_report(report))
+        return
+    report = run_process_bench(events, keys, parallelism, jobs or WAYS, echo)
     click.echo(json.dumps(report, sort_keys=True) if as_json else format_process_report(report))
 
 

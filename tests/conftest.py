@@ -27,17 +27,18 @@ def _thread_aware_mock_clock() -> object:
 
     A plain autojump clock counts a task waiting on a thread as blocked and jumps to the
     next deadline, so how far virtual time runs ahead while a file is written depends on
-    the disk and the machine's load, and tests of checkpoints flake. Threads busy for
-    longer than 0.25 real seconds (a SourceFunction running in a thread for the whole job)
-    stop the wait, so time cannot freeze. (MockClock cannot be subclassed; its autojump
-    hook is replaced on the instance.)
+    the disk and the machine's load, and tests of checkpoints flake. Threads that live as
+    long as a task (a SourceFunction's) take another limiter (``weir.loop.threads``); a
+    thread of the default one busy for longer than 30 real seconds stops the wait, so time
+    cannot freeze for good. (MockClock cannot be subclassed; its autojump hook is replaced
+    on the instance.)
     """
     import time
 
     import trio
     import trio.testing
 
-    wait_s, long_s = 0.002, 0.25
+    wait_s, long_s = 0.002, 30.0
     clock = trio.testing.MockClock(autojump_threshold=0)
     jump = clock._autojump
     busy_since: list[float] = []

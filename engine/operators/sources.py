@@ -19,6 +19,7 @@ import trio
 
 from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.errors import UsageError
+from weir.loop.threads import long_running_limiter
 
 DEFAULT_BATCH_SIZE = 4096
 
@@ -384,7 +385,9 @@ class FunctionSourceReader(SourceReader):
 
     async def _run(self, ctx: _SourceContext) -> None:
         try:
-            await trio.to_thread.run_sync(self.function.run, ctx, abandon_on_cancel=True)
+            await trio.to_thread.run_sync(
+                self.function.run, ctx, abandon_on_cancel=True, limiter=long_running_limiter()
+            )
         finally:
             self._finished = True
             self._arrived.set()

@@ -32,7 +32,7 @@ leaves in its backend. So:
   itself, pins the barrier's state with its own read transaction, answers ``PINNED``, and
   only then reads and writes. Until that answer the backend does not commit full batches,
   so the child's transaction sees exactly the barrier's commit (it checks the id and fails
-  the checkpoint otherwise). A thread of the job's process (``_PinWatch``) waits for the
+  the checkpoint otherwise). A thread of the job's process (``_AnswerWatch``) waits for the
   answer and hands the views over, so a commit that must wait for the child never waits
   for the task's own thread. A view a snapshot thread already has (a commit gave it one
   before the fork) is read in a worker thread first, as before;
@@ -70,6 +70,7 @@ import os
 import signal
 import threading
 import time
+from functools import partial
 from typing import Any
 
 import trio
@@ -339,21 +340,14 @@ async def write_in_child(
     os.close(write_fd)
     for pending in _heap_pendings(snapshots):
         pending.release()  # the child has its own copy of the state at the fork
-    reaped = streamed = False
-    chunks: list[bytes] = []
+    reaped = False
+    answer = _AnswerWatch(read_fd, views)  # owns the pipe's read end from here
     try:
-        pinned = _PinWatch(read_fd, views)  # owns a copy of the pipe's read end
-        first = await pinned.wait()
-        if first != PINNED:
-            chunks.append(first)
-        if any(isinstance(s.keyed, PendingIncrementalSnapshot) for s in snapshots):
-            await trio.to_thread.run_sync(_after_fork, snapshots)
-        streamed = True
-        async with trio.lowlevel.FdStream(read_fd) as stream:
-            while chunk := await stream.receive_some(1 << 16):
-                chunks.append(chunk)
-        answer = _complete_answer(b"".join(chunks))
-        if answer is not None:
+        async with trio.open_nursery() as nursery:
+            if any(isinstance(s.keyed, PendingIncrementalSnapshot) for s in snapshots):
+                nursery.start_soon(partial(trio.to_thread.run_sync, _after_fork, snapshots))
+            data = await trio.to_thread.run_sync(answer.wait, abandon_on_cancel=True)
+        if _complete_answer(data) is not None:
             # the child closed its end once it answered; its exit (the teardown of its copy
             # of the job's address space: seconds at a few GiB) is not waited for
             _reap_later(pid, views)
@@ -364,14 +358,13 @@ async def write_in_child(
     finally:
         if not reaped:
             with trio.CancelScope(shield=True):
-                _kill_and_reap(pid)
-                _hand_over(views)  # if the watch never started
-                if not streamed:
-                    os.close(read_fd)
+                _kill_and_reap(pid)  # an abandoned watch then reads the end of the pipe and closes it
+                answer.close_unless_started()
+                _hand_over(views)
     if views and os.WIFSIGNALED(status):
         views[0].after_child_died()
     closing = any(v.backend_closing() for v in views)  # say, its files went with the task
-    acks, total = _acks(snapshots, b"".join(chunks), status, closing)
+    acks, total = _acks(snapshots, data, status, closing)
     return acks, total, fork_ms
 
 
@@ -413,35 +406,43 @@ def _after_fork(snapshots: list[OperatorSnapshot]) -> None:
             snap.keyed.after_fork()
 
 
-class _PinWatch:
-    """Waits, on a thread of its own, for the child's first byte and then hands the views
-    over: so a commit on the task's thread that waits for the child's pin
-    (``LmdbKeyedStateBackend._settle_views``) never waits for the task's thread itself.
-    The thread owns a duplicate of the pipe's read end and closes it; it ends when the
-    child writes or dies, also after a cancelled task killed the child."""
+class _AnswerWatch:
+    """Reads the child's answer on a worker thread: the first byte, ``PINNED``, hands the
+    views over at once -- so a commit on the task's thread that waits for the child's pin
+    (``LmdbKeyedStateBackend._settle_views``) never waits for the task's thread itself --
+    then the rest, to the end of the pipe. It owns the pipe's read end and closes it, also
+    when the task was cancelled meanwhile and abandoned it (the killed child ends the pipe)."""
 
     def __init__(self, read_fd: int, views: list[Any]) -> None:
-        self._fd = os.dup(read_fd)
+        self._fd = read_fd
         self._views = views
-        self._first = b""
-        self._done = trio.Event()
-        self._token = trio.lowlevel.current_trio_token()
-        threading.Thread(target=self._run, name="weir-checkpoint-pin", daemon=True).start()
+        self._lock = threading.Lock()
+        self._started = self._closed = False
 
-    def _run(self) -> None:
+    def close_unless_started(self) -> None:
+        """The task's side, once the child is gone: close the pipe if no thread ever took it."""
+        with self._lock:
+            if not self._started and not self._closed:
+                self._closed = True
+                os.close(self._fd)
+
+    def wait(self) -> bytes:
+        with self._lock:
+            if self._closed:
+                return b""
+            self._started = True
+        chunks: list[bytes] = []
         try:
-            self._first = os.read(self._fd, 1)
-        except OSError:
-            self._first = b""
+            first = os.read(self._fd, 1)
+            _hand_over(self._views)
+            if first and first != PINNED:
+                chunks.append(first)
+            while first and (chunk := os.read(self._fd, 1 << 16)):
+                chunks.append(chunk)
         finally:
             os.close(self._fd)
             _hand_over(self._views)
-            with contextlib.suppress(trio.RunFinishedError):
-                self._token.run_sync_soon(self._done.set)
-
-    async def wait(self) -> bytes:
-        await self._done.wait()
-        return self._first
+        return b"".join(chunks)
 
 
 def _acks(

@@ -352,7 +352,9 @@ def test_a_delta_reads_many_changed_keys_by_one_scan_and_few_by_lookup(harness: 
             assert [e[1] for e in scanned] == sorted(keys)
         value_keys = plan.keys["value"]
         deleted = [
-            e for e in lmdb_module._changed_by_scan(rtxn, b._dbs["value"], index["value"], value_keys) if e[2] is None
+            e
+            for e in lmdb_module._changed_by_scan(rtxn, b._dbs["value"], index["value"], value_keys)
+            if e[2] is None
         ]
         assert len(deleted) == len(range(0, 200, 7))
     finally:

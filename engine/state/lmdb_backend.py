@@ -153,6 +153,7 @@ class _BackendClosing(Exception):
     task_closing = True
 
 
+_envid: Any
 try:  # py-lmdb's guard against opening one environment twice in a process (``PinnedView.pin_in_child``)
     import lmdb._envid as _envid
 

@@ -175,10 +175,12 @@ def gen(generator: str, events: int, seed: int, out: Path, master: str, **option
 
 
 # -- weir bench suite -------------------------------------------------------------------------
-def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of ``weir bench suite [NAME]``: a built-in sweep, or a spec, and overrides."""
-    decorators = [
-        click.argument("suite", required=False, type=click.Choice(SUITE_NAMES)),
+ENGINE_NAMES = ("weir", "flink")
+
+
+def _suite_flags() -> list[Callable[..., Any]]:
+    """The options ``weir bench suite`` and ``weir bench --suite`` share (all but the suite's name)."""
+    return [
         click.option("--spec", type=click.Path(dir_okay=False, path_type=Path),
                      help="A sweep spec (YAML/JSON), or a report.json to re-run exactly."),
         click.option("--out", "results_root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
@@ -201,19 +203,45 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--repeats", "latency_repeats", type=click.IntRange(min=1),
                      help="Runs of each open-loop rate; the one with the median p99 stands for it."),
         click.option("--events", type=click.IntRange(min=1), help="Events in every data set of the suite."),
-        click.option("--engine", "engines", type=click.Choice(["weir", "flink"]), multiple=True,
+        click.option("--engine", "engines", type=click.Choice(ENGINE_NAMES), multiple=True,
                      help="Repeatable (default weir): flink runs the correctness checks on Apache Flink too, "
                           "side by side in the report (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink)."),
+    ]  # fmt: skip
+
+
+def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``weir bench suite [NAME]``: a built-in sweep, or a spec, and overrides."""
+    decorators = [click.argument("suite", required=False, type=click.Choice(SUITE_NAMES)), *_suite_flags()]
+    for decorator in reversed(decorators):
+        f = decorator(f)
+    return f
+
+
+#: parameter names of the options the ``bench`` group forwards to the suite
+GROUP_SUITE_PARAMS = ("suite", "spec", "results_root", "data_root", "master", "queries", "parallelism",
+                      "buffer_timeouts_ms", "checkpointing", "backends", "rates", "fractions", "seconds",
+                      "latency_repeats", "events", "engines")  # fmt: skip
+
+
+def group_suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The same options on the ``bench`` group, the suite named by ``--suite``: the spelling
+    ``weir bench --suite quick --engine weir --engine flink`` runs what ``weir bench suite quick
+    --engine weir --engine flink`` runs."""
+    decorators = [
+        click.option("--suite", "suite", type=click.Choice(SUITE_NAMES),
+                     help="Run a built-in suite: `weir bench --suite quick` = `weir bench suite quick`."),
+        *_suite_flags(),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
     return f
 
 
-def _command_line(options: dict[str, Any]) -> str:
-    parts = ["weir", "bench", "suite"]
+def _command_line(options: dict[str, Any], group_form: bool = False) -> str:
+    """The command as typed: ``weir bench suite NAME ...``, or with ``group_form`` ``weir bench --suite NAME ...``."""
+    parts = ["weir", "bench"] if group_form else ["weir", "bench", "suite"]
     if options.get("suite") is not None:
-        parts.append(options["suite"])
+        parts += ["--suite", options["suite"]] if group_form else [options["suite"]]
     for name, flag in (("spec", "--spec"), ("master", "--master"), ("seconds", "--seconds"),
                        ("latency_repeats", "--repeats"), ("events", "--events")):  # fmt: skip
         value = options.get(name)
@@ -230,11 +258,14 @@ def _command_line(options: dict[str, Any]) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def run_bench_suite(**options: Any) -> None:
-    """``weir bench suite``: a sweep of a built-in suite or of a spec, its report and its verdict."""
+def run_bench_suite(group_form: bool = False, **options: Any) -> None:
+    """``weir bench suite`` (or ``weir bench --suite``, ``group_form``): a sweep of a built-in
+    suite or of a spec, its report and its verdict."""
     if (options.get("suite") is None) == (options.get("spec") is None):
+        example = "weir bench --suite quick" if group_form else "weir bench suite quick"
+        name = "--suite NAME" if group_form else "a suite"
         raise UsageError(
-            f"give a suite ({', '.join(SUITE_NAMES)}) or --spec FILE, exactly one: e.g. `weir bench suite quick`"
+            f"give {name} ({', '.join(SUITE_NAMES)}) or --spec FILE, exactly one: e.g. `{example}`"
         )
     require_lab("bench suite")
     import datetime as _dt
@@ -266,7 +297,7 @@ def run_bench_suite(**options: Any) -> None:
         "format": "weir-bench-report",
         "version": 1,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": _command_line(options),
+        "command": _command_line(options, group_form),
         "git_sha": sha,
         "versions": rep.versions(),
         "machine": rep.machine(),

@@ -175,7 +175,7 @@ def gen(generator: str, events: int, seed: int, out: Path, master: str, **option
 
 
 # -- weir bench suite -------------------------------------------------------------------------
-ENGINE_NAMES = ("weir", "flink")
+ENGINE_NAMES = ("weir", "flink", "spark")
 
 
 def _suite_flags() -> list[Callable[..., Any]]:
@@ -204,8 +204,9 @@ def _suite_flags() -> list[Callable[..., Any]]:
                      help="Runs of each open-loop rate; the one with the median p99 stands for it."),
         click.option("--events", type=click.IntRange(min=1), help="Events in every data set of the suite."),
         click.option("--engine", "engines", type=click.Choice(ENGINE_NAMES), multiple=True,
-                     help="Repeatable (default weir): flink runs the correctness checks on Apache Flink too, "
-                          "side by side in the report (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink)."),
+                     help="Repeatable (default weir): flink and spark run the correctness checks on Apache "
+                          "Flink (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink) and on Spark Structured "
+                          "Streaming too, side by side in the report."),
     ]  # fmt: skip
 
 
@@ -271,13 +272,15 @@ def run_bench_suite(group_form: bool = False, **options: Any) -> None:
     import datetime as _dt
 
     from weir.harness import report as rep
+    from weir.harness import side_by_side
     from weir.harness.sweep import apply_flags, load_spec, run_spec, suite_spec
 
     spec = suite_spec(options["suite"]) if options.get("suite") else load_spec(options["spec"])
     spec = apply_flags(spec, options)
     engines = set(options.get("engines") or ()) or {"weir"}
     if "weir" not in engines:
-        raise UsageError("--engine flink runs beside weir: give `--engine weir --engine flink`")
+        others = " ".join(f"--engine {e}" for e in sorted(engines))
+        raise UsageError(f"the other engines run beside weir: give `--engine weir {others}`")
     if "flink" in engines:
         from weir.flink_bridge import flink_python
 
@@ -307,15 +310,21 @@ def run_bench_suite(group_form: bool = False, **options: Any) -> None:
     directory = rep.write(report, rep.results_dir(results_root, spec["suite"], sha))
     ok, summary = rep.verdict(report)
     click.echo(f"correctness: {summary}")
-    flink = engines_part.get("flink")
-    if flink:
-        checks = flink["correctness"]
+    for name, label in side_by_side.ENGINES.items():
+        part = engines_part.get(name)
+        if not part:
+            continue
+        checks = part["correctness"]
         bad = [c["key"] for c in checks if not c.get("matches")]
         click.echo(
-            f"Apache Flink {flink['version']}: {len(checks) - len(bad)} of {len(checks)} checks match Spark"
+            f"{label} {part['version']}: {len(checks) - len(bad)} of {len(checks)} checks match Spark"
             + (f"; NOT: {', '.join(bad)}" if bad else "")
-            + "".join(f"; weir only: {w['query']} ({w['reason']})" for w in flink["weir_only"])
+            + "".join(f"; weir only: {w['query']} ({w['reason']})" for w in part["weir_only"])
+            + "".join(f"; not run: {w['query']} ({w['reason']})" for w in part.get("not_run", []))
         )
+        headline = side_by_side.headline(report, name)
+        if headline is not None:
+            click.echo(f"headline: {side_by_side.describe_headline(headline)}")
         ok = ok and not bad
     errors = rep.measurement_errors(report)
     for error in errors:
@@ -332,8 +341,9 @@ def run_bench_suite(group_form: bool = False, **options: Any) -> None:
 def _engines(
     report: dict[str, Any], spec: dict[str, Any], data_root: Path, engines: set[str], reporter: Any
 ) -> dict[str, Any]:
-    """The report's ``engines`` part: weir's version and start-up, and with ``flink`` the suite's
-    correctness runs on Apache Flink (weir.harness.flink_engine)."""
+    """The report's ``engines`` part: weir's version and start-up, and with ``flink`` / ``spark`` the
+    suite's correctness runs on Apache Flink (weir.harness.flink_engine) / Spark Structured
+    Streaming (weir.harness.spark_engine)."""
     from weir.harness import flink_engine
     from weir.harness.runner import DataSet, RunConfig
     from weir.harness.sweep import dataset_dir
@@ -341,13 +351,18 @@ def _engines(
     part: dict[str, Any] = {
         "weir": {"engine": "weir", "version": report_version(), "startup_s": flink_engine.weir_startup_s()}
     }
+    runs = []
+    for c in report["correctness"]:
+        ds = DataSet(dataset_dir(data_root, spec["datasets"][c["dataset"]]))
+        runs.append((c["dataset"], ds, RunConfig(**c["config"])))
     if "flink" in engines:
         reporter.advance("Apache Flink: the correctness checks on Flink")
-        runs = []
-        for c in report["correctness"]:
-            ds = DataSet(dataset_dir(data_root, spec["datasets"][c["dataset"]]))
-            runs.append((c["dataset"], ds, RunConfig(**c["config"])))
         part["flink"] = flink_engine.run_on_flink(runs, reporter.log)
+    if "spark" in engines:
+        from weir.harness import spark_engine
+
+        reporter.advance("Spark Structured Streaming: the correctness checks on Spark")
+        part["spark"] = spark_engine.run_on_spark(runs, reporter.log)
     return part
 
 

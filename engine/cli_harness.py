@@ -203,6 +203,7 @@ def _suite_flags() -> list[Callable[..., Any]]:
         click.option("--repeats", "latency_repeats", type=click.IntRange(min=1),
                      help="Runs of each open-loop rate; the one with the median p99 stands for it."),
         click.option("--events", type=click.IntRange(min=1), help="Events in every data set of the suite."),
+        click.option("--note", help="A sentence the report states under its verdict (e.g. how busy the machine was)."),
         click.option("--engine", "engines", type=click.Choice(ENGINE_NAMES), multiple=True,
                      help="Repeatable (default weir): flink and spark run the correctness checks on Apache "
                           "Flink (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink) and on Spark Structured "
@@ -221,7 +222,7 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
 #: parameter names of the options the ``bench`` group forwards to the suite
 GROUP_SUITE_PARAMS = ("suite", "spec", "results_root", "data_root", "master", "queries", "parallelism",
                       "buffer_timeouts_ms", "checkpointing", "backends", "rates", "fractions", "seconds",
-                      "latency_repeats", "events", "engines")  # fmt: skip
+                      "latency_repeats", "events", "note", "engines")  # fmt: skip
 
 
 def group_suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -307,6 +308,8 @@ def run_bench_suite(group_form: bool = False, **options: Any) -> None:
         **report,
         "engines": engines_part,
     }
+    if options.get("note"):
+        report["note"] = options["note"]
     directory = rep.write(report, rep.results_dir(results_root, spec["suite"], sha))
     ok, summary = rep.verdict(report)
     click.echo(f"correctness: {summary}")

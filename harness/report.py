@@ -294,6 +294,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"(report made {report.get('created', '?')}; the full spec is in report.json).",
         "",
     ]
+    if report.get("note"):
+        lines += [f"Note: {report['note']}", ""]
     from weir.harness import side_by_side
 
     lines += side_by_side.markdown(report)

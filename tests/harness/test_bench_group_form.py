@@ -34,7 +34,8 @@ def test_the_group_spelling_runs_the_suite_and_records_itself(tmp_path: Path, ke
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps(SPEC))
     out = tmp_path / "results"
-    args = ["bench", "--spec", str(spec), "--out", str(out), "--data", str(data), "--buffer-timeout", "7"]
+    args = ["bench", "--spec", str(spec), "--out", str(out), "--data", str(data), "--buffer-timeout", "7",
+            "--note", "The machine was shared."]  # fmt: skip
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert "correctness: " in result.output and "report: " in result.output
@@ -46,10 +47,9 @@ def test_the_group_spelling_runs_the_suite_and_records_itself(tmp_path: Path, ke
     [configuration] = report["configurations"]
     assert configuration["config"]["buffer_timeout_ms"] == 7 and configuration["max_throughput"] > 0
     assert report["command"] == f"weir bench --spec {spec} --buffer-timeout 7"
-    assert (
-        f"Reproduce with `weir bench --spec {spec} --buffer-timeout 7`"
-        in (directory / "report.md").read_text()
-    )
+    markdown = (directory / "report.md").read_text()
+    assert f"Reproduce with `weir bench --spec {spec} --buffer-timeout 7`" in markdown
+    assert report["note"] == "The machine was shared." and "\nNote: The machine was shared.\n" in markdown
 
 
 def test_the_issue_spelling_is_recorded_as_given() -> None:

@@ -192,6 +192,7 @@ def _session() -> Any:
 def _input_directory(table: dict[str, Any], directory: Path, sentinel: bool) -> Path:
     """The table's part files (and the end-of-input event) in a directory of their own, oldest first."""
     import pyarrow as pa
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     directory.mkdir(parents=True)
@@ -203,7 +204,7 @@ def _input_directory(table: dict[str, Any], directory: Path, sentinel: bool) -> 
         os.utime(target, (mtime + i, mtime + i))
         if sentinel:
             column = pq.read_table(file, columns=[table["event_time_column"]]).column(0)
-            newest = pa.compute.max(column).as_py()
+            newest = pc.max(column).as_py()
             last_event_time = newest if last_event_time is None else max(last_event_time, newest)
     if sentinel and last_event_time is not None:
         first = pq.read_table(table["files"][0]).slice(0, 1)

@@ -550,17 +550,29 @@ def checkpoints(directory: Path, verify: bool, fmt: str) -> None:
 
 
 @main.group(invoke_without_command=True)
-@click.option("--suite", "old_suite", hidden=True, help="Replaced by `weir bench suite NAME`.")
-@click.option("--spec", "old_spec", hidden=True, help="Replaced by `weir bench suite --spec FILE`.")
+@cli_harness.group_suite_options
 @click.pass_context
-def bench(ctx: click.Context, old_suite: str | None, old_spec: str | None) -> None:
-    """Benchmarks that print ratios measured in one run; `suite` sweeps latency against throughput."""
-    if old_suite is not None or old_spec is not None:
-        given = f"--suite {old_suite}" if old_suite is not None else f"--spec {old_spec}"
-        now = f"suite {old_suite}" if old_suite is not None else f"suite --spec {old_spec}"
-        raise click.UsageError(f"`weir bench {given}` is now `weir bench {now}` (options follow it)")
-    if ctx.invoked_subcommand is None:
+def bench(ctx: click.Context, **options: Any) -> None:
+    """Benchmarks that print ratios measured in one run; `suite` sweeps latency against throughput.
+
+    `weir bench --suite NAME [OPTIONS]` (or `--spec FILE`) is `weir bench suite NAME [OPTIONS]`."""
+    given = [
+        name for name in cli_harness.GROUP_SUITE_PARAMS
+        if ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+    ]  # fmt: skip
+    if ctx.invoked_subcommand is not None:
+        if given:
+            flags = [p.opts[0] for p in ctx.command.params if p.name in given]
+            raise click.UsageError(
+                f"{' '.join(flags)} {'is an option' if len(flags) == 1 else 'are options'} of the suite, not of "
+                f"`weir bench {ctx.invoked_subcommand}`: write `weir bench suite NAME {flags[0]} ...` "
+                f"or `weir bench --suite NAME {flags[0]} ...`"
+            )
+        return
+    if not given:
         click.echo(ctx.get_help())
+        return
+    cli_harness.run_bench_suite(group_form=True, **options)
 
 
 @bench.command("suite")

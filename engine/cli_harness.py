@@ -175,10 +175,12 @@ def gen(generator: str, events: int, seed: int, out: Path, master: str, **option
 
 
 # -- weir bench suite -------------------------------------------------------------------------
-def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options of ``weir bench suite [NAME]``: a built-in sweep, or a spec, and overrides."""
-    decorators = [
-        click.argument("suite", required=False, type=click.Choice(SUITE_NAMES)),
+ENGINE_NAMES = ("weir", "flink", "spark")
+
+
+def _suite_flags() -> list[Callable[..., Any]]:
+    """The options ``weir bench suite`` and ``weir bench --suite`` share (all but the suite's name)."""
+    return [
         click.option("--spec", type=click.Path(dir_okay=False, path_type=Path),
                      help="A sweep spec (YAML/JSON), or a report.json to re-run exactly."),
         click.option("--out", "results_root", type=click.Path(file_okay=False, path_type=Path), default=Path("results"),
@@ -201,19 +203,47 @@ def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--repeats", "latency_repeats", type=click.IntRange(min=1),
                      help="Runs of each open-loop rate; the one with the median p99 stands for it."),
         click.option("--events", type=click.IntRange(min=1), help="Events in every data set of the suite."),
-        click.option("--engine", "engines", type=click.Choice(["weir", "flink"]), multiple=True,
-                     help="Repeatable (default weir): flink runs the correctness checks on Apache Flink too, "
-                          "side by side in the report (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink)."),
+        click.option("--note", help="A sentence the report states under its verdict (e.g. how busy the machine was)."),
+        click.option("--engine", "engines", type=click.Choice(ENGINE_NAMES), multiple=True,
+                     help="Repeatable (default weir): flink and spark run the correctness checks on Apache "
+                          "Flink (PyFlink from $WEIR_FLINK_PYTHON or .venv-flink) and on Spark Structured "
+                          "Streaming too, side by side in the report."),
+    ]  # fmt: skip
+
+
+def suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of ``weir bench suite [NAME]``: a built-in sweep, or a spec, and overrides."""
+    decorators = [click.argument("suite", required=False, type=click.Choice(SUITE_NAMES)), *_suite_flags()]
+    for decorator in reversed(decorators):
+        f = decorator(f)
+    return f
+
+
+#: parameter names of the options the ``bench`` group forwards to the suite
+GROUP_SUITE_PARAMS = ("suite", "spec", "results_root", "data_root", "master", "queries", "parallelism",
+                      "buffer_timeouts_ms", "checkpointing", "backends", "rates", "fractions", "seconds",
+                      "latency_repeats", "events", "note", "engines")  # fmt: skip
+
+
+def group_suite_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The same options on the ``bench`` group, the suite named by ``--suite``: the spelling
+    ``weir bench --suite quick --engine weir --engine flink`` runs what ``weir bench suite quick
+    --engine weir --engine flink`` runs."""
+    decorators = [
+        click.option("--suite", "suite", type=click.Choice(SUITE_NAMES),
+                     help="Run a built-in suite: `weir bench --suite quick` = `weir bench suite quick`."),
+        *_suite_flags(),
     ]  # fmt: skip
     for decorator in reversed(decorators):
         f = decorator(f)
     return f
 
 
-def _command_line(options: dict[str, Any]) -> str:
-    parts = ["weir", "bench", "suite"]
+def _command_line(options: dict[str, Any], group_form: bool = False) -> str:
+    """The command as typed: ``weir bench suite NAME ...``, or with ``group_form`` ``weir bench --suite NAME ...``."""
+    parts = ["weir", "bench"] if group_form else ["weir", "bench", "suite"]
     if options.get("suite") is not None:
-        parts.append(options["suite"])
+        parts += ["--suite", options["suite"]] if group_form else [options["suite"]]
     for name, flag in (("spec", "--spec"), ("master", "--master"), ("seconds", "--seconds"),
                        ("latency_repeats", "--repeats"), ("events", "--events")):  # fmt: skip
         value = options.get(name)
@@ -230,23 +260,28 @@ def _command_line(options: dict[str, Any]) -> str:
     return " ".join(shlex.quote(p) for p in parts)
 
 
-def run_bench_suite(**options: Any) -> None:
-    """``weir bench suite``: a sweep of a built-in suite or of a spec, its report and its verdict."""
+def run_bench_suite(group_form: bool = False, **options: Any) -> None:
+    """``weir bench suite`` (or ``weir bench --suite``, ``group_form``): a sweep of a built-in
+    suite or of a spec, its report and its verdict."""
     if (options.get("suite") is None) == (options.get("spec") is None):
+        example = "weir bench --suite quick" if group_form else "weir bench suite quick"
+        name = "--suite NAME" if group_form else "a suite"
         raise UsageError(
-            f"give a suite ({', '.join(SUITE_NAMES)}) or --spec FILE, exactly one: e.g. `weir bench suite quick`"
+            f"give {name} ({', '.join(SUITE_NAMES)}) or --spec FILE, exactly one: e.g. `{example}`"
         )
     require_lab("bench suite")
     import datetime as _dt
 
     from weir.harness import report as rep
+    from weir.harness import side_by_side
     from weir.harness.sweep import apply_flags, load_spec, run_spec, suite_spec
 
     spec = suite_spec(options["suite"]) if options.get("suite") else load_spec(options["spec"])
     spec = apply_flags(spec, options)
     engines = set(options.get("engines") or ()) or {"weir"}
     if "weir" not in engines:
-        raise UsageError("--engine flink runs beside weir: give `--engine weir --engine flink`")
+        others = " ".join(f"--engine {e}" for e in sorted(engines))
+        raise UsageError(f"the other engines run beside weir: give `--engine weir {others}`")
     if "flink" in engines:
         from weir.flink_bridge import flink_python
 
@@ -266,25 +301,33 @@ def run_bench_suite(**options: Any) -> None:
         "format": "weir-bench-report",
         "version": 1,
         "created": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        "command": _command_line(options),
+        "command": _command_line(options, group_form),
         "git_sha": sha,
         "versions": rep.versions(),
         "machine": rep.machine(),
         **report,
         "engines": engines_part,
     }
+    if options.get("note"):
+        report["note"] = options["note"]
     directory = rep.write(report, rep.results_dir(results_root, spec["suite"], sha))
     ok, summary = rep.verdict(report)
     click.echo(f"correctness: {summary}")
-    flink = engines_part.get("flink")
-    if flink:
-        checks = flink["correctness"]
+    for name, label in side_by_side.ENGINES.items():
+        part = engines_part.get(name)
+        if not part:
+            continue
+        checks = part["correctness"]
         bad = [c["key"] for c in checks if not c.get("matches")]
         click.echo(
-            f"Apache Flink {flink['version']}: {len(checks) - len(bad)} of {len(checks)} checks match Spark"
+            f"{label} {part['version']}: {len(checks) - len(bad)} of {len(checks)} checks match Spark"
             + (f"; NOT: {', '.join(bad)}" if bad else "")
-            + "".join(f"; weir only: {w['query']} ({w['reason']})" for w in flink["weir_only"])
+            + "".join(f"; weir only: {w['query']} ({w['reason']})" for w in part["weir_only"])
+            + "".join(f"; not run: {w['query']} ({w['reason']})" for w in part.get("not_run", []))
         )
+        headline = side_by_side.headline(report, name)
+        if headline is not None:
+            click.echo(f"headline: {side_by_side.describe_headline(headline)}")
         ok = ok and not bad
     errors = rep.measurement_errors(report)
     for error in errors:
@@ -301,8 +344,9 @@ def run_bench_suite(**options: Any) -> None:
 def _engines(
     report: dict[str, Any], spec: dict[str, Any], data_root: Path, engines: set[str], reporter: Any
 ) -> dict[str, Any]:
-    """The report's ``engines`` part: weir's version and start-up, and with ``flink`` the suite's
-    correctness runs on Apache Flink (weir.harness.flink_engine)."""
+    """The report's ``engines`` part: weir's version and start-up, and with ``flink`` / ``spark`` the
+    suite's correctness runs on Apache Flink (weir.harness.flink_engine) / Spark Structured
+    Streaming (weir.harness.spark_engine)."""
     from weir.harness import flink_engine
     from weir.harness.runner import DataSet, RunConfig
     from weir.harness.sweep import dataset_dir
@@ -310,13 +354,18 @@ def _engines(
     part: dict[str, Any] = {
         "weir": {"engine": "weir", "version": report_version(), "startup_s": flink_engine.weir_startup_s()}
     }
+    runs = []
+    for c in report["correctness"]:
+        ds = DataSet(dataset_dir(data_root, spec["datasets"][c["dataset"]]))
+        runs.append((c["dataset"], ds, RunConfig(**c["config"])))
     if "flink" in engines:
         reporter.advance("Apache Flink: the correctness checks on Flink")
-        runs = []
-        for c in report["correctness"]:
-            ds = DataSet(dataset_dir(data_root, spec["datasets"][c["dataset"]]))
-            runs.append((c["dataset"], ds, RunConfig(**c["config"])))
         part["flink"] = flink_engine.run_on_flink(runs, reporter.log)
+    if "spark" in engines:
+        from weir.harness import spark_engine
+
+        reporter.advance("Spark Structured Streaming: the correctness checks on Spark")
+        part["spark"] = spark_engine.run_on_spark(runs, reporter.log)
     return part
 
 

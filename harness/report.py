@@ -294,9 +294,11 @@ def markdown(report: dict[str, Any]) -> str:
         f"(report made {report.get('created', '?')}; the full spec is in report.json).",
         "",
     ]
-    from weir.harness import flink_engine
+    if report.get("note"):
+        lines += [f"Note: {report['note']}", ""]
+    from weir.harness import side_by_side
 
-    lines += flink_engine.markdown(report)
+    lines += side_by_side.markdown(report)
     goals = targets(report)
     calm = host_calm_us(report)
     if goals:

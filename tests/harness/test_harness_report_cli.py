@@ -127,12 +127,21 @@ def test_weir_bench_has_one_grammar_a_subcommand_each(tmp_path: Path) -> None:
     result = runner.invoke(main, ["bench", "--help"])
     assert result.exit_code == 0
     assert all(name in result.output for name in ("suite", "network", "state", "checkpoint"))
-    assert "--suite" not in result.output  # the old spelling is not offered
+    assert "--suite [run|quick|full]" in result.output  # issue 28's spelling: `weir bench --suite quick`
     assert runner.invoke(main, ["bench", "network", "--help"]).exit_code == 0
-    old = runner.invoke(main, ["bench", "--suite", "quick"])
-    assert old.exit_code == 2 and "`weir bench --suite quick` is now `weir bench suite quick`" in old.output
     neither = runner.invoke(main, ["bench", "suite"])
     assert neither.exit_code == 2 and "give a suite (run, quick, full) or --spec FILE" in neither.output
+    no_suite = runner.invoke(main, ["bench", "--engine", "weir"])
+    assert (
+        no_suite.exit_code == 2 and "give --suite NAME (run, quick, full) or --spec FILE" in no_suite.output
+    )
+    both = runner.invoke(main, ["bench", "--suite", "quick", "--spec", "x.json"])
+    assert both.exit_code == 2 and "exactly one" in both.output
+    # the suite's options before another subcommand are refused, naming both right spellings
+    misplaced = runner.invoke(main, ["bench", "--engine", "flink", "network"])
+    assert misplaced.exit_code == 2
+    assert "--engine is an option of the suite, not of `weir bench network`" in misplaced.output
+    assert "`weir bench --suite NAME --engine ...`" in misplaced.output
 
 
 def test_the_lab_commands_name_the_extra_when_it_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,7 +51,7 @@ def test_a_bulk_format_streaming_file_sink_writes_csv(tmp_path: Path) -> None:
     assert _part_lines(out) == ['1,"a"', '2,"b"']
 
 
-def test_the_function_itself_is_not_called_per_record() -> None:
-    sink = StreamingFileSink.for_row_format("/tmp/x", Encoder.simple_string_encoder()).build()
+def test_the_function_itself_is_not_called_per_record(tmp_path: Path) -> None:
+    sink = StreamingFileSink.for_row_format(str(tmp_path), Encoder.simple_string_encoder()).build()
     with pytest.raises(UsageError, match="runs as a FileSink"):
         sink.invoke("v", None)

@@ -118,7 +118,6 @@ class SignalsThenSleeps:
     def __reduce__(self) -> Any:
         with open(self.fifo, "w") as out:
             out.write(f"{os.getpid()}\n")
-        import time
 
         time.sleep(60)
         return (SignalsThenSleeps, (self.fifo,))
@@ -303,14 +302,12 @@ async def test_a_commit_before_the_childs_pin_fails_the_checkpoint_not_the_state
 
     backend, value = lmdb_backend(tmp_path / "live")
     go = tmp_path / "committed"
+    os.mkfifo(go)  # the child's descriptors are closed at its start: it opens this by name
     real_fork, real_pin = os.fork, lmdb_module.PinnedView.pin_in_child
 
     def pin_once_committed(view: Any) -> None:  # in the child: wait for the parent's commit
-        deadline = time.monotonic() + 60
-        while not go.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError("the parent never committed")
-            os.sched_yield()
+        with open(go, "rb") as fifo:
+            fifo.read(1)
         real_pin(view)
 
     def fork_then_commit() -> int:
@@ -318,7 +315,8 @@ async def test_a_commit_before_the_childs_pin_fails_the_checkpoint_not_the_state
         if pid:
             write_after_barrier(backend, value, 10)
             backend.snapshot_async()  # commits: waits HAND_OVER_WAIT_S for the child, then goes on
-            go.touch()
+            with open(go, "wb") as fifo:
+                fifo.write(b"x")
         return pid
 
     monkeypatch.setattr(lmdb_module, "HAND_OVER_WAIT_S", 0.05)
@@ -341,12 +339,12 @@ async def test_the_acknowledgement_does_not_wait_for_the_child_to_be_gone(
     the checkpoint is acknowledged from its answer, and the child is reaped afterwards."""
     keyed, timers = deferred_snapshot(window_run())
     may_exit = tmp_path / "may-exit"
+    os.mkfifo(may_exit)  # the child's descriptors are closed at its start: it opens this by name
     real_exit, real_fork, pids = os._exit, os.fork, []
 
     def slow_exit(status: int) -> None:  # only the child leaves through os._exit
-        deadline = time.monotonic() + 60
-        while not may_exit.exists() and time.monotonic() < deadline:
-            time.sleep(0.01)
+        with open(may_exit, "rb") as fifo:
+            fifo.read(1)  # until the test writes
         real_exit(status)
 
     def fork() -> int:
@@ -363,7 +361,8 @@ async def test_the_acknowledgement_does_not_wait_for_the_child_to_be_gone(
     assert len(acks) == 1 and storage.path_of(acks[0].handle.file).exists()
     (pid,) = pids
     os.kill(pid, 0)  # still there: it answered, and has not left
-    may_exit.touch()
+    with open(may_exit, "wb") as fifo:
+        fifo.write(b"x")
     with trio.fail_after(30):
         while True:  # reaped by the job's process, so no zombie stays behind
             try:

@@ -124,7 +124,6 @@ FORK_MIN_ENTRIES = 50_000
 def entries_to_write(snapshots: list[OperatorSnapshot]) -> int:
     """An estimate of the asynchronous part's work: the entries it will still encode."""
     from weir.state.heap import PendingHeapSnapshot
-    from weir.state.incremental import PendingIncrementalSnapshot
     from weir.state.panes import _MergedTimerSnapshot
     from weir.time.timers import PendingTimerSnapshot
 
@@ -183,8 +182,6 @@ def _must_resolve_first(pending: Any) -> bool:
 
 
 def _keyed_pending(snap: OperatorSnapshot) -> Any:
-    from weir.state.incremental import PendingIncrementalSnapshot
-
     if isinstance(snap.keyed, PendingIncrementalSnapshot):
         return snap.keyed
     return _merged_parts(snap.keyed)[0]
@@ -192,7 +189,6 @@ def _keyed_pending(snap: OperatorSnapshot) -> Any:
 
 def _resolve_unforkable(snapshots: list[OperatorSnapshot]) -> None:
     """Do (in this thread) the reads the child may not do (``_must_resolve_first``)."""
-    from weir.state.incremental import PendingIncrementalSnapshot
     from weir.state.panes import _MergedKeyedSnapshot
 
     for snap in snapshots:
@@ -399,8 +395,6 @@ def _hand_over(views: list[Any]) -> None:
 
 
 def _after_fork(snapshots: list[OperatorSnapshot]) -> None:
-    from weir.state.incremental import PendingIncrementalSnapshot
-
     for snap in snapshots:
         if isinstance(snap.keyed, PendingIncrementalSnapshot):
             snap.keyed.after_fork()
@@ -460,8 +454,6 @@ def _acks(
             if panes is not None and panes._on_mutable is not None:
                 panes._on_mutable()  # later snapshots of this operator take the synchronous way
         raise ChildSnapshotError(answer["error"], backend_closing or bool(answer.get("task_closing")))
-    from weir.state.incremental import PendingIncrementalSnapshot
-
     acks = []
     for snap, file, shared in zip(snapshots, answer["files"], answer["shared"], strict=True):
         chain = tuple(FileHandle(*f) for f in shared)

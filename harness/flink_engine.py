@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from weir.harness.engine_child import run_child
 from weir.harness.queries import PORTABLE_PARAMS, get_query
 from weir.harness.runner import DataSet, RunConfig, compare_with_expected
 
@@ -84,17 +85,8 @@ def _child(python: str, spec: dict[str, Any], work: Path, name: str) -> tuple[di
     """Run the child on ``spec``; (its result, wall seconds, the tail of its stderr)."""
     from weir.flink_bridge import flink_environment
 
-    spec_path, result_path = work / f"{name}.json", work / f"{name}-result.json"
-    spec_path.write_text(json.dumps({**spec, "result": str(result_path)}), encoding="utf-8")
     child = str(Path(__file__).with_name("flink_child.py"))
-    started = time.monotonic()
-    done = subprocess.run([python, child, str(spec_path)], env=flink_environment(python),
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    seconds = time.monotonic() - started
-    tail = "\n".join(done.stderr.strip().splitlines()[-10:])
-    if not result_path.is_file():
-        return {}, seconds, f"PyFlink exited with {done.returncode}: {tail}"
-    return json.loads(result_path.read_text(encoding="utf-8")), seconds, tail
+    return run_child([python, child], spec, work, name, "PyFlink", env=flink_environment(python))
 
 
 def weir_startup_s() -> float:

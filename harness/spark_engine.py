@@ -44,7 +44,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -53,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from weir.harness.engine_child import run_child
 from weir.harness.queries import PORTABLE_PARAMS, get_query
 from weir.harness.runner import DataSet, RunConfig, compare_with_expected
 
@@ -290,16 +290,8 @@ def child_main(argv: list[str]) -> int:
 # -- the parent ------------------------------------------------------------------------------------
 def _child(spec: dict[str, Any], work: Path, name: str) -> tuple[dict[str, Any], float, str]:
     """Run the child on ``spec``; (its result, wall seconds, the tail of its stderr)."""
-    spec_path, result_path = work / f"{name}.json", work / f"{name}-result.json"
-    spec_path.write_text(json.dumps({**spec, "result": str(result_path)}), encoding="utf-8")
-    started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "weir.harness.spark_engine", str(spec_path)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    seconds = time.monotonic() - started
-    tail = "\n".join(done.stderr.strip().splitlines()[-10:])
-    if not result_path.is_file():
-        return {}, seconds, f"the Spark child exited with {done.returncode}: {tail}"
-    return json.loads(result_path.read_text(encoding="utf-8")), seconds, tail
+    argv = [sys.executable, "-m", "weir.harness.spark_engine"]
+    return run_child(argv, spec, work, name, "the Spark child")
 
 
 def _inputs(ds: DataSet, query_name: str) -> list[dict[str, Any]]:

@@ -115,7 +115,7 @@ class CheckpointConfig:
         if not isinstance(storage, CheckpointStorage):
             raise UsageError(
                 f"set_checkpoint_storage needs a CheckpointStorage such as "
-                f"FileSystemCheckpointStorage('file:///tmp/checkpoints'), got {storage!r}"
+                f"FileSystemCheckpointStorage('file:///data/checkpoints'), got {storage!r}"
             )
         self._storage = storage
         path = storage.get_checkpoint_path()

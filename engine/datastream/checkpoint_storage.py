@@ -26,7 +26,7 @@ class CheckpointStorage(ABC):  # noqa: B024 - a marker base, as PyFlink's
 
 def _path(what: str, path: object) -> str:
     if not isinstance(path, str) or not path:
-        raise UsageError(f"{what} needs a checkpoint path such as 'file:///tmp/checkpoints', got {path!r}")
+        raise UsageError(f"{what} needs a checkpoint path such as 'file:///data/checkpoints', got {path!r}")
     return path
 
 

@@ -23,11 +23,13 @@ count, total sum and the wrapping sum of a hash of each row. A run whose checksu
 reported (``checksum_ok`` false) and is an error of the command. Events/s are N over the
 job's net runtime (weir) or the loop's wall time. Every way is warmed up first and untimed:
 the numba loop is compiled, and each weir job runs once on 100,000 events (the first job of
-a process loads weir's numba kernels from the cache).
+a process loads weir's numba kernels from the cache). Each way starts after a full garbage
+collection, so the garbage of the ways before it is not collected inside its timing.
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import platform
 import tempfile
@@ -312,6 +314,7 @@ def run_query_bench(
     ok = True
     for way in ("columnar", "per_record", "numba", "python"):
         say(f"  {way} ...")
+        gc.collect()  # the garbage of the ways before is not collected inside this one's timing
         checkpoints = None
         if way in ("columnar", "per_record"):
             got, seconds, checkpoints = weir_query(way, events, keys, parallelism, checkpointing, backend)

@@ -580,9 +580,9 @@ class _AggregateHashPanes(_HashPanes):
         )  # fmt: skip
         order = self._firing_order(starts[:n], seqs[:n])
         columns = PaneColumns(starts[order], keys[order], counts[order], (iaccs[order], faccs[order]), None)
-        m = self.live
-        if len(self.table) > 8 * self._size_for(m):
-            self._resize(self._live_rows(), self._size_for(m))
+        # the table keeps its size, as Java's HashMap does: the next burst of panes (event time
+        # replayed faster than the periodic watermark) reuses resident memory instead of growing
+        # a new table through page faults again (``_HashPanes._empty``)
         return columns if len(columns) else None
 
     def export(self) -> PaneColumns:

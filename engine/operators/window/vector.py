@@ -336,9 +336,20 @@ class _HashPanes(_PaneStore):
     def cells(self) -> int:
         return 0
 
+    def _empty(self, size: int) -> np.ndarray:
+        """An empty table of ``size`` rows: the table last replaced, cleared, if it has that
+        size. Its pages are resident; a new big array costs a page fault per 4 KiB page on
+        first touch, which made growing and firing rebuilds most of a window's time."""
+        spare, self._spare = getattr(self, "_spare", None), None
+        if spare is not None and len(spare) == size:
+            spare["seq"] = -1
+            return spare
+        return wk.empty_table(size, self.row_dtype)
+
     def _resize(self, rows: np.ndarray, size: int) -> None:
-        table = wk.empty_table(size, self.row_dtype)
+        table = self._empty(size)
         wk.reinsert(self.table, rows, table)
+        self._spare = self.table if len(self.table) > _MIN_TABLE else None
         self.table = table
 
     def _size_for(self, panes: int) -> int:

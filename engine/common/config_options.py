@@ -208,6 +208,13 @@ AUTO_WATERMARK_INTERVAL = _opt(
     check=_non_negative,
 )  # fmt: skip
 PIPELINE_NAME = _opt("pipeline.name", "str", None, "The job name.")
+AGG_PHASE_STRATEGY = _opt(
+    "table.optimizer.agg-phase-strategy", "enum", "AUTO",
+    "Window aggregation in one or two phases: AUTO and TWO_PHASE combine the records of an "
+    "eligible weir.columnar Aggregates window into partial aggregates before the shuffle "
+    "(weir.operators.window.two_phase); ONE_PHASE never does.",
+    choices=("AUTO", "ONE_PHASE", "TWO_PHASE"),
+)  # fmt: skip
 RUNTIME_MODE = _opt(
     "execution.runtime-mode", "enum", "STREAMING", "STREAMING, BATCH or AUTOMATIC.",
     choices=("STREAMING", "BATCH", "AUTOMATIC"),

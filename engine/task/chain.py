@@ -16,6 +16,7 @@ and its input processor, checkpoint coordinator and timer loop do).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +24,14 @@ import trio
 
 from weir.codec.batch import Batch
 from weir.codec.serializers import ColumnarSerializer, serializer_for
+from weir.columnar.functions import FieldKeySelector
 from weir.errors import OperatorFailure, UsageError
 from weir.graph.stream_graph import StreamEdge, StreamGraph
 from weir.network.events import WatermarkStatus
 from weir.operators.base import ChainingOutput, OperatorContext, StreamOperator
 from weir.operators.factory import create_operator, create_source
 from weir.operators.sinks import SinkOperator
+from weir.operators.window import two_phase
 from weir.operators.stateless import FilterOperator, TimestampsAndWatermarksOperator
 from weir.state.operator_state import OperatorStateBackend
 from weir.task.channel_selectors import selector_for
@@ -150,6 +153,9 @@ class OperatorChain:
                 )
             else:
                 op = create_operator(node, d.collect_channels, d.auto_watermark_interval_ms)
+                partial = two_phase.layout_for(graph, node)
+                if partial is not None:
+                    op.use_partial_input(partial)  # type: ignore[attr-defined]
             by_node[node_id] = op
             self.operators.append(op)
             self.guards[node_id] = OperatorGuard(op, d.subtask_index, vertex.parallelism)
@@ -168,18 +174,23 @@ class OperatorChain:
             self.partitions.append(partition)
             stream_edge = produced.job_edge.stream_edge
             consumer = graph.node(stream_edge.target_id)
+            partial = two_phase.edge_layout(graph, stream_edge)
+            partitioner = produced.job_edge.partitioner
+            if partial is not None:  # partial rows: the key is their field 0
+                partitioner = dataclasses.replace(partitioner, key_selector=FieldKeySelector(0))
             writer = RecordWriter(
                 partition,
-                selector_for(
-                    produced.job_edge.partitioner,
-                    d.subtask_index,
-                    consumer.max_parallelism,
-                    partitioner_seed(d.job_id),
-                ),
-                serializer_for(edge_type(graph, stream_edge)),
+                selector_for(partitioner, d.subtask_index, consumer.max_parallelism, partitioner_seed(d.job_id)),
+                serializer_for(wire_type(graph, stream_edge)),
                 flush_after_emit=d.buffer_timeout_ms == 0,
                 frames=frames,
             )
+            if partial is not None:
+                writer.combiner = two_phase.LocalAggregator(
+                    partial,
+                    f"operator '{graph.node(stream_edge.source_id).name}' (local phase of '{consumer.name}')",
+                    hold=d.buffer_timeout_ms != 0,
+                )
             self.writers.append(writer)
             self._producers[id(writer)] = self.guards[stream_edge.source_id]
             writers_by_edge[id(stream_edge)] = WriterTarget(writer)
@@ -261,7 +272,13 @@ class OperatorChain:
                 continue
             self.guards[node_id].call("finish")
             await self.drain()
+        self.flush_held()
         await self.drain()
+
+    def flush_held(self) -> None:
+        """Queue what the writers' local phases hold (``RecordWriter.flush_held``)."""
+        for writer in self.writers:
+            writer.flush_held()
 
     async def finish_partitions(self) -> None:
         for partition in self.partitions:
@@ -313,6 +330,13 @@ def edge_type(graph: StreamGraph, edge: StreamEdge) -> Any:
     if edge.side_output_tag is not None:
         return edge.side_output_tag.type_info
     return graph.node(edge.source_id).output_type
+
+
+def wire_type(graph: StreamGraph, edge: StreamEdge) -> Any:
+    """What a network edge carries: the records' type, or the partial rows of a two-phase
+    window (``weir.operators.window.two_phase``)."""
+    partial = two_phase.edge_layout(graph, edge)
+    return edge_type(graph, edge) if partial is None else partial.type_info
 
 
 def partitioner_seed(job_id: str) -> int:

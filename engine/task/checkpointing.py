@@ -178,6 +178,7 @@ class SubtaskCheckpointCoordinator:
     async def checkpoint(self, barrier: CheckpointBarrier) -> None:
         """Snapshot, forward the barrier in line, and write the files in the background.
         Called with the drain lock held. Cancellation: the checkpoint is abandoned."""
+        self.chain.flush_held()
         await self.chain.drain()  # everything before the barrier goes out first
         snapshots = await self.snapshot_operators(
             barrier.checkpoint_id, full=barrier.is_savepoint and not barrier.native
@@ -192,6 +193,7 @@ class SubtaskCheckpointCoordinator:
     async def forward_barrier(self, barrier: CheckpointBarrier, channel_state: ChannelState | None) -> None:
         """Send ``barrier`` downstream: in line (aligned), or ahead of the unsent output,
         which then belongs to the checkpoint's channel state (unaligned)."""
+        self.chain.flush_held()
         await self.chain.drain()
         if not barrier.unaligned:
             for writer in self.chain.writers:

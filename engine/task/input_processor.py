@@ -43,7 +43,7 @@ from weir.codec.batch import Batch
 from weir.codec.reader import FrameReader
 from weir.codec.serializers import serializer_for
 from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
-from weir.task.chain import OperatorChain, OperatorGuard, edge_type
+from weir.task.chain import OperatorChain, OperatorGuard, wire_type
 from weir.task.channel_state import replay_output_state
 from weir.task.checkpointing import SubtaskCheckpointCoordinator
 from weir.time.valve import WatermarkValve
@@ -93,7 +93,7 @@ class StreamInputProcessor:
         gate = self.network.create_input_gate(0, specs)
         self.gate = gate
         readers = [
-            FrameReader(serializer_for(edge_type(d.stream_graph, edge.stream_edge)))
+            FrameReader(serializer_for(wire_type(d.stream_graph, edge.stream_edge)))
             for edge, _ in d.input_channels
         ]
         head_guard = self.chain.guards[d.job_vertex.chained_node_ids[0]]

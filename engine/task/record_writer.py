@@ -56,19 +56,33 @@ class RecordWriter:
         self.pending: deque[Batch | Event] = deque()
         self.records_out = 0
         self.last_watermark = -(1 << 63)
+        #: the local phase of a two-phase window downstream (``two_phase.LocalAggregator``)
+        self.combiner: Any = None
 
     # -- the synchronous side (called by operators through outputs) ----------------------------
     def add(self, batch: Batch) -> None:
         if len(batch):
-            self.pending.append(batch)
+            if self.combiner is not None:
+                self.pending.extend(self.combiner.add(batch, self.last_watermark))
+            else:
+                self.pending.append(batch)
 
     def add_watermark(self, timestamp: int) -> None:
         if timestamp > self.last_watermark:
+            self.flush_held()
             self.last_watermark = timestamp
             self.pending.append(Watermark(timestamp))
 
     def add_event(self, event: Event) -> None:
+        self.flush_held()
         self.pending.append(event)
+
+    def flush_held(self) -> None:
+        """Queue the partial rows the local phase holds (before a barrier, at the end of input)."""
+        if self.combiner is not None:
+            batch = self.combiner.flush()
+            if batch is not None:
+                self.pending.append(batch)
 
     # -- the asynchronous side -----------------------------------------------------------------
     async def drain(self) -> None:

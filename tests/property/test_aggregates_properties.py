@@ -60,6 +60,8 @@ from weir.operators.window import vector as vw
 from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan, slot_layout
 from weir.state import create_keyed_backend
 
+NO_WEIGHTS = np.empty(0, np.int64)  # every row one record
+
 KERNEL_SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 OPERATOR_SETTINGS = settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow])
 
@@ -157,7 +159,7 @@ def test_dense_aggregate_agrees_with_its_reference(
         state[wk.NEW], state[wk.FIRES], begin = 0, 0, 0
         while True:
             wk.dense_aggregate(
-                np.array(times, np.int64), np.array(slots, np.int32), ivals, fvals, iops, fops, size, slide, offset,
+                np.array(times, np.int64), np.array(slots, np.int32), ivals, fvals, NO_WEIGHTS, iops, fops, size, slide, offset,
                 watermark, lateness, check_late, *win, count_, iacc, facc, order, state, new_positions,
                 new_windows, landed, *fire, fire_iacc, fire_facc, begin,
             )  # fmt: skip
@@ -257,7 +259,7 @@ def test_hash_aggregate_agrees_with_its_reference(
         fire = [np.empty(cap, np.int64) for _ in range(3)]
         fire_iacc, fire_facc = np.empty((cap, mi), np.int64), np.empty((cap, mf), np.float64)
         wk.hash_aggregate(
-            np.array(times, np.int64), np.array(keys, np.int64), ivals, fvals, iops, fops, size, slide, offset,
+            np.array(times, np.int64), np.array(keys, np.int64), ivals, fvals, NO_WEIGHTS, iops, fops, size, slide, offset,
             watermark, lateness, check_late, table, table.view(np.float64), state, new_positions, landed, *fire, fire_iacc,
             fire_facc,
         )  # fmt: skip

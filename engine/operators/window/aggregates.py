@@ -292,6 +292,8 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 
 # ----------------------------------------------------------------------------- panes
 
+_NO_WEIGHTS = np.empty(0, np.int64)  # the kernels' weights when every row is one record
+
 
 def _concatenate(a: PaneColumns | None, b: PaneColumns | None) -> PaneColumns | None:
     """Fired rows of two parts of one batch, in order."""
@@ -348,6 +350,7 @@ class _AggregatePanes(_DensePanes):
         keys: np.ndarray,
         ivals: np.ndarray,
         fvals: np.ndarray,
+        weights: np.ndarray,
         plan_ops: tuple[np.ndarray, np.ndarray],
         watermark: int,
         lateness: int,
@@ -385,7 +388,7 @@ class _AggregatePanes(_DensePanes):
         begin = 0
         while True:
             wk.dense_aggregate(
-                times, slots, ivals, fvals, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
+                times, slots, ivals, fvals, weights, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
                 check_late, self.win_start, self.win_live, self.win_fired, self.win_count, self.count, self.iacc,
                 self.facc, self.order, state, new_positions, new_windows, landed, fire_w, fire_k, fire_count,
                 fire_iacc, fire_facc, begin,
@@ -513,6 +516,7 @@ class _AggregateHashPanes(_HashPanes):
         keys: np.ndarray,
         ivals: np.ndarray,
         fvals: np.ndarray,
+        weights: np.ndarray,
         plan_ops: tuple[np.ndarray, np.ndarray],
         watermark: int,
         lateness: int,
@@ -530,7 +534,7 @@ class _AggregateHashPanes(_HashPanes):
         fire_iacc, fire_facc = np.empty((fires, self.mi), np.int64), np.empty((fires, self.mf), np.float64)
         iops, fops = plan_ops
         wk.hash_aggregate(
-            times, keys, ivals, fvals, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
+            times, keys, ivals, fvals, weights, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
             check_late, self.table, self.ftable, self.state, new_positions, landed, fire_start,
             fire_key, fire_count, fire_iacc, fire_facc,
         )  # fmt: skip
@@ -646,6 +650,14 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self._objects: _ObjectKeys | None = None
         self._ready = False
         self.vectorized_reason = "vectorized"
+        #: whether the input is partial rows ``(key, count, slots...)`` (``two_phase``)
+        self.partial_input = False
+        self._partial: Any = None
+
+    def use_partial_input(self, layout: Any) -> None:
+        """Take partial rows of ``two_phase.PartialLayout`` ``layout`` instead of records."""
+        self.partial_input = True
+        self._partial = layout
 
     def _new_store(self, dense: bool, int_keys: bool) -> Any:
         if dense:
@@ -661,15 +673,20 @@ class AggregatesWindowOperator(VectorWindowOperator):
         values = batch.values
         times = self._times(batch)
         keys = self._keys(values, n)
-        ivals, fvals = slot_columns(self.aggregates, values, n, f"operator '{self.name}'")
+        if self.partial_input:  # rows of partial aggregates (two_phase): key, count, slots
+            ivals, fvals, weights = self._partial.columns(values)
+        else:
+            ivals, fvals = slot_columns(self.aggregates, values, n, f"operator '{self.name}'")
+            weights = _NO_WEIGHTS
         panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
         args = (self._ops, self.current_watermark, self.lateness, self.event_time)
-        landed, new_keys, fired, done = panes.fold(times, keys, ivals, fvals, *args)
+        landed, new_keys, fired, done = panes.fold(times, keys, ivals, fvals, weights, *args)
         if done < n:  # the dense arrays would grow too big and too empty: go on in the hash table
             self._replace_store(dense=False)
             rest = slice(done, n)
+            rest_weights = weights[rest] if len(weights) else weights
             rest_landed, rest_keys, rest_fired, _ = self.panes.fold(  # type: ignore[union-attr]
-                times[rest], keys[rest], ivals[rest], fvals[rest], *args
+                times[rest], keys[rest], ivals[rest], fvals[rest], rest_weights, *args
             )
             landed[rest] = rest_landed
             new_keys = np.concatenate([new_keys, rest_keys])
@@ -681,7 +698,18 @@ class AggregatesWindowOperator(VectorWindowOperator):
         if fired is not None:
             self._emit_rows(fired)
         if self.event_time and np.count_nonzero(landed) != n:
-            self._emit_late(batch, np.flatnonzero(~landed))
+            late = np.flatnonzero(~landed)
+            if self.partial_input:  # no late side output here (two_phase): count the records
+                self.metrics.late_records_dropped += int(weights[late].sum())
+            else:
+                self._emit_late(batch, late)
+
+    def _keys(self, values: Any, n: int) -> np.ndarray:
+        if self.partial_input:  # field 0 of a partial row, an integer
+            from weir.operators.window.two_phase import partial_keys
+
+            return partial_keys(values)
+        return super()._keys(values, n)
 
     def _emit_rows(self, panes: PaneColumns) -> None:
         keys = panes.keys if self._objects is None else self._objects.keys(panes.keys)

@@ -66,6 +66,9 @@ __all__ = [
     "COUNT",
     "FIRES",
     "FIRST",
+    "HELD",
+    "HELD_ALONE",
+    "HELD_STOP",
     "LAST",
     "LIVE",
     "MAX",
@@ -107,6 +110,7 @@ __all__ = [
     "insert_panes",
     "int_key_slots",
     "int_key_slots_reference",
+    "local_aggregate",
     "rebuild_int_key_table",
     "reinsert",
     "running_aggregate",
@@ -706,6 +710,7 @@ def dense_aggregate(
     slots: Any,
     ivals: Any,
     fvals: Any,
+    weights: Int64Array,
     iops: Int64Array,
     fops: Int64Array,
     size: int,
@@ -739,10 +744,13 @@ def dense_aggregate(
     whose ``max_timestamp`` is at or behind the watermark fires it again: the pane's count and
     accumulators after the record go to row ``state[FIRES]`` of ``fire_*`` (then +1), and the
     window is marked fired (its on-time firing is over). Stops and resumes as
-    ``dense_accumulate`` when every window slot is open."""
+    ``dense_accumulate`` when every window slot is open. ``weights``: empty, each row is one record; else row ``i`` is a
+    partial aggregate of ``weights[i]`` records (``local_aggregate``), its values the
+    partial accumulators, which fold in with the same ops."""
     n = times.shape[0]
     mi = iops.shape[0]
     mf = fops.shape[0]
+    weighted = weights.shape[0] > 0
     min_start = state[MIN_START]
     fresh = state[NEW]
     fires = state[FIRES]
@@ -813,11 +821,12 @@ def dense_aggregate(
                     facc[w, k, s] = facc[w, k, s] + fv
                 elif (op == MIN and fv < facc[w, k, s]) or (op == MAX and fv > facc[w, k, s]):
                     facc[w, k, s] = fv
-            count[w, k] = c + 1
+            c += weights[i] if weighted else 1
+            count[w, k] = c
             if check_late and start + size - 1 <= watermark:  # fired already: fire again
                 fire_w[fires] = w
                 fire_k[fires] = k
-                fire_count[fires] = c + 1
+                fire_count[fires] = c
                 for s in range(mi):
                     fire_iacc[fires, s] = iacc[w, k, s]
                 for s in range(mf):
@@ -1026,6 +1035,7 @@ def hash_aggregate(
     keys: Int64Array,
     ivals: Any,
     fvals: Any,
+    weights: Int64Array,
     iops: Int64Array,
     fops: Int64Array,
     size: int,
@@ -1049,10 +1059,12 @@ def hash_aggregate(
     its panes in arrival order; a window is late once ``max_timestamp + lateness <=
     watermark`` (``check_late``); a record landing in a window at or behind the watermark
     marks its pane fired and fires it again (row ``state[FIRES]`` of ``fire_*``). The caller
-    keeps the table at most half full for every pane the call may create."""
+    keeps the table at most half full for every pane the call may create. ``weights`` as
+    for ``dense_aggregate``."""
     n = times.shape[0]
     mi = iops.shape[0]
     mf = fops.shape[0]
+    weighted = weights.shape[0] > 0
     fs = ROW_SLOTS + mi  # the first float slot's column
     live = state[LIVE]
     min_start = state[MIN_START]
@@ -1118,11 +1130,12 @@ def hash_aggregate(
                     ftable[h, col] = ftable[h, col] + fv
                 elif (op == MIN and fv < ftable[h, col]) or (op == MAX and fv > ftable[h, col]):
                     ftable[h, col] = fv
-            table[h, ROW_COUNT] = c + 1
+            c += weights[i] if weighted else 1
+            table[h, ROW_COUNT] = c
             if behind:  # fired already: fire again
                 fire_start[fires] = start
                 fire_key[fires] = k
-                fire_count[fires] = c + 1
+                fire_count[fires] = c
                 for s in range(mi):
                     fire_iacc[fires, s] = table[h, ROW_SLOTS + s]
                 for s in range(mf):
@@ -1314,3 +1327,111 @@ def firing_order(starts: Int64Array, seqs: Int64Array, slide: int, order: Int64A
             order[counts[w]] = i
             counts[w] += 1
     return True
+
+
+# ----------------------------------------------------------------------------- two-phase aggregation
+#
+# ``weir.operators.window.two_phase``: before the shuffle, records that share a key and a slice of
+# event time (``slide`` ms, aligned as the windows are) fold into one held partial row, which the
+# window folds in with ``weights`` (its record count).
+
+#: Slots of ``local_aggregate``'s ``state``: held rows, where the call stopped, rows of one record
+#: that were behind the watermark.
+HELD, HELD_STOP, HELD_ALONE = 0, 1, 2
+
+
+@njit(cache=True)
+def local_aggregate(
+    times: Int64Array,
+    keys: Int64Array,
+    ivals: Any,
+    fvals: Any,
+    iops: Int64Array,
+    fops: Int64Array,
+    slide: int,
+    offset: int,
+    watermark: int,
+    begin: int,
+    table: Int64Array,
+    held_key: Int64Array,
+    held_slice: Int64Array,
+    held_time: Int64Array,
+    held_count: Int64Array,
+    held_iacc: Any,
+    held_facc: Any,
+    state: Int64Array,
+) -> None:
+    """Fold records ``begin..`` into the held partial rows (``state[HELD]`` of them, in the
+    order of their first records; ``table``: row + 1 per hash slot, 0 empty, at least twice
+    the rows' capacity). A record whose slice ends at or behind ``watermark`` (one of its
+    windows may have fired, or be late, downstream) gets a row of its own. Stops at the first
+    record that needs a row when every row is taken (``state[HELD_STOP]``; else the batch's
+    length)."""
+    n = times.shape[0]
+    mi = iops.shape[0]
+    mf = fops.shape[0]
+    capacity = held_key.shape[0]
+    mask = np.uint64(table.shape[0] - 1)
+    rows = state[HELD]
+    alone = state[HELD_ALONE]
+    piece = np.int64(0)
+    piece_end = np.int64(0)  # the slice of the record before: [piece, piece_end), empty at first
+    for i in range(begin, n):
+        t = times[i]
+        k = keys[i]
+        if not (piece <= t < piece_end):
+            piece = t - (t - offset) % slide
+            piece_end = piece + slide
+        r = -1
+        h = np.int64(-1)
+        if piece + slide - 1 > watermark:
+            h = np.int64(_mix(np.uint64(piece) * _GOLDEN ^ np.uint64(k)) & mask)
+            while table[h] != 0:
+                found = table[h] - 1
+                if held_slice[found] == piece and held_key[found] == k:
+                    r = found
+                    break
+                h = (h + 1) & np.int64(mask)
+        if r < 0:
+            if rows == capacity:
+                state[HELD] = rows
+                state[HELD_STOP] = i
+                state[HELD_ALONE] = alone
+                return
+            r = rows
+            rows += 1
+            if h >= 0:
+                table[h] = r + 1
+            else:
+                alone += 1
+            held_key[r] = k
+            held_slice[r] = piece
+            held_time[r] = t
+            held_count[r] = 1
+            for s in range(mi):
+                held_iacc[r, s] = ivals[i, s]
+            for s in range(mf):
+                held_facc[r, s] = fvals[i, s]
+            continue
+        held_count[r] += 1
+        for s in range(mi):
+            op = iops[s]
+            v = ivals[i, s]
+            if op == LAST:
+                held_iacc[r, s] = v
+            elif op == SUM:
+                held_iacc[r, s] = held_iacc[r, s] + v
+            elif (op == MIN and v < held_iacc[r, s]) or (op == MAX and v > held_iacc[r, s]):
+                held_iacc[r, s] = v
+        for s in range(mf):
+            op = fops[s]
+            fv = fvals[i, s]
+            if op == LAST:
+                held_facc[r, s] = fv
+            elif op == SUM:
+                held_facc[r, s] = held_facc[r, s] + fv
+            elif (op == MIN and fv < held_facc[r, s]) or (op == MAX and fv > held_facc[r, s]):
+                held_facc[r, s] = fv
+    state[HELD] = rows
+    state[HELD_STOP] = n
+    state[HELD_ALONE] = alone

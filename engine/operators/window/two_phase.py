@@ -1,0 +1,269 @@
+"""Two-phase window aggregation: partial aggregates before the shuffle.
+
+Theory of operation
+-------------------
+Flink SQL splits a window aggregate into a local phase before the shuffle and a global one
+after it (``table.optimizer.agg-phase-strategy``, default ``AUTO``). weir does the same for
+the one window whose aggregates it knows: a ``weir.columnar.Aggregates`` window running
+vectorized. The task that writes the window's keyed input folds each batch, before it is
+partitioned, into one *partial row* per (key, slice): ``(key, count, int slots..., float
+slots...)`` with the timestamp of the slice's first record (``kernels.local_aggregate``); the
+window folds those rows in with the count as weight (``AggregatesWindowOperator``,
+``partial_input``). A slice is ``slide`` ms aligned as the windows are, so every record of a
+slice belongs to the same windows. At 100 keys a batch of 4,096 records becomes about 100
+rows; at 10,000 keys nearly every record stays a row of its own, which costs one probe of a
+small hash table per record.
+
+The result is the one-phase result, row for row and in the same order:
+
+- a partial row folds in as its records would: a sum adds, ``min``/``max`` keep the first
+  extreme, ``first`` keeps and ``last`` replaces; the rows of a batch are in the order of
+  their first records, so within a window panes are created in the same order;
+- a record whose slice ends at or behind the writer's last watermark gets a row of its own:
+  the window's watermark is never ahead of the last one this writer sent, so combined
+  records are never late and never land in a window that fired (allowed lateness fires a
+  window again per record);
+- not eligible, so one phase: float sums and means (float addition is not associative, the
+  sum would differ in the last bits), a late-data side output (it must get the records
+  themselves), processing time (windows are assigned by the window task's clock), a key
+  that is not an integer field read with ``weir.columnar.field(i)``, sliding windows whose
+  size is not a multiple of the slide (a slice would not lie in one set of windows), and
+  any input edge that is not ``key_by``. A batch with a NaN in a float ``min``/``max`` slot
+  is written one row per record (NaN never replaces an extreme, so folding it ahead of the
+  records before it could change the answer).
+
+The partial rows are what travels on the edge (its serializer is built for them); state,
+checkpoints and restores are the window's, unchanged, so a checkpoint restores into either
+phase and into the per-record path. In-flight buffers of an unaligned checkpoint hold
+partial rows: restore them with the same ``table.optimizer.agg-phase-strategy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from weir.codec.batch import NO_TIMESTAMP, Batch, TupleColumns
+from weir.columnar.functions import FieldKeySelector
+from weir.common import config_options as opts
+from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation, Types
+from weir.core.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+from weir.graph.stream_graph import StreamEdge, StreamGraph, StreamNode
+from weir.operators.window import kernels as wk
+from weir.operators.window.aggregates import AggregatesPlan, aggregates_plan, slot_columns
+
+__all__ = ["LocalAggregator", "PartialLayout", "edge_layout", "layout_for", "partial_keys", "why_not"]
+
+_INT_KEYS = ("Byte", "Short", "Integer", "Long")
+
+
+@dataclass(frozen=True)
+class PartialLayout:
+    """The partial rows of one two-phase window: the key's field and type, the slots' plan,
+    and the window's slicing."""
+
+    plan: AggregatesPlan
+    key_field: int
+    key_type: TypeInformation
+    slide: int
+    offset: int
+
+    @property
+    def mi(self) -> int:
+        return len(self.plan.ops) - sum(self.plan.floats)
+
+    @property
+    def mf(self) -> int:
+        return sum(self.plan.floats)
+
+    @property
+    def type_info(self) -> TypeInformation:
+        """``(key, count, int slots..., float slots...)``: what the edge carries."""
+        return Types.TUPLE(
+            [self.key_type, Types.LONG()] + [Types.LONG()] * self.mi + [Types.DOUBLE()] * self.mf
+        )
+
+    def columns(self, values: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A batch of partial rows as the window's kernels take it: ``(int slots [n, mi],
+        float slots [n, mf], counts)``."""
+        cols = _columns_of(values, 2 + self.mi + self.mf)
+        n = len(cols[0])
+        mi, mf = self.mi, self.mf
+        ivals = np.empty((n, mi), np.int64)
+        fvals = np.empty((n, mf), np.float64)
+        for j in range(mi):
+            ivals[:, j] = cols[2 + j]
+        for j in range(mf):
+            fvals[:, j] = cols[2 + mi + j]
+        return ivals, fvals, np.asarray(cols[1], np.int64)
+
+
+def _columns_of(values: Any, width: int) -> list[Any]:
+    """The columns of a batch of partial rows (a small batch arrives as tuples)."""
+    if isinstance(values, TupleColumns):
+        return list(values.columns)
+    records = values if isinstance(values, list) else list(values)
+    return [[r[j] for r in records] for j in range(width)]
+
+
+def partial_keys(values: Any) -> np.ndarray:
+    """Field 0 of a batch of partial rows, as int64."""
+    if isinstance(values, TupleColumns):
+        return np.asarray(values.columns[0]).astype(np.int64, copy=False)
+    records = values if isinstance(values, list) else list(values)
+    return np.fromiter((r[0] for r in records), np.int64, len(records))
+
+
+def _strategy(graph: StreamGraph) -> str:
+    return str(graph.configuration.get_option(opts.AGG_PHASE_STRATEGY))
+
+
+def why_not(graph: StreamGraph, node: StreamNode) -> str | None:
+    """None when the window of ``node`` aggregates in two phases, else why it does not."""
+    _, reason = _decide(graph, node)
+    return reason
+
+
+def layout_for(graph: StreamGraph, node: StreamNode) -> PartialLayout | None:
+    """The partial rows' layout when the window of ``node`` aggregates in two phases."""
+    layout, _ = _decide(graph, node)
+    return layout
+
+
+def _decide(graph: StreamGraph, node: StreamNode) -> tuple[PartialLayout | None, str | None]:
+    spec = node.operator
+    if spec is None or spec.kind != "window" or spec.options.get("columnar") is None:
+        return None, "not an Aggregates window"
+    if _strategy(graph) == "ONE_PHASE":
+        return None, "table.optimizer.agg-phase-strategy is ONE_PHASE"
+    o = spec.options
+    plan, reason = aggregates_plan(o["columnar"], o["assigner"], o["trigger"], o.get("evictor"))
+    if plan is None:
+        return None, reason
+    assigner = o["assigner"]
+    if not isinstance(assigner, TumblingEventTimeWindows | SlidingEventTimeWindows):
+        return None, f"{assigner.describe()} is not an event-time window"
+    size: int = assigner.size  # type: ignore[attr-defined]
+    slide: int = getattr(assigner, "slide", size)
+    if size % slide:
+        return None, f"the window size {size} ms is not a multiple of its slide {slide} ms"
+    if o.get("late_data_tag") is not None:
+        return None, "a late-data side output needs the late records themselves"
+    for op, is_float in zip(plan.ops, plan.floats):
+        if is_float and op == wk.SUM:
+            return None, "a float sum or mean (float addition is not associative)"
+    selector = node.state_key_selector
+    if not isinstance(selector, FieldKeySelector):
+        return None, "the key is not weir.columnar.field(i)"
+    input_type = o["columnar"].get("input_type")
+    if not isinstance(input_type, TupleTypeInfo | RowTypeInfo):
+        return None, "the input is not a TUPLE/ROW"
+    types = input_type.get_field_types()
+    if not -len(types) <= selector.index < len(types):
+        return None, f"the key field {selector.index} does not exist"
+    key_type = types[selector.index]
+    if not isinstance(key_type, BasicTypeInfo) or key_type.name not in _INT_KEYS:
+        return None, f"the key field is {key_type}, not an integer"
+    if not node.in_edges or any(e.partitioner.name != "HASH" for e in node.in_edges):
+        return None, "an input is not partitioned by key_by"
+    offset: int = assigner.offset  # type: ignore[attr-defined]
+    return PartialLayout(plan, selector.index % len(types), key_type, slide, offset), None
+
+
+def edge_layout(graph: StreamGraph, edge: StreamEdge) -> PartialLayout | None:
+    """The layout of the partial rows ``edge`` carries, or None (records)."""
+    return layout_for(graph, graph.node(edge.target_id))
+
+
+class LocalAggregator:
+    """The local phase, at the writer of one edge into a two-phase window: holds partial rows
+    across batches and hands them over (``flush``) before every watermark and event the writer
+    sends (a checkpoint barrier, a watermark status, the end of the partition), when
+    ``HOLD_ROWS`` rows are held, and after a batch that held a record behind the watermark
+    (it may fire a window again downstream). The window can fire nothing before the next
+    watermark, so holding adds no latency to its results; with ``hold`` False (a buffer
+    timeout of 0) every batch is handed over at once."""
+
+    HOLD_ROWS = 1 << 14
+
+    def __init__(self, layout: PartialLayout, what: str, hold: bool = True) -> None:
+        self.layout = layout
+        self.what = what
+        self.hold = hold
+        plan = layout.plan
+        self._ops = (plan.iops, plan.fops)
+        self._nan_checked = [j for j, op in enumerate(plan.fops.tolist()) if op in (wk.MIN, wk.MAX)]
+        cap = self.HOLD_ROWS
+        self._table = np.zeros(2 * cap, np.int64)
+        self._key, self._slice, self._time, self._count = (np.empty(cap, np.int64) for _ in range(4))
+        self._iacc = np.empty((cap, layout.mi), np.int64)
+        self._facc = np.empty((cap, layout.mf), np.float64)
+        self._state = np.zeros(3, np.int64)
+        self._key_dtype: Any = np.dtype(np.int64)
+
+    @property
+    def held(self) -> int:
+        return int(self._state[wk.HELD])
+
+    def add(self, batch: Batch, watermark: int) -> list[Batch]:
+        """Fold ``batch`` in (``watermark``: the last one the writer sent); the batches of
+        partial rows to send now."""
+        layout = self.layout
+        values = batch.values
+        n = len(batch)
+        key_column = self._keys(values)
+        if isinstance(key_column, np.ndarray):
+            self._key_dtype = key_column.dtype
+        keys = np.asarray(key_column, np.int64)
+        ivals, fvals = slot_columns(layout.plan, values, n, self.what)
+        times = batch.timestamps
+        times = np.full(n, NO_TIMESTAMP, np.int64) if times is None else np.asarray(times, np.int64)
+        if times.min(initial=0) == NO_TIMESTAMP or (
+            self._nan_checked and np.isnan(fvals[:, self._nan_checked]).any()
+        ):
+            watermark = np.iinfo(np.int64).max  # every record a row of its own
+        out: list[Batch] = []
+        iops, fops = self._ops
+        state = self._state
+        begin = 0
+        while True:
+            wk.local_aggregate(
+                times, keys, ivals, fvals, iops, fops, layout.slide, layout.offset, watermark, begin,
+                self._table, self._key, self._slice, self._time, self._count, self._iacc, self._facc, state,
+            )  # fmt: skip
+            begin = int(state[wk.HELD_STOP])
+            if begin >= n:
+                break
+            out.append(self._take())  # every row taken: hand them over, go on
+        if not self.hold or state[wk.HELD_ALONE]:
+            flushed = self.flush()
+            if flushed is not None:
+                out.append(flushed)
+        return out
+
+    def flush(self) -> Batch | None:
+        """The held rows (None: none), in the order of their first records; none are held after."""
+        return self._take() if self.held else None
+
+    def _take(self) -> Batch:
+        r = self.held
+        layout = self.layout
+        columns: list[Any] = [self._key[:r].astype(self._key_dtype), self._count[:r].copy()]
+        columns += [self._iacc[:r, j].copy() for j in range(layout.mi)]
+        columns += [self._facc[:r, j].copy() for j in range(layout.mf)]
+        batch = Batch(TupleColumns(columns), self._time[:r].copy())
+        self._table.fill(0)
+        self._state[:] = 0
+        return batch
+
+    def _keys(self, values: Any) -> Any:
+        field = self.layout.key_field
+        if isinstance(values, TupleColumns):
+            column = values.columns[field]
+            if isinstance(column, np.ndarray) and column.dtype.kind == "i":
+                return column
+            return np.asarray(column, np.int64)
+        records = values if isinstance(values, list) else list(values)
+        return np.fromiter((r[field] for r in records), np.int64, len(records))

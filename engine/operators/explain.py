@@ -82,9 +82,19 @@ def _sink(sink: Any) -> tuple[bool, str]:
 
 def explain_graph(graph: StreamGraph) -> dict[int, str]:
     """A line per node: ``vectorized: <why>`` or ``per-record: <why>``."""
+    from weir.operators.window import two_phase
+
     notes = {}
     for node in graph.nodes.values():
         vectorized, reason = explain(node)
         label = VECTORIZED if vectorized else PER_RECORD
-        notes[node.id] = reason if reason.startswith(f"{label}: ") else f"{label}: {reason}"
+        note = reason if reason.startswith(f"{label}: ") else f"{label}: {reason}"
+        if vectorized and node.operator is not None and node.operator.options.get("columnar") is not None:
+            why = two_phase.why_not(graph, node)
+            note += (
+                "; two-phase: partial rows per key and slice are combined before the shuffle"
+                if why is None
+                else f"; one phase: {why}"
+            )
+        notes[node.id] = note
     return notes

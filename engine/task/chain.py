@@ -31,8 +31,8 @@ from weir.network.events import WatermarkStatus
 from weir.operators.base import ChainingOutput, OperatorContext, StreamOperator
 from weir.operators.factory import create_operator, create_source
 from weir.operators.sinks import SinkOperator
-from weir.operators.window import two_phase
 from weir.operators.stateless import FilterOperator, TimestampsAndWatermarksOperator
+from weir.operators.window import two_phase
 from weir.state.operator_state import OperatorStateBackend
 from weir.task.channel_selectors import selector_for
 from weir.task.record_writer import FrameCache, RecordWriter
@@ -180,7 +180,9 @@ class OperatorChain:
                 partitioner = dataclasses.replace(partitioner, key_selector=FieldKeySelector(0))
             writer = RecordWriter(
                 partition,
-                selector_for(partitioner, d.subtask_index, consumer.max_parallelism, partitioner_seed(d.job_id)),
+                selector_for(
+                    partitioner, d.subtask_index, consumer.max_parallelism, partitioner_seed(d.job_id)
+                ),
                 serializer_for(wire_type(graph, stream_edge)),
                 flush_after_emit=d.buffer_timeout_ms == 0,
                 frames=frames,

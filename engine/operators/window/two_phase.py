@@ -27,8 +27,11 @@ The result is the one-phase result, row for row and in the same order:
   sum would differ in the last bits), a late-data side output (it must get the records
   themselves), processing time (windows are assigned by the window task's clock), a key
   that is not an integer field read with ``weir.columnar.field(i)``, sliding windows whose
-  size is not a multiple of the slide (a slice would not lie in one set of windows), and
-  any input edge that is not ``key_by``. A batch with a NaN in a float ``min``/``max`` slot
+  size is not a multiple of the slide (a slice would not lie in one set of windows),
+  ``last()`` or a float ``min``/``max`` over sliding windows (out-of-order records
+  interleave a window's slices, so its last record, or the first of equal extremes such as
+  ``0.0`` and ``-0.0``, need not be that of the slice folded last), and any input edge that
+  is not ``key_by``. A batch with a NaN in a float ``min``/``max`` slot
   is written one row per record (NaN never replaces an extreme, so folding it ahead of the
   records before it could change the answer).
 
@@ -145,7 +148,7 @@ def _decide(graph: StreamGraph, node: StreamNode) -> tuple[PartialLayout | None,
     assigner = o["assigner"]
     if not isinstance(assigner, TumblingEventTimeWindows | SlidingEventTimeWindows):
         return None, f"{assigner.describe()} is not an event-time window"
-    size: int = assigner.size  # type: ignore[attr-defined]
+    size: int = assigner.size
     slide: int = getattr(assigner, "slide", size)
     if size % slide:
         return None, f"the window size {size} ms is not a multiple of its slide {slide} ms"
@@ -154,6 +157,11 @@ def _decide(graph: StreamGraph, node: StreamNode) -> tuple[PartialLayout | None,
     for op, is_float in zip(plan.ops, plan.floats):
         if is_float and op == wk.SUM:
             return None, "a float sum or mean (float addition is not associative)"
+        if size != slide and (op == wk.LAST or (is_float and op in (wk.MIN, wk.MAX))):
+            return None, (
+                "last() or a float min/max over sliding windows (a window's slices interleave, so "
+                "the last record, or the first of equal extremes such as 0.0 and -0.0, is not that of the last slice)"
+            )
     selector = node.state_key_selector
     if not isinstance(selector, FieldKeySelector):
         return None, "the key is not weir.columnar.field(i)"
@@ -168,7 +176,7 @@ def _decide(graph: StreamGraph, node: StreamNode) -> tuple[PartialLayout | None,
         return None, f"the key field is {key_type}, not an integer"
     if not node.in_edges or any(e.partitioner.name != "HASH" for e in node.in_edges):
         return None, "an input is not partitioned by key_by"
-    offset: int = assigner.offset  # type: ignore[attr-defined]
+    offset: int = assigner.offset
     return PartialLayout(plan, selector.index % len(types), key_type, slide, offset), None
 
 
@@ -188,15 +196,17 @@ class LocalAggregator:
 
     HOLD_ROWS = 1 << 14
 
-    def __init__(self, layout: PartialLayout, what: str, hold: bool = True) -> None:
+    def __init__(
+        self, layout: PartialLayout, what: str, hold: bool = True, capacity: int = HOLD_ROWS
+    ) -> None:
         self.layout = layout
         self.what = what
         self.hold = hold
         plan = layout.plan
         self._ops = (plan.iops, plan.fops)
         self._nan_checked = [j for j, op in enumerate(plan.fops.tolist()) if op in (wk.MIN, wk.MAX)]
-        cap = self.HOLD_ROWS
-        self._table = np.zeros(2 * cap, np.int64)
+        cap = capacity
+        self._table = np.zeros(1 << (2 * cap - 1).bit_length(), np.int64)  # a power of two, at most half full
         self._key, self._slice, self._time, self._count = (np.empty(cap, np.int64) for _ in range(4))
         self._iacc = np.empty((cap, layout.mi), np.int64)
         self._facc = np.empty((cap, layout.mf), np.float64)

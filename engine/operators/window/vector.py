@@ -327,6 +327,7 @@ class _HashPanes(_PaneStore):
         self.row_dtype = wk.PANE_FLOAT if dtype is np.float64 else wk.PANE_INT
         self.state = np.array([0, wk.NO_START, 0, 0], np.int64)
         self.table = wk.empty_table(_MIN_TABLE, self.row_dtype)
+        self._spare: np.ndarray | None = None  # the table before the last resize (``_empty``)
         self.firsts: dict[int, Any] | None = {} if keeps_first else None  # pane seq -> first record
 
     @property
@@ -340,7 +341,7 @@ class _HashPanes(_PaneStore):
         """An empty table of ``size`` rows: the table last replaced, cleared, if it has that
         size. Its pages are resident; a new big array costs a page fault per 4 KiB page on
         first touch, which made growing and firing rebuilds most of a window's time."""
-        spare, self._spare = getattr(self, "_spare", None), None
+        spare, self._spare = self._spare, None
         if spare is not None and len(spare) == size:
             spare["seq"] = -1
             return spare

@@ -1,0 +1,139 @@
+"""Two-phase window aggregation gives the one-phase rows, in the same order.
+
+The writer's local phase (``two_phase.LocalAggregator``) feeds partial rows to an
+``AggregatesWindowOperator`` taking partial input; the per-record ``WindowOperator`` gets the
+records themselves. Same batches, same watermarks, with allowed lateness (late records fire
+windows again), NaN in float min/max fields, a tiny hold capacity (rows handed over in the
+middle of a batch), holding or not, and small batches arriving as tuples (as the small codec
+decodes them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.property.test_aggregates_properties import ROW, builtins_max, outputs_of, shapes, window_pair
+from tests.unit.operators.test_vector_window import MAX_WM, Run
+from weir.codec.batch import Batch, TupleColumns
+from weir.common import Types
+from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+from weir.operators.window import two_phase
+from weir.operators.window.aggregates import aggregates_plan
+
+SETTINGS = settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+
+#: sums and means of int fields only (a float sum is one phase); extremes, first and last of any
+OUTPUTS = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["sum", "mean"]), st.sampled_from([1, 3])),
+        st.tuples(st.sampled_from(["min", "max", "first", "last"]), st.sampled_from([1, 2, 3])),
+    ),
+    max_size=5,
+)
+
+
+@st.composite
+def steps_of(draw: st.DrawFn) -> list[tuple[list[tuple[Any, int]], int]]:
+    """Batches of disordered records (a float field that may be NaN), each then a watermark."""
+    steps = []
+    now, watermark = 0, -(1 << 62)
+    floats = st.one_of(st.floats(-1e3, 1e3, allow_nan=False), st.just(float("nan")))
+    for _ in range(draw(st.integers(1, 10))):
+        batch = []
+        for _ in range(draw(st.integers(0, 25))):
+            now += draw(st.integers(0, 6))
+            record = (
+                draw(st.integers(0, 4)),
+                draw(st.integers(-100, 100)),
+                draw(floats),
+                draw(st.integers(-5, 5)),
+            )
+            batch.append((record, now - draw(st.integers(0, 120))))
+        watermark = builtins_max(watermark, now - draw(st.integers(0, 80)))
+        steps.append((batch, watermark))
+    return steps
+
+
+def as_tuples(batch: Batch) -> Batch:
+    """A batch of partial rows as the small codec decodes it: a list of tuples."""
+    return Batch(list(batch.values), batch.timestamps)
+
+
+@SETTINGS
+@given(
+    drawn=OUTPUTS, shape=shapes(), lateness=st.sampled_from([0, 0, 30, 200]), steps=steps_of(),
+    hold=st.booleans(), capacity=st.sampled_from([2, 5, 1 << 14]), small=st.booleans(),
+)  # fmt: skip
+def test_two_phase_gives_the_per_record_rows_in_order(
+    drawn: list[tuple[str, int]],
+    shape: tuple[int, int, int],
+    lateness: int,
+    steps: list[tuple[list[tuple[Any, int]], int]],
+    hold: bool,
+    capacity: int,
+    small: bool,
+) -> None:
+    size, slide, offset = shape
+    if size != slide:  # sliding: no last() and no float min/max (one phase, see two_phase)
+        drawn = [(kind, f) for kind, f in drawn if kind != "last" and not (f == 2 and kind in ("min", "max"))]
+    assigner = (
+        TumblingEventTimeWindows(size, offset)
+        if size == slide
+        else SlidingEventTimeWindows(size, slide, offset)
+    )
+    per_record_op, window_op = window_pair(drawn, assigner, lateness, None)
+    agg_plan, _ = aggregates_plan(
+        {"spec": window_op.spec, "input_type": ROW}, assigner, assigner.get_default_trigger(), None
+    )
+    assert agg_plan is not None
+    layout = two_phase.PartialLayout(agg_plan, 0, Types.LONG(), slide, offset)
+    window_op.use_partial_input(layout)
+    local = two_phase.LocalAggregator(layout, "test", hold=hold, capacity=capacity)
+    per_record, window = Run(per_record_op), Run(window_op)
+    sent = -(1 << 63)
+
+    def deliver(batches: list[Batch]) -> None:
+        for b in batches:
+            assert isinstance(b.values, TupleColumns)
+            window.op.process_batch(as_tuples(b) if small else b)
+
+    for batch, watermark in [*steps, ([], MAX_WM)]:
+        per_record.batch(batch)
+        per_record.watermark(watermark)
+        if batch:
+            records = Batch([v for v, _ in batch], np.array([t for _, t in batch], np.int64))
+            deliver(local.add(records, sent))
+        flushed = local.flush()  # the writer hands its rows over before the watermark
+        deliver([flushed] if flushed is not None else [])
+        window.watermark(watermark)
+        sent = watermark
+    assert repr(window.records()) == repr(per_record.records())  # repr: NaN equals NaN
+    assert window.op.metrics.late_records_dropped == per_record.op.metrics.late_records_dropped
+
+
+def test_a_batch_folds_into_one_row_per_key_and_slice_in_first_record_order() -> None:
+    spec_outputs = outputs_of([("sum", 1), ("min", 1), ("last", 3)], True)
+    from weir.columnar import Aggregates
+
+    agg = Aggregates(*spec_outputs)
+    assigner = TumblingEventTimeWindows(10, 0)
+    plan, _ = aggregates_plan(
+        {"spec": agg.spec, "input_type": ROW}, assigner, assigner.get_default_trigger(), None
+    )
+    assert plan is not None
+    local = two_phase.LocalAggregator(two_phase.PartialLayout(plan, 0, Types.LONG(), 10, 0), "test")
+    records = [(7, 5, 0.0, 1), (3, 2, 0.0, 2), (7, -4, 0.0, 3), (7, 9, 0.0, 4), (3, 1, 0.0, 5)]
+    times = np.array([1, 2, 3, 12, 4], np.int64)
+    assert local.add(Batch(records, times), -(1 << 63)) == []  # held
+    assert local.held == 3
+    out = local.flush()
+    assert out is not None and local.held == 0
+    assert list(out.values) == [(7, 2, 1, -4, 3), (3, 2, 3, 1, 5), (7, 1, 9, 9, 4)]
+    assert out.timestamps.tolist() == [1, 2, 12]
+    # behind the watermark: a row per record, handed over at once
+    again = local.add(Batch(records[:2], np.array([1, 2], np.int64)), 9)
+    assert [list(b.values) for b in again] == [[(7, 1, 5, 5, 1), (3, 1, 2, 2, 2)]]

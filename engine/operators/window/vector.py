@@ -109,6 +109,9 @@ _ASSIGNERS = (
     SlidingProcessingTimeWindows,
 )
 _MIN_TABLE = 1 << 10
+#: Key slots of new dense arrays; they double as keys come. (With 1,024, a subtask of 50 keys
+#: holding 4,096 open windows had 4 Mi cells, 99% empty, and moved to the hash table.)
+_MIN_KEY_SLOTS = 1 << 5
 #: Key slots are compacted when more than this many exist and most hold no live pane.
 _KEY_COMPACTION_FLOOR = 1 << 16
 #: Dense pane arrays hold at most this many (window slot, key slot) cells (about 20 bytes
@@ -496,7 +499,7 @@ class _DensePanes(_PaneStore):
         self.state = np.array([0, wk.NO_START, 0, 0, 0], np.int64)
         self.windows = 0  # window slots
         self.key_capacity = 0
-        self._alloc(4, _MIN_TABLE)
+        self._alloc(4, _MIN_KEY_SLOTS)
         self.key_slots = IntKeySlots()
 
     def _alloc(self, windows: int, keys: int) -> None:

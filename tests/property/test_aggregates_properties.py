@@ -79,7 +79,7 @@ FUNCTIONS = {"sum": sum, "min": min, "max": max, "mean": mean, "first": first, "
 #: ``DENSE_CELLS`` per store: the default (the tests' panes fit in the dense arrays), 0 (the
 #: first batch moves the panes to the hash table), the first dense arrays' cells (the panes
 #: move, in the middle of a batch, when the arrays would grow).
-STORES = {"dense": vw.DENSE_CELLS, "hash": 0, "switch": 4 * vw._MIN_KEY_SLOTS}
+STORES = {"dense": vw.DENSE_CELLS, "hash": 0, "switch": 4 * vw._MIN_TABLE}
 
 
 @contextmanager

@@ -338,10 +338,11 @@ class _AggregatePanes(_DensePanes):
             self.win_live[:w0] = win_live
             self.win_fired[:w0] = win_fired
             self.win_count[:w0] = win_count
-            self.count[:w0, :k0] = count
-            self.order[:w0, :k0] = order
-            self.iacc[:w0, :k0] = iacc
-            self.facc[:w0, :k0] = facc
+            k = min(k0, keys)  # fewer key slots: only unused ones go (``grown_key_slots``)
+            self.count[:w0, :k] = count[:, :k]
+            self.order[:w0, :k] = order[:, :k]
+            self.iacc[:w0, :k] = iacc[:, :k]
+            self.facc[:w0, :k] = facc[:, :k]
         self.windows, self.key_capacity = windows, keys
 
     def fold(
@@ -394,9 +395,10 @@ class _AggregatePanes(_DensePanes):
                 fire_iacc, fire_facc, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
-            if begin >= n or self.outgrows(2 * self.cells()):
+            keys = self.grown_key_slots()
+            if begin >= n or self.outgrows(2 * self.windows * keys):
                 break
-            self._alloc(2 * self.windows, self.key_capacity)  # every window slot was open
+            self._alloc(2 * self.windows, keys)  # every window slot was open
         f = int(state[wk.FIRES])
         fired = None
         if f:

@@ -109,8 +109,8 @@ _ASSIGNERS = (
     SlidingProcessingTimeWindows,
 )
 _MIN_TABLE = 1 << 10
-#: Key slots of new dense arrays; they double as keys come. (With 1,024, a subtask of 50 keys
-#: holding 4,096 open windows had 4 Mi cells, 99% empty, and moved to the hash table.)
+#: The fewest key slots dense arrays keep when they grow their window slots
+#: (``_DensePanes.grown_key_slots``).
 _MIN_KEY_SLOTS = 1 << 5
 #: Key slots are compacted when more than this many exist and most hold no live pane.
 _KEY_COMPACTION_FLOOR = 1 << 16
@@ -499,7 +499,7 @@ class _DensePanes(_PaneStore):
         self.state = np.array([0, wk.NO_START, 0, 0, 0], np.int64)
         self.windows = 0  # window slots
         self.key_capacity = 0
-        self._alloc(4, _MIN_KEY_SLOTS)
+        self._alloc(4, _MIN_TABLE)
         self.key_slots = IntKeySlots()
 
     def _alloc(self, windows: int, keys: int) -> None:
@@ -523,15 +523,25 @@ class _DensePanes(_PaneStore):
             self.win_start[:w0] = win_start
             self.win_live[:w0] = win_live
             self.win_count[:w0] = win_count
-            self.acc[:w0, :k0] = acc
-            self.count[:w0, :k0] = count
-            self.order[:w0, :k0] = order
+            k = min(k0, keys)  # fewer key slots: only unused ones go (``grown_key_slots``)
+            self.acc[:w0, :k] = acc[:, :k]
+            self.count[:w0, :k] = count[:, :k]
+            self.order[:w0, :k] = order[:, :k]
             if self.firsts is not None and old_firsts is not None:
-                self.firsts[:w0, :k0] = old_firsts
+                self.firsts[:w0, :k] = old_firsts[:, :k]
         self.windows, self.key_capacity = windows, keys
 
     def cells(self) -> int:
         return self.windows * self.key_capacity
+
+    def grown_key_slots(self) -> int:
+        """The key slots for arrays of more window slots: fewer than now when at most an eighth
+        are used by int keys (slots ``0 .. n_keys - 1``). A subtask of 50 keys with 4,096 open
+        windows otherwise kept 4 Mi cells, 99% empty, and moved to the hash table."""
+        n = self.n_keys
+        if self.int_keys and 8 * n <= self.key_capacity:
+            return max(_MIN_KEY_SLOTS, 1 << (2 * max(n, 1) - 1).bit_length())
+        return self.key_capacity
 
     @property
     def live(self) -> int:
@@ -582,9 +592,10 @@ class _DensePanes(_PaneStore):
                 state, new_positions, new_windows, landed, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
-            if begin >= n or 2 * self.cells() > DENSE_CELLS:
+            keys = self.grown_key_slots()
+            if begin >= n or 2 * self.windows * keys > DENSE_CELLS:
                 break
-            self._alloc(2 * self.windows, self.key_capacity)  # every window slot was open
+            self._alloc(2 * self.windows, keys)  # every window slot was open
         fresh = int(state[wk.NEW])
         if self.firsts is not None and fresh:
             records = records if isinstance(records, list) else list(records)

@@ -541,8 +541,8 @@ def test_restoring_windows_of_another_size_is_a_clear_error() -> None:
 def test_dense_arrays_hand_over_to_the_hash_table_in_the_middle_of_a_batch(
     agg: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # the first 4 window slots x _MIN_KEY_SLOTS cells fit; 8 window slots do not
-    monkeypatch.setattr(vw, "DENSE_CELLS", 4 * vw._MIN_KEY_SLOTS + 1)
+    # 9 keys: growing past 4 window slots keeps 32 key slots; 8 x 32 cells fit, 16 x 32 do not
+    monkeypatch.setattr(vw, "DENSE_CELLS", 300)
     events = disordered(400, 31, lambda r: (r.randrange(9), r.randrange(100)), disorder_ms=20_000)
     slow = Run(per_record_op(agg, 1, assigner=SLIDING))
     fast = Run(vector_op(agg, 1, PAIR, assigner=SLIDING))

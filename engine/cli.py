@@ -799,9 +799,11 @@ def bench_processes(
               help="aligned: a checkpoint every second.")  # fmt: skip
 @click.option("--backend", type=click.Choice(["heap", "lmdb"]), default="heap", show_default=True,
               help="State backend (with --checkpointing aligned).")  # fmt: skip
+@click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Runs of each way; the figure is the median.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
 def bench_query(
-    keys: int, parallelism: int, events: int, checkpointing: str, backend: str, as_json: bool
+    keys: int, parallelism: int, events: int, checkpointing: str, backend: str, repeat: int, as_json: bool
 ) -> None:
     """The shared count-and-sum window query written four ways (weir.columnar, per-record
     PyFlink functions, a numba loop, a Python loop), timed in one run and checked against the
@@ -810,7 +812,7 @@ def bench_query(
 
     try:
         report = run_query_bench(
-            keys, parallelism, events, checkpointing, backend, None if as_json else click.echo
+            keys, parallelism, events, checkpointing, backend, None if as_json else click.echo, repeat
         )
     except WeirError as e:
         raise click.ClickException(str(e)) from None

@@ -21,7 +21,8 @@ Each is checked against the exact answer computed with numpy (``np.unique`` over
 ``key * windows + window``, ``np.bincount``) by an order-independent checksum: rows, total
 count, total sum and the wrapping sum of a hash of each row. A run whose checksum differs is
 reported (``checksum_ok`` false) and is an error of the command. Events/s are N over the
-job's net runtime (weir) or the loop's wall time. Every way is warmed up first and untimed:
+job's net runtime (weir) or the loop's wall time, of the median of ``repeat`` runs (3 by
+default; the runs go in rounds of one run per way). Every way is warmed up first and untimed:
 the numba loop is compiled, and each weir job runs once on 100,000 events (the first job of
 a process loads weir's numba kernels from the cache). Each way starts after a full garbage
 collection, so the garbage of the ways before it is not collected inside its timing.
@@ -299,44 +300,61 @@ def weir_query(
 
 
 def run_query_bench(
-    keys: int, parallelism: int, events: int, checkpointing: str, backend: str, echo: Any = None
+    keys: int,
+    parallelism: int,
+    events: int,
+    checkpointing: str,
+    backend: str,
+    echo: Any = None,
+    repeat: int = 3,
 ) -> dict[str, Any]:
-    """Every way once, in this process, one after another; the result holds the parameters."""
+    """Every way ``repeat`` times, in this process, in rounds (each round runs every way once,
+    so a slow spell of the machine falls on all of them); a way's figure is its median run.
+    The result holds the parameters and every run's seconds."""
     if events < 10_000:
         raise UsageError(f"--events must be at least 10000 to measure anything, got {events}")
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
     say = echo or (lambda line: None)
     expected = exact_answer(events, keys)
     # each way runs once untimed on a small input first, as the numba loop is compiled before
     # its timing: the first job of a process loads weir's kernels from numba's cache
     for way in ("columnar", "per_record"):
         weir_query(way, WARM_UP_EVENTS, keys, parallelism, "off", backend)
+    ways = ("columnar", "per_record", "numba", "python")
+    runs: dict[str, list[tuple[float, int | None, bool, Checksum]]] = {w: [] for w in ways}
+    for round_ in range(repeat):
+        for way in ways:
+            say(f"  {way} ({round_ + 1}/{repeat}) ...")
+            gc.collect()  # the garbage of the runs before is not collected inside this one's timing
+            checkpoints = None
+            if way in ("columnar", "per_record"):
+                got, seconds, checkpoints = weir_query(way, events, keys, parallelism, checkpointing, backend)
+            elif way == "numba":
+                got, seconds = numba_query(events, keys)
+            else:
+                got, seconds = python_query(events, keys)
+            if checkpointing == "aligned" and checkpoints == 0:
+                raise UsageError(
+                    f"the {way} run took {seconds:.1f} s with a checkpoint every second and completed none: "
+                    f"it measured nothing of checkpointing; give it more --events (now {events:,})"
+                )
+            runs[way].append((seconds, checkpoints, got == expected, got))
     figures: dict[str, Any] = {}
-    ok = True
-    for way in ("columnar", "per_record", "numba", "python"):
-        say(f"  {way} ...")
-        gc.collect()  # the garbage of the ways before is not collected inside this one's timing
-        checkpoints = None
-        if way in ("columnar", "per_record"):
-            got, seconds, checkpoints = weir_query(way, events, keys, parallelism, checkpointing, backend)
-        elif way == "numba":
-            got, seconds = numba_query(events, keys)
-        else:
-            got, seconds = python_query(events, keys)
-        match = got == expected
-        ok = ok and match
+    for way in ways:
+        ordered = sorted(runs[way], key=lambda r: r[0])
+        seconds, checkpoints, _, got = ordered[(len(ordered) - 1) // 2]
+        match = all(r[2] for r in runs[way])
         figures[way] = {
             "eps": events / seconds,
             "seconds": seconds,
+            "runs_s": [r[0] for r in runs[way]],
             "checksum_ok": match,
-            "checksum": asdict(got),
+            "checksum": asdict(got if match else next(r[3] for r in runs[way] if not r[2])),
         }
         if checkpoints is not None:
             figures[way]["checkpoints_completed"] = checkpoints
-        if checkpointing == "aligned" and checkpoints == 0:
-            raise UsageError(
-                f"the {way} run took {seconds:.1f} s with a checkpoint every second and completed none: "
-                f"it measured nothing of checkpointing; give it more --events (now {events:,})"
-            )
+    ok = all(f["checksum_ok"] for f in figures.values())
     return {
         "parameters": {
             "keys": keys,
@@ -344,6 +362,7 @@ def run_query_bench(
             "events": events,
             "checkpointing": checkpointing,
             "backend": backend,
+            "repeat": repeat,
             "window_ms": WINDOW_MS,
             "out_of_orderness_ms": OUT_OF_ORDER_MS,
             "python": platform.python_version(),
@@ -366,7 +385,7 @@ def format_query_report(report: dict[str, Any]) -> str:
     p = report["parameters"]
     f = report["figures"]
     lines = [
-        f"query: K={p['keys']} keys, p={p['parallelism']}, {p['events']:,} events, "
+        f"query: K={p['keys']} keys, p={p['parallelism']}, {p['events']:,} events, median of {p['repeat']} runs, "
         f"checkpoints {p['checkpointing']}" + (f" ({p['backend']})" if p["checkpointing"] != "off" else ""),
         f"  {'way':<11} {'events/s':>12} {'seconds':>8}  checksum",
     ]

@@ -21,6 +21,7 @@ from tests.unit.operators.test_vector_window import MAX_WM, Run
 from weir.codec.batch import Batch, TupleColumns
 from weir.common import Types
 from weir.datastream.window import SlidingEventTimeWindows, TumblingEventTimeWindows
+from weir.operators.window import kernels as wk
 from weir.operators.window import two_phase
 from weir.operators.window.aggregates import aggregates_plan
 
@@ -137,3 +138,42 @@ def test_a_batch_folds_into_one_row_per_key_and_slice_in_first_record_order() ->
     # behind the watermark: a row per record, handed over at once
     again = local.add(Batch(records[:2], np.array([1, 2], np.int64)), 9)
     assert [list(b.values) for b in again] == [[(7, 1, 5, 5, 1), (3, 1, 2, 2, 2)]]
+
+
+@SETTINGS
+@given(
+    slide=st.integers(1, 40), offset=st.integers(-39, 39), watermark=st.integers(-50, 200),
+    ops=st.lists(st.sampled_from([wk.SUM, wk.MIN, wk.MAX, wk.FIRST, wk.LAST]), max_size=3),
+    records=st.lists(st.tuples(st.integers(0, 5), st.integers(-20, 300)), max_size=60), data=st.data(),
+)  # fmt: skip
+def test_local_aggregate_agrees_with_its_reference(
+    slide: int,
+    offset: int,
+    watermark: int,
+    ops: list[int],
+    records: list[tuple[int, int]],
+    data: st.DataObject,
+) -> None:
+    n, m = len(records), len(ops)
+    offset %= slide
+    values = [[data.draw(st.integers(-100, 100)) for _ in range(m)] for _ in range(n)]
+    expected = wk.local_aggregate_reference(
+        [t for _, t in records], [k for k, _ in records], values, ops, slide, offset, watermark
+    )
+    cap = max(n, 1)
+    table = np.zeros(1 << (2 * cap - 1).bit_length(), np.int64)
+    key, piece, time, count = (np.empty(cap, np.int64) for _ in range(4))
+    iacc, facc = np.empty((cap, m), np.int64), np.empty((cap, 0), np.float64)
+    state = np.zeros(3, np.int64)
+    wk.local_aggregate(
+        np.array([t for _, t in records], np.int64), np.array([k for k, _ in records], np.int64),
+        np.array(values, np.int64).reshape(n, m), np.empty((n, 0), np.float64), np.array(ops, np.int64),
+        np.empty(0, np.int64), slide, offset, watermark, 0, table, key, piece, time, count, iacc, facc, state,
+    )  # fmt: skip
+    rows = int(state[wk.HELD])
+    assert int(state[wk.HELD_STOP]) == n
+    got = [(int(key[r]), int(piece[r]), int(time[r]), int(count[r]), iacc[r].tolist()) for r in range(rows)]
+    assert got == expected
+    assert int(state[wk.HELD_ALONE]) == sum(
+        1 for t in (t for _, t in records) if t - (t - offset) % slide + slide - 1 <= watermark
+    )

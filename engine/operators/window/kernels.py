@@ -111,6 +111,7 @@ __all__ = [
     "int_key_slots",
     "int_key_slots_reference",
     "local_aggregate",
+    "local_aggregate_reference",
     "rebuild_int_key_table",
     "reinsert",
     "running_aggregate",
@@ -1435,3 +1436,37 @@ def local_aggregate(
     state[HELD] = rows
     state[HELD_STOP] = n
     state[HELD_ALONE] = alone
+
+
+def local_aggregate_reference(
+    times: list[int],
+    keys: list[int],
+    rows: list[list[Any]],
+    ops: list[int],
+    slide: int,
+    offset: int,
+    watermark: int,
+) -> list[tuple[int, int, int, int, list[Any]]]:
+    """Twin of ``local_aggregate`` over one batch with room for every row: the partial rows
+    ``(key, slice, first record's time, count, slot values)`` in the order of their first
+    records; a record whose slice ends at or behind ``watermark`` is a row of its own."""
+    out: list[tuple[int, int, int, int, list[Any]]] = []
+    where: dict[tuple[int, int], int] = {}
+    for t, k, values in zip(times, keys, rows):
+        piece = t - (t - offset) % slide
+        r = where.get((k, piece)) if piece + slide - 1 > watermark else None
+        if r is None:
+            if piece + slide - 1 > watermark:
+                where[(k, piece)] = len(out)
+            out.append((k, piece, t, 1, list(values)))
+            continue
+        key_, piece_, first, count, acc = out[r]
+        for s, (op, v) in enumerate(zip(ops, values)):
+            if op == LAST:
+                acc[s] = v
+            elif op == SUM:
+                acc[s] = acc[s] + v
+            elif (op == MIN and v < acc[s]) or (op == MAX and v > acc[s]):
+                acc[s] = v
+        out[r] = (key_, piece_, first, count + 1, acc)
+    return out

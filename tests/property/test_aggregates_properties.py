@@ -459,9 +459,15 @@ def test_running_aggregate_agrees_with_the_reference(data: st.DataObject) -> Non
 # -- the operators against the per-record path ----------------------------------------------------
 
 
+FINITE = st.floats(-1e3, 1e3, allow_nan=False)
+
+
 @st.composite
-def runs(draw: st.DrawFn) -> tuple[list[tuple[list[tuple[Any, int]], int]], int]:
-    """Batches of disordered records, each followed by a (monotonic) watermark."""
+def runs(
+    draw: st.DrawFn, floats: st.SearchStrategy[float] = FINITE
+) -> tuple[list[tuple[list[tuple[Any, int]], int]], int]:
+    """Batches of disordered records, each followed by a (monotonic) watermark; field 2 from
+    ``floats``."""
     steps = []
     now, watermark = 0, -(1 << 62)
     for _ in range(draw(st.integers(1, 10))):
@@ -471,7 +477,7 @@ def runs(draw: st.DrawFn) -> tuple[list[tuple[list[tuple[Any, int]], int]], int]
             record = (
                 draw(st.integers(0, 4)),
                 draw(st.integers(-100, 100)),
-                draw(st.floats(-1e3, 1e3, allow_nan=False)),
+                draw(floats),
                 draw(st.integers(-5, 5)),
             )
             batch.append((record, now - draw(st.integers(0, 120))))

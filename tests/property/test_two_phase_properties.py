@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.property.test_aggregates_properties import ROW, builtins_max, outputs_of, shapes, window_pair
+from tests.property.test_aggregates_properties import ROW, outputs_of, runs, shapes, window_pair
 from tests.unit.operators.test_vector_window import MAX_WM, Run
 from weir.codec.batch import Batch, TupleColumns
 from weir.common import Types
@@ -37,26 +37,10 @@ OUTPUTS = st.lists(
 )
 
 
-@st.composite
-def steps_of(draw: st.DrawFn) -> list[tuple[list[tuple[Any, int]], int]]:
-    """Batches of disordered records (a float field that may be NaN), each then a watermark."""
-    steps = []
-    now, watermark = 0, -(1 << 62)
+def steps_of() -> st.SearchStrategy[list[tuple[list[tuple[Any, int]], int]]]:
+    """Batches of disordered records whose float field may be NaN, each then a watermark."""
     floats = st.one_of(st.floats(-1e3, 1e3, allow_nan=False), st.just(float("nan")))
-    for _ in range(draw(st.integers(1, 10))):
-        batch = []
-        for _ in range(draw(st.integers(0, 25))):
-            now += draw(st.integers(0, 6))
-            record = (
-                draw(st.integers(0, 4)),
-                draw(st.integers(-100, 100)),
-                draw(floats),
-                draw(st.integers(-5, 5)),
-            )
-            batch.append((record, now - draw(st.integers(0, 120))))
-        watermark = builtins_max(watermark, now - draw(st.integers(0, 80)))
-        steps.append((batch, watermark))
-    return steps
+    return runs(floats=floats).map(lambda run: run[0])
 
 
 def as_tuples(batch: Batch) -> Batch:

@@ -1341,6 +1341,17 @@ def firing_order(starts: Int64Array, seqs: Int64Array, slide: int, order: Int64A
 HELD, HELD_STOP, HELD_ALONE = 0, 1, 2
 
 
+@njit(cache=True, inline="always")
+def _folded(op: int, acc: Any, v: Any) -> Any:
+    """A slot's accumulator after one more value (not the first): ``acc + v``, the strictly
+    smaller/larger, kept (``FIRST``) or replaced (``LAST``)."""
+    if op == LAST or (op == MIN and v < acc) or (op == MAX and v > acc):
+        return v
+    if op == SUM:
+        return acc + v
+    return acc
+
+
 @njit(cache=True)
 def local_aggregate(
     times: Int64Array,
@@ -1416,23 +1427,9 @@ def local_aggregate(
             continue
         held_count[r] += 1
         for s in range(mi):
-            op = iops[s]
-            v = ivals[i, s]
-            if op == LAST:
-                held_iacc[r, s] = v
-            elif op == SUM:
-                held_iacc[r, s] = held_iacc[r, s] + v
-            elif (op == MIN and v < held_iacc[r, s]) or (op == MAX and v > held_iacc[r, s]):
-                held_iacc[r, s] = v
+            held_iacc[r, s] = _folded(iops[s], held_iacc[r, s], ivals[i, s])
         for s in range(mf):
-            op = fops[s]
-            fv = fvals[i, s]
-            if op == LAST:
-                held_facc[r, s] = fv
-            elif op == SUM:
-                held_facc[r, s] = held_facc[r, s] + fv
-            elif (op == MIN and fv < held_facc[r, s]) or (op == MAX and fv > held_facc[r, s]):
-                held_facc[r, s] = fv
+            held_facc[r, s] = _folded(fops[s], held_facc[r, s], fvals[i, s])
     state[HELD] = rows
     state[HELD_STOP] = n
     state[HELD_ALONE] = alone

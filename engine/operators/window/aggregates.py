@@ -395,10 +395,10 @@ class _AggregatePanes(_DensePanes):
                 fire_iacc, fire_facc, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
-            keys = self.grown_key_slots()
-            if begin >= n or self.outgrows(2 * self.windows * keys):
+            slots_next = self.grown_key_slots()
+            if begin >= n or self.outgrows(2 * self.windows * slots_next):
                 break
-            self._alloc(2 * self.windows, keys)  # every window slot was open
+            self._alloc(2 * self.windows, slots_next)  # every window slot was open
         f = int(state[wk.FIRES])
         fired = None
         if f:

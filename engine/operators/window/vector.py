@@ -592,10 +592,10 @@ class _DensePanes(_PaneStore):
                 state, new_positions, new_windows, landed, begin,
             )  # fmt: skip
             begin = int(state[wk.STOP])
-            keys = self.grown_key_slots()
-            if begin >= n or 2 * self.windows * keys > DENSE_CELLS:
+            slots_next = self.grown_key_slots()
+            if begin >= n or 2 * self.windows * slots_next > DENSE_CELLS:
                 break
-            self._alloc(2 * self.windows, keys)  # every window slot was open
+            self._alloc(2 * self.windows, slots_next)  # every window slot was open
         fresh = int(state[wk.NEW])
         if self.firsts is not None and fresh:
             records = records if isinstance(records, list) else list(records)

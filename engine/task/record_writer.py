@@ -7,6 +7,11 @@ written ahead of records queued before it.
 The writers of one task share a ``FrameCache``: a batch that goes whole (one subpartition,
 or broadcast) to several outputs of the same type -- one stream consumed twice -- is
 serialized once and its frame written to each.
+
+A writer into a two-phase window (``weir.operators.window.two_phase``) has a ``combiner``:
+batches fold into the partial rows it holds, which are queued before the next watermark or
+event and whenever ``flush_held`` is called (the task calls it before a barrier and at the
+end of input).
 """
 
 from __future__ import annotations

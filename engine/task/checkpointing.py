@@ -27,6 +27,7 @@ import trio
 from weir.codec.reader import FrameReader
 from weir.network.events import CheckpointBarrier
 from weir.operators.factory import SourceOperator
+from weir.operators.window import two_phase
 from weir.state.operator_state import repartition_operator_state
 from weir.task.chain import OperatorChain
 from weir.task.channel_state import ChannelState
@@ -183,7 +184,7 @@ class SubtaskCheckpointCoordinator:
         snapshots = await self.snapshot_operators(
             barrier.checkpoint_id, full=barrier.is_savepoint and not barrier.native
         )
-        channel_state = ChannelState(barrier.checkpoint_id) if barrier.unaligned else None
+        channel_state = self.new_channel_state(barrier.checkpoint_id) if barrier.unaligned else None
         await self.forward_barrier(barrier, channel_state)
         if channel_state is not None:
             channel_state.complete.set()  # a source has no input channels
@@ -205,11 +206,23 @@ class SubtaskCheckpointCoordinator:
                 if channel_state is not None and data:
                     channel_state.outputs[f"{i}:{sub}"] = data
 
+    def partial_rows(self) -> tuple[bool, list[int]]:
+        """Whether the task's inputs carry partial rows of a two-phase window, and which of its
+        output partitions do (``weir.operators.window.two_phase``)."""
+        graph = self.d.stream_graph
+        head = graph.node(self.d.job_vertex.chained_node_ids[0])
+        inputs = bool(head.in_edges) and two_phase.layout_for(graph, head) is not None
+        return inputs, [i for i, w in enumerate(self.chain.writers) if w.combiner is not None]
+
+    def new_channel_state(self, checkpoint_id: int) -> ChannelState:
+        inputs, outputs = self.partial_rows()
+        return ChannelState(checkpoint_id, partial_inputs=inputs, partial_outputs=outputs)
+
     def state_for(self, checkpoint_id: int) -> ChannelState:
         """The channel state of unaligned checkpoint ``checkpoint_id``, started if need be."""
         state = self.channel_state
         if state is None or state.checkpoint_id != checkpoint_id:
-            state = self.channel_state = ChannelState(checkpoint_id)
+            state = self.channel_state = self.new_channel_state(checkpoint_id)
         return state
 
     async def take_snapshot(self, checkpoint_id: int, unaligned: bool, readers: list[FrameReader]) -> None:

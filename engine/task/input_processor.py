@@ -44,7 +44,7 @@ from weir.codec.reader import FrameReader
 from weir.codec.serializers import serializer_for
 from weir.network.events import CheckpointBarrier, EndOfPartition, Watermark, WatermarkStatus
 from weir.task.chain import OperatorChain, OperatorGuard, wire_type
-from weir.task.channel_state import replay_output_state
+from weir.task.channel_state import check_partial_rows, replay_output_state
 from weir.task.checkpointing import SubtaskCheckpointCoordinator
 from weir.time.valve import WatermarkValve
 from weir.time.watermarks import EmitWatermark
@@ -266,6 +266,7 @@ class StreamInputProcessor:
         then the persisted input is processed, before anything new is read."""
         if not restored:
             return
+        check_partial_rows(restored, *self.checkpointing.partial_rows(), self.d.job_vertex.name)
         await replay_output_state(self.chain.partitions, restored)
         async with self._drain_lock:
             for channel, data in sorted(restored.get("inputs", {}).items()):

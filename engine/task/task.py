@@ -47,7 +47,7 @@ from weir.network.events import CheckpointBarrier
 from weir.network.flusher import run_output_flusher
 from weir.operators.factory import SourceOperator
 from weir.task.chain import OperatorChain
-from weir.task.channel_state import replay_output_state
+from weir.task.channel_state import check_partial_rows, replay_output_state
 from weir.task.checkpointing import SubtaskCheckpointCoordinator
 from weir.task.input_processor import StreamInputProcessor
 
@@ -255,6 +255,7 @@ class Task:
     async def _run_source(self, head: SourceOperator) -> None:
         if self._restored_channels:
             restored, self._restored_channels = self._restored_channels, None
+            check_partial_rows(restored, *self.checkpointing.partial_rows(), self.d.job_vertex.name)
             await replay_output_state(self.chain.partitions, restored)
         # One scope for the whole loop, not one per poll (a cancel scope costs more than a
         # small batch's routing). Only a completed stop-with-savepoint cancels it, and by

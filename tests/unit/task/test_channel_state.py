@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from weir.task.channel_state import ChannelState, replay_output_state
+import pytest
+
+from weir.errors import UsageError
+from weir.task.channel_state import ChannelState, check_partial_rows, replay_output_state
 
 
 def test_the_payload_leaves_out_empty_channels() -> None:
@@ -31,3 +34,36 @@ async def test_overtaken_output_goes_back_to_its_subpartitions() -> None:
     partitions: list[Any] = [_Partition(log, 0), _Partition(log, 1)]
     await replay_output_state(partitions, {"outputs": {"1:0": b"b", "0:2": b"a"}, "inputs": {0: b"i"}})
     assert log == [(0, 2, b"a"), (1, 0, b"b")]
+
+
+# -- partial rows of two-phase windows -------------------------------------------------------------
+
+
+def test_the_payload_says_which_channels_carry_partial_rows() -> None:
+    state = ChannelState(3, partial_inputs=True, partial_outputs=[1])
+    state.inputs[0] = bytearray(b"in")
+    state.outputs["1:0"] = b"out"
+    payload = state.to_payload()
+    assert payload["partial_inputs"] is True and payload["partial_outputs"] == [1]
+    plain = ChannelState(3)
+    plain.inputs[0] = bytearray(b"in")
+    assert "partial_inputs" not in plain.to_payload() and "partial_outputs" not in plain.to_payload()
+
+
+def test_in_flight_partial_rows_are_not_read_back_as_records() -> None:
+    written = ChannelState(3, partial_inputs=True, partial_outputs=[0])
+    written.inputs[0] = bytearray(b"rows")
+    written.outputs["0:1"] = b"rows"
+    payload = written.to_payload()
+    check_partial_rows(payload, True, [0], "window")  # the same setting: fine
+    with pytest.raises(UsageError, match="table.optimizer.agg-phase-strategy changed"):
+        check_partial_rows(payload, False, [0], "window")  # inputs now read as records
+    with pytest.raises(UsageError, match="restore with the setting it was taken with"):
+        check_partial_rows(payload, True, [], "window")  # outputs now written as records
+    records = ChannelState(3)
+    records.inputs[0] = bytearray(b"records")
+    with pytest.raises(UsageError, match="written as records, and this job reads it as partial rows"):
+        check_partial_rows(records.to_payload(), True, [], "window")
+    check_partial_rows(
+        ChannelState(3).to_payload(), True, [0], "window"
+    )  # nothing in flight: nothing to misread

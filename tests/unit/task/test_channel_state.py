@@ -56,7 +56,7 @@ def test_in_flight_partial_rows_are_not_read_back_as_records() -> None:
     written.outputs["0:1"] = b"rows"
     payload = written.to_payload()
     check_partial_rows(payload, True, [0], "window")  # the same setting: fine
-    with pytest.raises(UsageError, match="table.optimizer.agg-phase-strategy changed"):
+    with pytest.raises(UsageError, match=r"table\.optimizer\.agg-phase-strategy changed"):
         check_partial_rows(payload, False, [0], "window")  # inputs now read as records
     with pytest.raises(UsageError, match="restore with the setting it was taken with"):
         check_partial_rows(payload, True, [], "window")  # outputs now written as records

@@ -16,7 +16,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.property.test_aggregates_properties import ROW, outputs_of, runs, shapes, window_pair
+from tests.property.test_aggregates_properties import ROW, outputs_of, play, runs, shapes, window_pair
 from tests.unit.operators.test_vector_window import MAX_WM, Run
 from weir.codec.batch import Batch, TupleColumns
 from weir.common import Types
@@ -51,7 +51,7 @@ def as_tuples(batch: Batch) -> Batch:
 @SETTINGS
 @given(
     drawn=OUTPUTS, shape=shapes(), lateness=st.sampled_from([0, 0, 30, 200]), steps=steps_of(),
-    hold=st.booleans(), capacity=st.sampled_from([2, 5, 1 << 14]), small=st.booleans(),
+    hold=st.booleans(), capacity=st.sampled_from([2, 5, 1 << 14]), small=st.booleans(), data=st.data(),
 )  # fmt: skip
 def test_two_phase_gives_the_per_record_rows_in_order(
     drawn: list[tuple[str, int]],
@@ -61,8 +61,12 @@ def test_two_phase_gives_the_per_record_rows_in_order(
     hold: bool,
     capacity: int,
     small: bool,
+    data: st.DataObject,
 ) -> None:
+    """Then a checkpoint of the two-phase window, taken between two steps (the writer has
+    handed its rows over at the barrier), restores into the per-record window."""
     size, slide, offset = shape
+    cut = data.draw(st.integers(0, len(steps)))
     if size != slide:  # sliding: no last() and no float min/max (one phase, see two_phase)
         drawn = [(kind, f) for kind, f in drawn if kind != "last" and not (f == 2 and kind in ("min", "max"))]
     assigner = (
@@ -70,34 +74,48 @@ def test_two_phase_gives_the_per_record_rows_in_order(
         if size == slide
         else SlidingEventTimeWindows(size, slide, offset)
     )
-    per_record_op, window_op = window_pair(drawn, assigner, lateness, None)
-    agg_plan, _ = aggregates_plan(
-        {"spec": window_op.spec, "input_type": ROW}, assigner, assigner.get_default_trigger(), None
-    )
-    assert agg_plan is not None
-    layout = two_phase.PartialLayout(agg_plan, 0, Types.LONG(), slide, offset)
-    window_op.use_partial_input(layout)
-    local = two_phase.LocalAggregator(layout, "test", hold=hold, capacity=capacity)
-    per_record, window = Run(per_record_op), Run(window_op)
-    sent = -(1 << 63)
+    per_record = Run(window_pair(drawn, assigner, lateness, None)[0])
+    play([per_record], [*steps, ([], MAX_WM)])
 
-    def deliver(batches: list[Batch]) -> None:
-        for b in batches:
-            assert isinstance(b.values, TupleColumns)
-            window.op.process_batch(as_tuples(b) if small else b)
+    def two_phase_run() -> tuple[Run, two_phase.LocalAggregator]:
+        window_op = window_pair(drawn, assigner, lateness, None)[1]
+        agg_plan, _ = aggregates_plan(
+            {"spec": window_op.spec, "input_type": ROW}, assigner, assigner.get_default_trigger(), None
+        )
+        assert agg_plan is not None
+        layout = two_phase.PartialLayout(agg_plan, 0, Types.LONG(), slide, offset)
+        window_op.use_partial_input(layout)
+        return Run(window_op), two_phase.LocalAggregator(layout, "test", hold=hold, capacity=capacity)
 
-    for batch, watermark in [*steps, ([], MAX_WM)]:
-        per_record.batch(batch)
-        per_record.watermark(watermark)
-        if batch:
-            records = Batch([v for v, _ in batch], np.array([t for _, t in batch], np.int64))
-            deliver(local.add(records, sent))
-        flushed = local.flush()  # the writer hands its rows over before the watermark
-        deliver([flushed] if flushed is not None else [])
-        window.watermark(watermark)
-        sent = watermark
+    def play_two_phase(window: Run, local: two_phase.LocalAggregator, part: list[Any]) -> None:
+        sent = -(1 << 63)
+
+        def deliver(batches: list[Batch]) -> None:
+            for b in batches:
+                assert isinstance(b.values, TupleColumns)
+                window.op.process_batch(as_tuples(b) if small else b)
+
+        for batch, watermark in part:
+            if batch:
+                records = Batch([v for v, _ in batch], np.array([t for _, t in batch], np.int64))
+                deliver(local.add(records, sent))
+            flushed = local.flush()  # the writer hands its rows over before the watermark
+            deliver([flushed] if flushed is not None else [])
+            window.watermark(watermark)
+            sent = watermark
+
+    window, local = two_phase_run()
+    play_two_phase(window, local, [*steps, ([], MAX_WM)])
     assert repr(window.records()) == repr(per_record.records())  # repr: NaN equals NaN
     assert window.op.metrics.late_records_dropped == per_record.op.metrics.late_records_dropped
+    # a checkpoint of the two-phase window at ``cut`` restores into the per-record path
+    first, first_local = two_phase_run()
+    play_two_phase(first, first_local, steps[:cut])
+    snapshot = first.checkpoint()
+    restored = Run(window_pair(drawn, assigner, lateness, None)[0], restore=[snapshot])
+    restored.op.current_watermark = first.op.current_watermark  # a task restores no watermark
+    play([restored], [*steps[cut:], ([], MAX_WM)])
+    assert repr(first.records() + restored.records()) == repr(per_record.records())
 
 
 def test_a_batch_folds_into_one_row_per_key_and_slice_in_first_record_order() -> None:

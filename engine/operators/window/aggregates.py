@@ -293,6 +293,9 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 # ----------------------------------------------------------------------------- panes
 
 _NO_WEIGHTS = np.empty(0, np.int64)  # the kernels' weights when every row is one record
+#: Firings in a row that find a hash table over 32 times too big for the panes live before
+#: them, before it shrinks (``_AggregateHashPanes._settle_size``).
+SPARSE_FIRINGS = 8
 
 
 def _concatenate(a: PaneColumns | None, b: PaneColumns | None) -> PaneColumns | None:
@@ -499,6 +502,7 @@ class _AggregateHashPanes(_HashPanes):
         self.firsts = None
         self.state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
         self._use(wk.empty_rows(_MIN_TABLE, mi + mf))
+        self.sparse_firings = 0  # firings in a row that left the table 32 times too big
 
     def _use(self, table: np.ndarray) -> None:
         self.table = table
@@ -586,10 +590,24 @@ class _AggregateHashPanes(_HashPanes):
         )  # fmt: skip
         order = self._firing_order(starts[:n], seqs[:n])
         columns = PaneColumns(starts[order], keys[order], counts[order], (iaccs[order], faccs[order]), None)
-        # the table keeps its size, as Java's HashMap does: the next burst of panes (event time
-        # replayed faster than the periodic watermark) reuses resident memory instead of growing
-        # a new table through page faults again (``_HashPanes._empty``)
+        self._settle_size(m)
         return columns if len(columns) else None
+
+    def _settle_size(self, peak: int) -> None:
+        """Shrink the table once ``SPARSE_FIRINGS`` firings in a row found it over 32 times as
+        big as the panes live before them (``peak``) need; else it keeps its size. Panes come in
+        bursts between two watermarks (more so when event time is replayed faster than the
+        periodic watermark), and a table shrunk after each firing grew again through page faults
+        at the next burst; a job whose bursts got smaller does not sweep a big, empty table at
+        every firing for good."""
+        need = self._size_for(peak)
+        if len(self.table) <= 16 * need:
+            self.sparse_firings = 0
+            return
+        self.sparse_firings += 1
+        if self.sparse_firings >= SPARSE_FIRINGS:
+            self._resize(self._live_rows(), max(4 * need, self._size_for(self.live)))
+            self.sparse_firings = 0
 
     def export(self) -> PaneColumns:
         """Every live pane, in firing order, with its fired flag (nothing is removed)."""

@@ -9,6 +9,7 @@ from weir.common.execution_config import ExecutionConfig
 from weir.common.input_dependency_constraint import InputDependencyConstraint
 from weir.common.job_client import JobClient, JobExecutionResult, JobID
 from weir.common.job_status import JobStatus
+from weir.common.restart_strategy import RestartStrategies, RestartStrategyConfiguration
 from weir.common.serialization import (
     ByteArraySchema,
     DeserializationSchema,
@@ -38,6 +39,8 @@ __all__ = [
     "JobExecutionResult",
     "JobID",
     "JobStatus",
+    "RestartStrategies",
+    "RestartStrategyConfiguration",
     "Row",
     "RowKind",
     "SerializationSchema",

@@ -102,6 +102,9 @@ class StreamExecutionEnvironment:
         self._caches: dict[int, Any] = {}  # transformation id -> CachedDataStream (DataStream.cache())
         self._materializing: set[int] = set()
         self.cluster: Any = None  # a running cluster to submit to (weir.cluster); None: embedded
+        # what `weir run`/`weir plan` configured (the cluster's settings: fall_back_restart goes back to them)
+        launcher = _capture.configuration if _capture is not None else _defaults
+        self._launcher_configuration = Configuration(launcher)
 
     @staticmethod
     def get_execution_environment(configuration: Configuration | None = None) -> StreamExecutionEnvironment:
@@ -224,6 +227,35 @@ class StreamExecutionEnvironment:
         self._state_backend = state_backend
         self._configuration.set_string(opts.STATE_BACKEND.key, state_backend.type_name)
         return self
+
+    def set_restart_strategy(self, restart_strategy_configuration: Any) -> StreamExecutionEnvironment:
+        """``RestartStrategies.fixed_delay_restart(3, 10_000)`` and the others (PyFlink 1.x's
+        setter; Flink 2.x configures ``restart-strategy.*``): writes those keys into the
+        job's configuration, replacing the job's earlier ones. ``fall_back_restart()``
+        removes them, so the strategy ``weir run`` or the cluster configures applies."""
+        from weir.common.restart_strategy import RESTART_STRATEGY_KEY_PREFIX, RestartStrategyConfiguration
+
+        if not isinstance(restart_strategy_configuration, RestartStrategyConfiguration):
+            raise UsageError(
+                "set_restart_strategy needs a RestartStrategyConfiguration such as "
+                f"RestartStrategies.fixed_delay_restart(3, 10000), got {restart_strategy_configuration!r}"
+            )
+        for key in [k for k in self._configuration.key_set() if k.startswith(RESTART_STRATEGY_KEY_PREFIX)]:
+            self._configuration.remove_config(key)
+        entries = restart_strategy_configuration.to_configuration_entries()
+        if not entries:  # fall back to what `weir run` configured
+            launcher = self._launcher_configuration.to_dict()
+            entries = {k: v for k, v in launcher.items() if k.startswith(RESTART_STRATEGY_KEY_PREFIX)}
+        for key, value in entries.items():
+            self._configuration.set_string(key, value)
+        return self
+
+    def get_restart_strategy(self) -> Any:
+        """The ``RestartStrategyConfiguration`` the job's ``restart-strategy.*`` keys describe
+        (the fallback when it sets none)."""
+        from weir.common.restart_strategy import FallbackRestartStrategyConfiguration, restart_strategy_of
+
+        return restart_strategy_of(self._configuration) or FallbackRestartStrategyConfiguration()
 
     def get_state_backend(self) -> Any:
         from weir.core.state_backend import configured_state_backend

@@ -438,6 +438,20 @@ class StreamExecutionEnvironment:
             elements = [_as_row(e, type_info) for e in elements]
         return self._add_source(CollectionSource(elements, type_info), "Collection Source", type_info, None)
 
+    def create_input(self, input_format: Any, type_info: TypeInformation | None = None) -> DataStream:
+        """A bounded stream of what ``input_format`` (a ``weir.common.io.InputFormat`` such as
+        ``AvroInputFormat``) reads, split among the source's subtasks; its records are of
+        ``type_info``, else of the type the format produces."""
+        from weir.common.io import InputFormat
+        from weir.datastream.connectors.builtin import InputFormatSource
+
+        if not isinstance(input_format, InputFormat):
+            raise UsageError(
+                f"create_input needs an InputFormat such as AvroInputFormat, got {input_format!r}"
+            )
+        type_info = check_type_info("create_input(type_info)", type_info)
+        return self._add_source(InputFormatSource(input_format), "Custom Source", type_info, None)
+
     def from_source(
         self,
         source: Source,

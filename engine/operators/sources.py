@@ -265,6 +265,8 @@ class FileLinesReader(SourceReader):
         self._lines: list[Any] | None = None  # records of the file of the first split
         # a format's ``parse_records(text, where)`` (CSV); without one, a file's records are its lines
         self.parse: Any = None
+        # a binary format's ``read_file(path)`` -> the file's records (Parquet, Avro); before ``parse``
+        self.read_file: Any = None
 
     def restore_splits(self, splits: list[Any]) -> None:
         super().restore_splits(splits)
@@ -286,10 +288,15 @@ class FileLinesReader(SourceReader):
                 path = Path(split[0])
                 if not path.is_file():
                     raise UsageError(f"FileSource file '{path}' disappeared before it was read to its end")
-                text = path.read_text(encoding=self.charset)
-                self._lines = (
-                    text.splitlines() if self.parse is None else self.parse(text, f"FileSource file '{path}'")
-                )
+                if self.read_file is not None:
+                    self._lines = self.read_file(path)
+                else:
+                    text = path.read_text(encoding=self.charset)
+                    self._lines = (
+                        text.splitlines()
+                        if self.parse is None
+                        else self.parse(text, f"FileSource file '{path}'")
+                    )
             if split[1] < len(self._lines):
                 end = min(split[1] + self.batch_size, len(self._lines))
                 batch = Batch(self._lines[split[1] : end])
@@ -455,6 +462,7 @@ def file_lines_reader(source: Any, subtask: int, parallelism: int) -> FileLinesR
         monitor_interval_ms=getattr(source, "monitor_interval_ms", None),
     )
     reader.parse = getattr(source.stream_format, "parse_records", None)
+    reader.read_file = getattr(source.stream_format, "read_file", None)
     return reader
 
 

@@ -46,6 +46,26 @@ class FunctionSource(Source):
         return "Custom Source"
 
 
+class InputFormatSource(Source):
+    """``env.create_input``: a bounded, parallel source that reads an ``InputFormat``."""
+
+    def __init__(self, input_format: Any) -> None:
+        self.input_format = input_format
+
+    def default_name(self) -> str:
+        return "Custom Source"
+
+    def produced_type(self) -> TypeInformation | None:
+        produced: TypeInformation | None = self.input_format.produced_type()
+        return produced
+
+    def describe(self) -> dict[str, Any]:
+        return {"class": "InputFormatSource", "input_format": self.input_format.describe()}
+
+    def create_reader(self, subtask: int, parallelism: int) -> Any:
+        return self.input_format.create_reader(subtask, parallelism)
+
+
 class PrintSink(Sink):
     """``DataStream.print``: one line per record on stdout (stderr if asked)."""
 

@@ -17,6 +17,7 @@ __all__ = [
     "ByteArraySchema",
     "DeserializationSchema",
     "Encoder",
+    "RowDataBulkWriterFactory",
     "SerializationSchema",
     "SimpleStringSchema",
 ]
@@ -57,6 +58,18 @@ class BulkWriterFactory:
 
     def describe(self) -> dict[str, Any]:
         return {"class": type(self).__name__}
+
+
+class RowDataBulkWriterFactory(BulkWriterFactory):
+    """A bulk writer of rows of a declared row type (``get_row_type``): the Parquet and ORC
+    writers of ``weir.datastream.formats``."""
+
+    def __init__(self, row_type: Any) -> None:
+        self._row_type = row_type
+
+    def get_row_type(self) -> Any:
+        """The row type the factory was made for (``for_row_type``'s argument)."""
+        return self._row_type
 
 
 class SerializationSchema:

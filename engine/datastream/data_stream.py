@@ -358,8 +358,17 @@ class DataStream(_Configurable):
         return DataStreamSink(t)
 
     def sink_to(self, sink: Sink) -> DataStreamSink:
+        from weir.datastream.connectors.base import SupportsPreprocessing
+
         if not isinstance(sink, Sink):
             raise UsageError(f"sink_to needs a Sink such as FileSink, got {sink!r}")
+        if isinstance(sink, SupportsPreprocessing) and (transformer := sink.get_transformer()) is not None:
+            ds = transformer.apply(self)
+            if not isinstance(ds, DataStream):
+                raise UsageError(
+                    f"the StreamTransformer of {type(sink).__name__} must return a DataStream, got {ds!r}"
+                )
+            return ds._sink(sink, sink.default_name())
         return self._sink(sink, sink.default_name())
 
     def add_sink(self, sink_func: fn.SinkFunction | Callable[[Any], Any]) -> DataStreamSink:

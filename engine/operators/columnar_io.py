@@ -252,10 +252,15 @@ class ArrowPartWriter:
         import pyarrow as pa
 
         self.schema = pa.schema([(n, pa.type_for_alias(t)) for n, t in zip(names, types)])
+        self._kind = kind
         if kind == "parquet":
             import pyarrow.parquet as pq
 
             self._writer: Any = pq.ParquetWriter(file, self.schema, **options)
+        elif kind == "orc":
+            import pyarrow.orc as orc
+
+            self._writer = orc.ORCWriter(file, **options)
         else:
             import pyarrow.csv as pcsv
 
@@ -271,7 +276,11 @@ class ArrowPartWriter:
             raise UsageError(
                 f"FileSink bulk format: a batch does not fit the schema {self.schema}: {exc}"
             ) from None
-        self._writer.write_batch(pa.record_batch(arrays, schema=self.schema))
+        batch_ = pa.record_batch(arrays, schema=self.schema)
+        if self._kind == "orc":  # pyarrow's ORC writer takes tables
+            self._writer.write(pa.Table.from_batches([batch_]))
+        else:
+            self._writer.write_batch(batch_)
 
     def finish(self) -> None:
         self._writer.close()
@@ -300,6 +309,10 @@ class TextCsvPartWriter:
         if self._header_due:  # an empty part still has its header, as pyarrow's writer gives it
             self._file.write(self._factory.text_lines([], True).encode())
         self._file.flush()
+
+
+def orc_part_writer(factory: Any, file: Any) -> ArrowPartWriter:
+    return ArrowPartWriter(file, factory.field_names, factory.arrow_types, "orc", factory.writer_options())
 
 
 def csv_part_writer(factory: Any, file: Any) -> ArrowPartWriter | TextCsvPartWriter:

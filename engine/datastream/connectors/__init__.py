@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from weir.datastream.connectors.base import Sink, Source
+from weir.datastream.connectors.base import DeliveryGuarantee, Sink, Source
 
-__all__ = ["Sink", "Source"]
+__all__ = ["DeliveryGuarantee", "Sink", "Source"]

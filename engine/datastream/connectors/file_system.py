@@ -19,6 +19,7 @@ from weir.common.typeinfo import TypeInformation, Types
 from weir.core.connectors import Sink, Source
 from weir.core.functions import SinkFunction
 from weir.core.references import load_reference
+from weir.datastream.connectors.base import StreamTransformer, SupportsPreprocessing
 from weir.errors import UsageError
 
 
@@ -34,6 +35,60 @@ class StreamFormat:
         return StreamFormat("text_line", charset_name)
 
 
+class BulkFormat:
+    """How a whole file becomes records at once (Parquet's columnar reader, as Flink's
+    ``BulkFormat``): ``read_file(path)`` returns the file's records. The formats are in
+    ``weir.datastream.formats`` (``ParquetColumnarRowInputFormat``)."""
+
+    kind = "bulk"
+    charset = "UTF-8"  # not used: a bulk format reads bytes
+
+    def read_file(self, path: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def produced_type(self) -> TypeInformation | None:
+        return None
+
+
+class FileEnumeratorProvider:
+    """Which files under the source's paths are read, and in how many splits (Flink's
+    ``FileEnumerator.Provider``). Both of Flink's defaults enumerate directories
+    recursively and skip hidden files (names starting with '.' or '_'); the splittable one
+    also cuts a file into one split per storage block, and a local file is one block, so on
+    weir's local files both give one split per file, as Flink's do there."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    @staticmethod
+    def default_splittable_file_enumerator() -> FileEnumeratorProvider:
+        return FileEnumeratorProvider("splittable")
+
+    @staticmethod
+    def default_non_splittable_file_enumerator() -> FileEnumeratorProvider:
+        return FileEnumeratorProvider("non_splittable")
+
+    def __repr__(self) -> str:
+        return f"FileEnumeratorProvider({self.kind!r})"
+
+
+class FileSplitAssignerProvider:
+    """Which reader gets which split (Flink's ``FileSplitAssigner.Provider``). Flink's
+    locality-aware assigner gives a reader the splits stored on its host first; every file
+    weir reads is on its one host, so all splits are local and are dealt to the subtasks in
+    turn."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    @staticmethod
+    def locality_aware_split_assigner() -> FileSplitAssignerProvider:
+        return FileSplitAssignerProvider("locality_aware")
+
+    def __repr__(self) -> str:
+        return f"FileSplitAssignerProvider({self.kind!r})"
+
+
 class FileSource(Source):
     """Reads files (or every file under directories): the files there when the job starts
     (bounded), or, with ``monitor_continuously(interval)``, also every file that appears
@@ -43,11 +98,20 @@ class FileSource(Source):
     reader_factory = "weir.operators.sources:file_lines_reader"
 
     def __init__(
-        self, paths: list[str], stream_format: StreamFormat, monitor_interval_ms: int | None = None
+        self,
+        paths: list[str],
+        stream_format: StreamFormat | BulkFormat,
+        monitor_interval_ms: int | None = None,
+        file_enumerator: FileEnumeratorProvider | None = None,
+        split_assigner: FileSplitAssignerProvider | None = None,
     ) -> None:
         self.paths = paths
         self.stream_format = stream_format
         self.monitor_interval_ms = monitor_interval_ms
+        self.file_enumerator = (
+            file_enumerator or FileEnumeratorProvider.default_non_splittable_file_enumerator()
+        )
+        self.split_assigner = split_assigner or FileSplitAssignerProvider.locality_aware_split_assigner()
 
     def is_bounded(self) -> bool:
         return self.monitor_interval_ms is None
@@ -55,6 +119,16 @@ class FileSource(Source):
     @staticmethod
     def for_record_stream_format(stream_format: StreamFormat, *paths: str) -> FileSourceBuilder:
         return FileSourceBuilder(stream_format, list(paths))
+
+    @staticmethod
+    def for_bulk_file_format(bulk_format: BulkFormat, *paths: str) -> FileSourceBuilder:
+        """Read whole files with a ``BulkFormat`` such as ``ParquetColumnarRowInputFormat``."""
+        if not isinstance(bulk_format, BulkFormat):
+            raise UsageError(
+                "FileSource.for_bulk_file_format needs a BulkFormat such as "
+                f"ParquetColumnarRowInputFormat(row_type), got {bulk_format!r}"
+            )
+        return FileSourceBuilder(bulk_format, list(paths))
 
     def default_name(self) -> str:
         return "File Source"
@@ -68,6 +142,8 @@ class FileSource(Source):
             "class": "FileSource",
             "paths": list(self.paths),
             "format": self.stream_format.kind,
+            "file_enumerator": self.file_enumerator.kind,
+            "split_assigner": self.split_assigner.kind,
         }
         if self.monitor_interval_ms is not None:
             out["monitor_interval_ms"] = self.monitor_interval_ms
@@ -75,8 +151,8 @@ class FileSource(Source):
 
 
 class FileSourceBuilder:
-    def __init__(self, stream_format: StreamFormat, paths: list[str]) -> None:
-        if not isinstance(stream_format, StreamFormat):
+    def __init__(self, stream_format: StreamFormat | BulkFormat, paths: list[str]) -> None:
+        if not isinstance(stream_format, StreamFormat | BulkFormat):
             raise UsageError(
                 f"FileSource needs a StreamFormat such as StreamFormat.text_line_format(), got {stream_format!r}"
             )
@@ -101,8 +177,34 @@ class FileSourceBuilder:
         self._monitor_ms = None
         return self
 
+    def set_file_enumerator(self, file_enumerator: FileEnumeratorProvider) -> FileSourceBuilder:
+        """Which files are read and how they are split (see ``FileEnumeratorProvider``)."""
+        if not isinstance(file_enumerator, FileEnumeratorProvider):
+            raise UsageError(
+                "set_file_enumerator needs FileEnumeratorProvider.default_splittable_file_enumerator() or "
+                f"default_non_splittable_file_enumerator(), got {file_enumerator!r}"
+            )
+        self._enumerator: FileEnumeratorProvider | None = file_enumerator
+        return self
+
+    def set_split_assigner(self, split_assigner: FileSplitAssignerProvider) -> FileSourceBuilder:
+        """Which subtask reads which split (see ``FileSplitAssignerProvider``)."""
+        if not isinstance(split_assigner, FileSplitAssignerProvider):
+            raise UsageError(
+                "set_split_assigner needs FileSplitAssignerProvider.locality_aware_split_assigner(), "
+                f"got {split_assigner!r}"
+            )
+        self._assigner: FileSplitAssignerProvider | None = split_assigner
+        return self
+
     def build(self) -> FileSource:
-        return FileSource(self._paths, self._format, getattr(self, "_monitor_ms", None))
+        return FileSource(
+            self._paths,
+            self._format,
+            getattr(self, "_monitor_ms", None),
+            getattr(self, "_enumerator", None),
+            getattr(self, "_assigner", None),
+        )
 
 
 class OutputFileConfig:
@@ -368,7 +470,7 @@ class OnCheckpointRollingPolicy(RollingPolicy):
 # ------------------------------------------------------------------------------ the sink
 
 
-class FileSink(Sink):
+class FileSink(Sink, SupportsPreprocessing):
     """Writes records into part files under ``base_path``, exactly once: as lines
     (``for_row_format`` with an ``Encoder``) or whole batches in a bulk format
     (``for_bulk_format`` with ``ParquetBulkWriters`` or ``CsvBulkWriters`` of
@@ -411,6 +513,11 @@ class FileSink(Sink):
 
     def default_name(self) -> str:
         return "File Sink"
+
+    def get_transformer(self) -> StreamTransformer | None:
+        """None: weir's file formats take the records as they are (PyFlink's bulk formats
+        convert Rows to the Table API's RowData first)."""
+        return None
 
     def describe(self) -> dict[str, Any]:
         cfg = self.output_file_config

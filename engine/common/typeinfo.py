@@ -433,6 +433,55 @@ class SqlTimeTypeInfo(TypeInformation):
         return _SQL_TIMESTAMP
 
 
+class LocalTimeTypeInfo(TypeInformation):
+    """Java's local date-time types (``LocalDate``, ``LocalTime``, ``LocalDateTime``): naive
+    ``datetime.date``, ``datetime.time`` and ``datetime.datetime`` values, carried as they
+    are (no time zone applies, unlike ``Types.SQL_*``)."""
+
+    class TimeType(enum.Enum):
+        LOCAL_DATE = 0
+        LOCAL_TIME = 1
+        LOCAL_DATE_TIME = 2
+
+    def __init__(self, time_type: LocalTimeTypeInfo.TimeType) -> None:
+        if not isinstance(time_type, LocalTimeTypeInfo.TimeType):
+            raise UsageError(f"LocalTimeTypeInfo needs a LocalTimeTypeInfo.TimeType, got {time_type!r}")
+        self.time_type = time_type
+        self.python_type = {"LOCAL_DATE": datetime.date, "LOCAL_TIME": datetime.time}.get(
+            time_type.name, datetime.datetime
+        )
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.time_type,)
+
+    def __repr__(self) -> str:
+        return f"LocalTimeTypeInfo<{self.time_type.name}>"
+
+
+class ExternalTypeInfo(TypeInformation):
+    """The Table API's wrapper of a type (``ExternalTypeInfo(type_info)``): the same values as
+    ``type_info``, converted the same way."""
+
+    def __init__(self, type_info: TypeInformation) -> None:
+        _require_type_info("ExternalTypeInfo", type_info)
+        self.type_info = type_info
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.type_info,)
+
+    def need_conversion(self) -> bool:
+        return self.type_info.need_conversion()
+
+    def to_internal_type(self, obj: Any) -> Any:
+        return self.type_info.to_internal_type(obj)
+
+    def from_internal_type(self, obj: Any) -> Any:
+        return self.type_info.from_internal_type(obj)
+
+    def __repr__(self) -> str:
+        return f"ExternalTypeInfo<{self.type_info!r}>"
+
+
 def _require_type_info(what: str, value: object) -> None:
     if not isinstance(value, TypeInformation):
         raise UsageError(

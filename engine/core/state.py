@@ -76,6 +76,68 @@ class StateTtlConfig:
     class TtlTimeCharacteristic(enum.Enum):
         ProcessingTime = 0
 
+    class CleanupStrategies:
+        """When expired entries are removed (Flink's ``CleanupStrategies``): always when read;
+        ``in_full_snapshot()`` also from full snapshots, which weir honours. The incremental
+        and RocksDB compaction-filter strategies are kept as configured (their getters
+        answer as Flink's do, defaults included while cleanup in background is on); weir's
+        backends have no incremental cleanup and no RocksDB, so those two remove nothing."""
+
+        class Strategies(enum.Enum):
+            FULL_STATE_SCAN_SNAPSHOT = 0
+            INCREMENTAL_CLEANUP = 1
+            ROCKSDB_COMPACTION_FILTER = 2
+
+        class CleanupStrategy:
+            pass
+
+        class EmptyCleanupStrategy(CleanupStrategy):
+            pass
+
+        class IncrementalCleanupStrategy(CleanupStrategy):
+            def __init__(self, cleanup_size: int, run_cleanup_for_every_record: bool) -> None:
+                self._cleanup_size = cleanup_size
+                self._run_cleanup_for_every_record = run_cleanup_for_every_record
+
+            def get_cleanup_size(self) -> int:
+                return self._cleanup_size
+
+            def run_cleanup_for_every_record(self) -> bool:
+                return self._run_cleanup_for_every_record
+
+        class RocksdbCompactFilterCleanupStrategy(CleanupStrategy):
+            def __init__(
+                self, query_time_after_num_entries: int, periodic_compaction_time: Any = None
+            ) -> None:
+                self._query_time_after_num_entries = query_time_after_num_entries
+                self._periodic_compaction_time = periodic_compaction_time or Duration.of_days(30)
+
+            def get_query_time_after_num_entries(self) -> int:
+                return self._query_time_after_num_entries
+
+            def get_periodic_compaction_time(self) -> Duration:
+                return self._periodic_compaction_time
+
+        def __init__(self, strategies: dict[Any, Any], is_cleanup_in_background: bool) -> None:
+            self._strategies = dict(strategies)
+            self._is_cleanup_in_background = is_cleanup_in_background
+
+        def is_cleanup_in_background(self) -> bool:
+            return self._is_cleanup_in_background
+
+        def in_full_snapshot(self) -> bool:
+            return StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT in self._strategies
+
+        def get_incremental_cleanup_strategy(self) -> Any:
+            cs = StateTtlConfig.CleanupStrategies
+            default = cs.IncrementalCleanupStrategy(5, False) if self._is_cleanup_in_background else None
+            return self._strategies.get(cs.Strategies.INCREMENTAL_CLEANUP, default)
+
+        def get_rocksdb_compact_filter_cleanup_strategy(self) -> Any:
+            cs = StateTtlConfig.CleanupStrategies
+            default = cs.RocksdbCompactFilterCleanupStrategy(1000) if self._is_cleanup_in_background else None
+            return self._strategies.get(cs.Strategies.ROCKSDB_COMPACTION_FILTER, default)
+
     def __init__(
         self,
         update_type: StateTtlConfig.UpdateType,
@@ -83,13 +145,24 @@ class StateTtlConfig:
         ttl_time_characteristic: StateTtlConfig.TtlTimeCharacteristic,
         ttl: Duration,
         cleanup_full_snapshot: bool,
+        cleanup_strategies: StateTtlConfig.CleanupStrategies | None = None,
     ) -> None:
         self._update_type = update_type
         self._state_visibility = state_visibility
         self._ttl_time_characteristic = ttl_time_characteristic
         self._ttl = ttl
-        self._cleanup_full_snapshot = cleanup_full_snapshot
+        if cleanup_strategies is None:
+            full = StateTtlConfig.CleanupStrategies.Strategies.FULL_STATE_SCAN_SNAPSHOT
+            empty = StateTtlConfig.CleanupStrategies.EmptyCleanupStrategy()
+            cleanup_strategies = StateTtlConfig.CleanupStrategies(
+                {full: empty} if cleanup_full_snapshot else {}, True
+            )
+        self._cleanup_strategies = cleanup_strategies
+        self._cleanup_full_snapshot = cleanup_strategies.in_full_snapshot()
         self.ttl_ms = ttl.to_milliseconds()
+
+    def get_cleanup_strategies(self) -> StateTtlConfig.CleanupStrategies:
+        return self._cleanup_strategies
 
     @staticmethod
     def new_builder(ttl: Duration | Time | int) -> StateTtlConfig.Builder:
@@ -133,7 +206,8 @@ class StateTtlConfig:
             self._update_type = StateTtlConfig.UpdateType.OnCreateAndWrite
             self._state_visibility = StateTtlConfig.StateVisibility.NeverReturnExpired
             self._characteristic = StateTtlConfig.TtlTimeCharacteristic.ProcessingTime
-            self._cleanup_full_snapshot = False
+            self._strategies: dict[Any, Any] = {}
+            self._cleanup_in_background = True
             self.set_ttl(ttl)
 
         def set_ttl(self, ttl: Duration | Time | int) -> StateTtlConfig.Builder:
@@ -180,31 +254,43 @@ class StateTtlConfig:
             return self
 
         def cleanup_full_snapshot(self) -> StateTtlConfig.Builder:
-            self._cleanup_full_snapshot = True
+            cs = StateTtlConfig.CleanupStrategies
+            self._strategies[cs.Strategies.FULL_STATE_SCAN_SNAPSHOT] = cs.EmptyCleanupStrategy()
             return self
 
         def cleanup_incrementally(
             self, cleanup_size: int = 5, run_cleanup_for_every_record: bool = False
         ) -> StateTtlConfig.Builder:
-            """Accepted for PyFlink compatibility; weir cleans up on read and in full snapshots."""
+            """Recorded (``get_cleanup_strategies``); weir cleans up on read and in full snapshots."""
+            cs = StateTtlConfig.CleanupStrategies
+            self._strategies[cs.Strategies.INCREMENTAL_CLEANUP] = cs.IncrementalCleanupStrategy(
+                cleanup_size, run_cleanup_for_every_record
+            )
             return self
 
         def cleanup_in_rocksdb_compact_filter(
-            self, query_time_after_num_entries: int = 1000
+            self, query_time_after_num_entries: int = 1000, periodic_compaction_time: Any = None
         ) -> StateTtlConfig.Builder:
-            """Accepted for PyFlink compatibility; weir cleans up on read and in full snapshots."""
+            """Recorded (``get_cleanup_strategies``); weir has no RocksDB."""
+            cs = StateTtlConfig.CleanupStrategies
+            self._strategies[cs.Strategies.ROCKSDB_COMPACTION_FILTER] = (
+                cs.RocksdbCompactFilterCleanupStrategy(query_time_after_num_entries, periodic_compaction_time)
+            )
             return self
 
         def disable_cleanup_in_background(self) -> StateTtlConfig.Builder:
+            self._cleanup_in_background = False
             return self
 
         def build(self) -> StateTtlConfig:
+            strategies = StateTtlConfig.CleanupStrategies(self._strategies, self._cleanup_in_background)
             return StateTtlConfig(
                 self._update_type,
                 self._state_visibility,
                 self._characteristic,
                 self._ttl,
-                self._cleanup_full_snapshot,
+                strategies.in_full_snapshot(),
+                strategies,
             )
 
 

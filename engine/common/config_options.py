@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from weir.core.state_backend import DEFAULT_WINDOW_PANE_MEMORY_BYTES
 from weir.errors import UsageError
 
 _DURATION_UNITS = {
@@ -314,6 +315,12 @@ CHECKPOINTING_INCREMENTAL = _opt(
 LMDB_INCREMENTAL_MAX_CHAIN_LENGTH = _opt(
     "state.backend.lmdb.incremental.max-chain-length", "int", 10,
     "Files in an incremental chain (full base included) before the next checkpoint writes a new full base.",
+    check=_positive,
+)  # fmt: skip
+LMDB_WINDOW_PANE_MEMORY = _opt(
+    "state.backend.lmdb.memory.window-panes", "memory", DEFAULT_WINDOW_PANE_MEMORY_BYTES,
+    "Memory an LMDB-backed window operator subtask keeps its live accumulators in before it writes "
+    "them to LMDB (the window's write cache; weir's counterpart of RocksDB's managed write buffers).",
     check=_positive,
 )  # fmt: skip
 FAILOVER_STRATEGY = _opt(

@@ -21,6 +21,7 @@ from weir.errors import UsageError
 __all__ = [
     "DEFAULT_COMMIT_EVERY_OPS",
     "DEFAULT_MAP_SIZE_BYTES",
+    "DEFAULT_WINDOW_PANE_MEMORY_BYTES",
     "EmbeddedRocksDBStateBackend",
     "HashMapStateBackend",
     "LmdbStateBackend",
@@ -31,6 +32,8 @@ __all__ = [
 
 DEFAULT_MAP_SIZE_BYTES = 64 << 20
 DEFAULT_COMMIT_EVERY_OPS = 20_000
+#: ``state.backend.lmdb.memory.window-panes``: a window subtask's live accumulators in memory
+DEFAULT_WINDOW_PANE_MEMORY_BYTES = 256 << 20
 
 
 class StateBackend:
@@ -57,7 +60,9 @@ class LmdbStateBackend(StateBackend):
     ``execution.checkpointing.incremental`` (``state.backend.incremental``) from the
     job's configuration (default false). ``max_chain_length`` bounds the files of
     an incremental chain before a full one is written (None: the configuration's
-    ``state.backend.lmdb.incremental.max-chain-length``).
+    ``state.backend.lmdb.incremental.max-chain-length``). ``window_pane_memory_bytes`` is the
+    memory a window operator subtask keeps its live accumulators in before it writes them to
+    LMDB (None: ``state.backend.lmdb.memory.window-panes``, 256 MiB).
     """
 
     type_name = "lmdb"
@@ -69,6 +74,7 @@ class LmdbStateBackend(StateBackend):
         commit_every_ops: int = DEFAULT_COMMIT_EVERY_OPS,
         enable_incremental_checkpointing: bool | None = None,
         max_chain_length: int | None = None,
+        window_pane_memory_bytes: int | None = None,
     ) -> None:
         if map_size_bytes <= 0:
             raise UsageError(f"LmdbStateBackend map_size_bytes must be positive, got {map_size_bytes}")
@@ -80,6 +86,12 @@ class LmdbStateBackend(StateBackend):
         chain = max_chain_length
         if chain is not None and (not isinstance(chain, int) or isinstance(chain, bool) or chain < 1):
             raise UsageError(f"LmdbStateBackend max_chain_length must be an integer >= 1, got {chain!r}")
+        panes = window_pane_memory_bytes
+        if panes is not None and (not isinstance(panes, int) or isinstance(panes, bool) or panes < 1):
+            raise UsageError(
+                f"LmdbStateBackend window_pane_memory_bytes must be a positive number of bytes, got {panes!r}"
+            )
+        self.window_pane_memory_bytes = panes
         self.path = Path(path) if path is not None else None
         self.map_size_bytes = map_size_bytes
         self.commit_every_ops = commit_every_ops
@@ -100,7 +112,15 @@ class LmdbStateBackend(StateBackend):
         chain = self.max_chain_length
         if chain is None:
             chain = int(conf.get_option(o.LMDB_INCREMENTAL_MAX_CHAIN_LENGTH))
-        return self.with_path(self.path, enable_incremental_checkpointing=incremental, max_chain_length=chain)
+        panes = self.window_pane_memory_bytes
+        if panes is None:
+            panes = int(conf.get_option(o.LMDB_WINDOW_PANE_MEMORY))
+        return self.with_path(
+            self.path,
+            enable_incremental_checkpointing=incremental,
+            max_chain_length=chain,
+            window_pane_memory_bytes=panes,
+        )
 
     def with_path(self, path: str | Path | None, **changes: Any) -> LmdbStateBackend:
         """A copy of this backend keeping its state under ``path`` (and with ``changes`` applied)."""
@@ -109,6 +129,7 @@ class LmdbStateBackend(StateBackend):
             "commit_every_ops": self.commit_every_ops,
             "enable_incremental_checkpointing": self.enable_incremental_checkpointing,
             "max_chain_length": self.max_chain_length,
+            "window_pane_memory_bytes": self.window_pane_memory_bytes,
         }
         settings.update(changes)
         return LmdbStateBackend(path, **settings)

@@ -117,4 +117,6 @@ def create_keyed_state_backend(
     )
     if choice.enable_incremental_checkpointing:
         backend.enable_incremental_checkpointing(choice.max_chain_length)  # type: ignore[attr-defined]
+    if choice.window_pane_memory_bytes is not None:
+        backend.window_pane_memory_bytes = choice.window_pane_memory_bytes  # type: ignore[attr-defined]
     return backend

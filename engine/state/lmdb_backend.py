@@ -90,7 +90,11 @@ from weir.core.state import (
     StateDescriptor,
     ValueState,
 )
-from weir.core.state_backend import DEFAULT_COMMIT_EVERY_OPS, DEFAULT_MAP_SIZE_BYTES
+from weir.core.state_backend import (
+    DEFAULT_COMMIT_EVERY_OPS,
+    DEFAULT_MAP_SIZE_BYTES,
+    DEFAULT_WINDOW_PANE_MEMORY_BYTES,
+)
 from weir.errors import UsageError
 from weir.keys.reference import KeyGroupRange
 from weir.state.backend import (
@@ -741,6 +745,8 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             lock=True,
         )
         self._commit_every = commit_every_ops
+        #: memory a window operator's fast mode keeps live accumulators in before writing them here
+        self.window_pane_memory_bytes = DEFAULT_WINDOW_PANE_MEMORY_BYTES
         self._dbs: dict[str, Any] = {}
         self._txn: Any = self._env.begin(write=True)
         self._log: list[tuple[Any, bytes, bytes | None]] = []

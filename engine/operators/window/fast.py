@@ -30,10 +30,14 @@ writes every live accumulator into the backend and one timer per pane into ``sel
 (``WindowOperatorBase._write_panes``), sharing the accumulator objects with the backend
 (``shares_state_objects``). ``initialize_state`` turns restored timers back into open
 panes whose accumulators stay in the backend until a record or the firing needs them. On
-a non-heap backend (LMDB) the accumulators are written out (spilled) whenever more than
-``SPILL_PANES`` are held in memory, so memory stays bounded by the keys of the open
-panes, which the timer service of the general mode holds too; a deferred snapshot takes
-the spilled panes from the backend's own snapshot (its timers from the frozen keys).
+a non-heap backend (LMDB) the accumulators are written out (spilled) whenever more are
+held in memory than the backend's budget for them holds (``window_pane_memory_bytes``,
+``state.backend.lmdb.memory.window-panes``, 256 MiB by default; a pane's size is measured
+on a sample of the panes held), so memory stays bounded by that and by the keys of the
+open panes, which the timer service of the general mode holds too. This is the write cache
+in front of the on-disk store, as RocksDB's write buffers are in Flink's. A deferred
+snapshot takes the spilled panes from the backend's own snapshot (its timers from the
+frozen keys).
 
 ``FastPaneMode`` is the strategy's half of ``WindowOperator`` (its base class); the
 operator chooses it in its constructor (``op.fast``).
@@ -41,6 +45,7 @@ operator chooses it in its constructor (``op.fast``).
 
 from __future__ import annotations
 
+import sys
 from functools import partial
 from itertools import chain, repeat
 from operator import is_not, itemgetter, length_hint
@@ -64,11 +69,28 @@ from weir.operators.window.shared import (
 from weir.state.panes import PaneSnapshot, is_immutable
 from weir.time.timers import InternalTimerService
 
+
+def _deep_size(value: Any, depth: int = 3) -> int:
+    """Bytes of ``value`` and, a few levels down, of what its tuples, lists and dicts hold
+    (shared objects such as small ints counted each time: an upper bound)."""
+    size = sys.getsizeof(value)
+    if depth and isinstance(value, (tuple, list)):
+        size += sum(_deep_size(v, depth - 1) for v in value)
+    elif depth and isinstance(value, dict):
+        size += sum(_deep_size(k, depth - 1) + _deep_size(v, depth - 1) for k, v in value.items())
+    return size
+
+
 #: Whether a window function returned something (None: nothing), as a C function.
 _is_not_none = partial(is_not, None)
 
-#: Fast mode on a non-heap backend writes its accumulators to the backend above this many.
-SPILL_PANES = 1 << 18
+#: Fast mode on a non-heap backend writes its accumulators to the backend above this many,
+#: or above as many as its memory budget holds (``state.backend.lmdb.memory.window-panes``).
+SPILL_PANES = 1 << 24
+#: A pane's share of its window's dict: the hash table's slot and index at two-thirds load.
+_SLOT_BYTES = 48
+#: Panes whose size is sampled to tell how many the memory budget holds.
+_SAMPLED_PANES = 16
 #: Fast mode remembers this many keys whose key group it checked (then starts over).
 CHECKED_KEYS = 1 << 20
 
@@ -104,6 +126,8 @@ class FastPaneMode(WindowOperatorBase):
         self._backed: set[tuple[Any, TimeWindow]] = set()  # panes with an entry in the backend
         self._next_end: int | None = None  # the smallest max_timestamp of the open windows
         self._checked_keys: set[Any] = set()  # keys whose key group was checked
+        #: panes held in memory above which they are measured against the memory budget again
+        self._spill_at = _SAMPLED_PANES
         #: a user function reached for keyed state: window function calls set their pane's key
         self._keyed_firing = False
         #: (keys, their iterator) of the window ``_fire_in_memory`` runs in C, while it does
@@ -174,8 +198,12 @@ class FastPaneMode(WindowOperatorBase):
             for key in keys:
                 _check_key(self, key)
             raise
-        if self._spills and self._in_memory > SPILL_PANES:
-            self._spill()
+        if self._spills:
+            held = self._in_memory
+            if held > min(SPILL_PANES, self._spill_at):
+                self._spill_at = self._panes_in_budget()
+                if held > min(SPILL_PANES, self._spill_at):
+                    self._spill()
         self._emit_late(batch, late)
 
     def _panes_of(self, start: int, size: int) -> tuple[TimeWindow, dict[Any, Any]]:
@@ -266,6 +294,24 @@ class FastPaneMode(WindowOperatorBase):
             return value if stored is None else self._reduce(stored, value)
         f = self.function
         return f.add(value, f.create_accumulator() if stored is None else stored)
+
+    def _panes_in_budget(self) -> int:
+        """How many panes like the ones held now fit in the backend's memory budget for them
+        (their keys and accumulators measured on a sample, plus their dict slots)."""
+        budget = getattr(self.backend, "window_pane_memory_bytes", None)
+        if budget is None:
+            return SPILL_PANES
+        sample: list[int] = []
+        for panes in self._open.values():
+            for key, acc in panes.items():
+                sample.append(_SLOT_BYTES + _deep_size(key) + _deep_size(acc))
+                if len(sample) >= _SAMPLED_PANES:
+                    break
+            if len(sample) >= _SAMPLED_PANES:
+                break
+        if not sample:
+            return SPILL_PANES
+        return max(1, budget * len(sample) // sum(sample))
 
     def _spill(self) -> None:
         """Write every in-memory accumulator to the backend (bounded memory on LMDB)."""

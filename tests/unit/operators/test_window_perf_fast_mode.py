@@ -10,6 +10,7 @@ on LMDB the accumulators spill to the backend when too many are held.
 from __future__ import annotations
 
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +164,23 @@ def test_lmdb_accumulators_spill_and_come_back(tmp_path: Path, monkeypatch: pyte
     play([slow, fast], steps[len(steps) // 2 :])
     assert fast.records() == slow.records()
     assert lmdb.number_of_keys() == 0  # fired panes leave nothing behind
+
+
+def test_lmdb_spills_when_its_panes_outgrow_the_memory_budget(tmp_path: Path) -> None:
+    """The window's memory budget on LMDB bounds the panes held, by their measured size."""
+    events = disordered(2_000, 28, lambda r: (r.randrange(400), r.randrange(100)), disorder_ms=500)
+    steps = steps_of(events, 29)
+    slow = Run(general(make_op("reduce", SLIDING)))
+    lmdb = create_keyed_backend("lmdb", "op", 128, KeyGroupRange(0, 127), path=tmp_path / "lmdb")
+    pane = 48 + sys.getsizeof(1) + sys.getsizeof((1, 1)) + 2 * sys.getsizeof(1)
+    lmdb.window_pane_memory_bytes = 100 * pane  # about 100 panes of (int, int) accumulators
+    fast = Run(make_op("reduce", SLIDING), lmdb)
+    play([slow, fast], steps[: len(steps) // 2], end=False)
+    assert lmdb.number_of_keys() > 100  # written out
+    assert fast.op._in_memory <= 100 + 60 * 3  # at most one batch's new panes above the budget
+    play([slow, fast], steps[len(steps) // 2 :])
+    assert fast.records() == slow.records()
+    assert lmdb.number_of_keys() == 0
 
 
 def test_a_second_checkpoint_keeps_only_live_panes() -> None:

@@ -366,3 +366,22 @@ def test_a_delta_reads_many_changed_keys_by_one_scan_and_few_by_lookup(harness: 
         assert restored.snapshot() == b.snapshot()
     finally:
         restored.dispose()
+
+
+def test_the_window_pane_memory_budget_comes_from_the_configuration(tmp_path: Path) -> None:
+    conf = Configuration()
+    conf.set_string("state.backend.type", "lmdb")
+    conf.set_string("state.backend.lmdb.memory.window-panes", "64 mb")
+    backend = state_backend_for(StreamExecutionEnvironment.get_execution_environment(conf))
+    assert backend.window_pane_memory_bytes == 64 << 20
+    keyed = create_keyed_state_backend(backend.with_path(tmp_path), "op", 0, MAX_PAR, ALL)
+    try:
+        assert keyed.window_pane_memory_bytes == 64 << 20
+    finally:
+        keyed.dispose()
+    explicit = LmdbStateBackend(window_pane_memory_bytes=1 << 20).configure(conf)
+    assert explicit.window_pane_memory_bytes == 1 << 20  # set on the backend wins
+    with pytest.raises(UsageError, match="window-panes: must be positive"):
+        conf.set_string("state.backend.lmdb.memory.window-panes", "0 b")
+    with pytest.raises(UsageError, match="window_pane_memory_bytes"):
+        LmdbStateBackend(window_pane_memory_bytes=0)

@@ -31,6 +31,7 @@ from weir.datastream.connectors.builtin import CollectSink, FunctionSink, PrintS
 from weir.datastream.execution_mode import RuntimeExecutionMode
 from weir.datastream.output_tag import OutputTag
 from weir.datastream.slot_sharing_group import SlotSharingGroup
+from weir.datastream.window import WindowOperationDescriptor
 from weir.errors import UsageError
 from weir.graph import partitioners as parts
 from weir.graph.transformations import (
@@ -777,6 +778,18 @@ class WindowedStream:
         evictor = "" if self._evictor is None else f", {self._evictor.describe()}"
         name = f"Window({self._assigner.describe()}, {trigger.describe()}{evictor}, {label})"
         stream = self._keyed._one_input(name, spec, output_type, self._keyed._key_selector)
+        descriptor = WindowOperationDescriptor(
+            self._assigner,
+            trigger,
+            self._allowed_lateness_ms,
+            self._late_tag,
+            None,  # weir's window operators keep their state themselves
+            self._assigner.get_window_serializer(),
+            options.get("function"),
+        )
+        stream._transformation.description = descriptor.generate_op_desc(
+            "AllWindow" if self._all_window else "Window", label
+        )
         if self._all_window:
             t = stream._transformation
             t.set_parallelism(1)

@@ -28,7 +28,7 @@ from weir.cluster.slot_manager import SlotId
 from weir.cluster.task_executor import TaskExecutor, TaskHandle
 from weir.errors import JobExecutionError, WeirError
 from weir.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, build_execution_graph
-from weir.graph.job_graph import JobGraph
+from weir.graph.job_graph import JobGraph, vertex_buffer_timeout_ms
 from weir.graph.slots import SlotPlan, plan_slots
 from weir.graph.status import JobStatus, JobStatusMachine
 from weir.network.environment import ChannelSpec
@@ -661,7 +661,9 @@ class JobMaster:
             attempt_number=execution.attempt_number,
             produced=produced,
             input_channels=inputs,
-            buffer_timeout_ms=-1 if self.job_graph.is_batch else s.buffer_timeout_ms,
+            buffer_timeout_ms=-1
+            if self.job_graph.is_batch
+            else vertex_buffer_timeout_ms(self.job_graph, ejv.job_vertex, s.buffer_timeout_ms),
             auto_watermark_interval_ms=s.auto_watermark_interval_ms,
             batch_mode=self.job_graph.is_batch,
             processing_time_ms=s.processing_time_ms,

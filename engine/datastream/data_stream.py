@@ -95,6 +95,18 @@ class _Configurable:
         self._physical("set_uid_hash()").uid_hash = text
         return self
 
+    def set_buffer_timeout(self, timeout_millis: int) -> Any:
+        """How long this operator's output buffers may wait before they are sent: -1 only
+        when full, 0 after every record, else at most ``timeout_millis`` ms (Flink's per
+        operator buffer timeout; the job's ``env.set_buffer_timeout`` for the others)."""
+        if isinstance(timeout_millis, bool) or not isinstance(timeout_millis, int) or timeout_millis < -1:
+            raise UsageError(
+                f"set_buffer_timeout needs -1 (flush only when full), 0 (flush every record) or positive ms, "
+                f"got {timeout_millis!r}"
+            )
+        self._physical("set_buffer_timeout()").buffer_timeout_ms = timeout_millis
+        return self
+
     def set_description(self, description: str) -> Any:
         self._physical("set_description()").description = str(description)
         return self

@@ -409,3 +409,23 @@ def _topological(vertices: list[JobVertex]) -> list[JobVertex]:
 def generate_job_graph(graph: StreamGraph) -> JobGraph:
     """Compile a StreamGraph into a JobGraph (pure)."""
     return _Builder(graph).build()
+
+
+def _flush_urgency(timeout_ms: int) -> float:
+    """How soon a buffer timeout flushes: 0 (every record) first, -1 (only when full) last."""
+    return float("inf") if timeout_ms < 0 else float(timeout_ms)
+
+
+def vertex_buffer_timeout_ms(job_graph: JobGraph, vertex: JobVertex, default_ms: int) -> int:
+    """The buffer timeout of ``vertex``'s output partitions: that of the chained operators
+    whose records leave the vertex (``DataStream.set_buffer_timeout``, else ``default_ms``,
+    the job's). A task flushes all its partitions on one timer, so when those operators ask
+    for different timeouts the one that flushes soonest wins."""
+    members = set(vertex.chained_node_ids)
+    timeouts = []
+    for node_id in vertex.chained_node_ids:
+        node = job_graph.stream_graph.nodes[node_id]
+        if any(e.target_id not in members for e in node.out_edges):
+            own = node.transformation.buffer_timeout_ms
+            timeouts.append(default_ms if own is None else own)
+    return min(timeouts, key=_flush_urgency) if timeouts else default_ms

@@ -68,6 +68,7 @@ class Transformation:
     chaining_strategy: ChainingStrategy = ChainingStrategy.ALWAYS
     description: str | None = None
     parallelism_fixed: bool = False  # a non-parallel operator (parallelism must stay 1)
+    buffer_timeout_ms: int | None = None  # None: the job's (execution.buffer-timeout.interval)
 
     is_physical = True
 

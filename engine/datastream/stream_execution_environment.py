@@ -613,6 +613,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
+        _check_runnable(graph)
         return self._executor().execute(graph, self.execution_settings())
 
     def execute_async(
@@ -628,6 +629,7 @@ class StreamExecutionEnvironment:
         graph = self.get_stream_graph(self._job_name(job_name), clear_transformations=True)
         if self._capturing:
             raise ProgramCaptured(graph)
+        _check_runnable(graph)
         return self._executor().execute_async(graph, self.execution_settings())
 
     def _execute_and_collect(self, sink: Source | Any, job_name: str | None, limit: int | None) -> Any:
@@ -637,6 +639,7 @@ class StreamExecutionEnvironment:
         node = next(
             n for n in graph.nodes.values() if n.is_sink and getattr(n.transformation, "sink", None) is sink
         )
+        _check_runnable(graph)
         return self._executor().execute_and_collect(graph, self.execution_settings(), node.id, limit)
 
     def _executor(self) -> Any:
@@ -662,6 +665,17 @@ class StreamExecutionEnvironment:
 
     def close(self) -> None:
         self._transformations.clear()
+
+
+def _check_runnable(graph: StreamGraph) -> None:
+    """Refuse, before anything starts, a job with a connector weir can plan but not run (one
+    whose ``unrunnable_reason()`` says why, e.g. ``KafkaSink``): a task failure would only
+    be retried by the restart strategy."""
+    for node in graph.nodes.values():
+        connector = getattr(node.transformation, "sink", None) or getattr(node.transformation, "source", None)
+        reason = getattr(connector, "unrunnable_reason", None)
+        if callable(reason):
+            raise UsageError(f"'{node.name}': {reason()}")
 
 
 def _as_row(value: Any, row_type: RowTypeInfo) -> Any:

@@ -65,7 +65,19 @@ footer), so no bulk file is ever resumed; the protocol above is otherwise the sa
 Invariants: a finished file's content is final; every record of a completed checkpoint is
 in exactly one pending-or-finished file; hidden files are the sink's working space.
 
-What it does not do: compaction, custom bucket assigners, and
+Compaction (``enable_compact(strategy, compactor)``): a rolled file does not wait for a
+checkpoint to commit it; it is *held* (still hidden) in its bucket's list until the strategy
+fires at a checkpoint's pre-commit (that many checkpoints since the bucket's first held file,
+or that many held bytes). Then the compactor writes the held files into one new hidden part
+file, which becomes pending like a rolled one and names them as its *sources*; when it is
+committed its sources are deleted. Held files and the sources of pending files are in the
+checkpointed entry, so a restore holds them again (their owner compacts them) or commits and
+deletes as the checkpoint says. At the end of input every bucket's held files are compacted
+and the manifest lists the sources to delete after the commit. A restore from a checkpoint
+older than a compaction that was later committed finds held files gone and fails, naming
+them (their records are before that checkpoint's source positions, so no replay brings them).
+
+What it does not do: custom bucket assigners, and
 taking back what readers already read from a file that a restore later moved aside.
 """
 
@@ -165,11 +177,26 @@ class _OpenPart:
 
 @dataclass(frozen=True)
 class PendingFile:
-    """A rolled part file. ``checkpoint_id``: the checkpoint that pre-committed it (None: none yet)."""
+    """A rolled part file. ``checkpoint_id``: the checkpoint that pre-committed it (None: none
+    yet); ``sources``: the held files a compacted file was made of, deleted once it is committed."""
 
     checkpoint_id: int | None
     in_progress: str
     final: str
+    sources: tuple[str, ...] = ()
+
+
+@dataclass
+class _Held:
+    """A bucket's rolled files waiting to be compacted (paths relative to the base, sizes),
+    and how many checkpoints have passed since the first of them arrived."""
+
+    files: list[tuple[str, int]] = field(default_factory=list)
+    checkpoints: int = 0
+
+    @property
+    def size(self) -> int:
+        return sum(size for _, size in self.files)
 
 
 def _fsync_dirs(directories: set[Path]) -> None:
@@ -226,6 +253,10 @@ class FileSinkOperator(SinkOperator):
         #: (final name, hidden name) of finished files a restore moved out of sight (see _supersede)
         self.superseded: list[tuple[str, str]] = []
         self._notes: list[str] = []
+        #: compaction (``enable_compact``): when, how, and each bucket's files waiting for it
+        self.strategy: Any = getattr(sink, "compact_strategy", None)
+        self.compactor: Any = getattr(sink, "file_compactor", None)
+        self._held: dict[str, _Held] = {}
 
     # -- state ---------------------------------------------------------------------------------
     def _descriptor(self) -> Any:
@@ -247,9 +278,12 @@ class FileSinkOperator(SinkOperator):
         files, and delete the in-progress files and manifests this subtask owns that no entry names."""
         ctx = self.context
         me, parallelism = ctx.subtask_index, ctx.parallelism
-        referenced = {p[1] for e in entries for p in e["pending"]} | {
-            f[1] for e in entries for f in e["in_progress"]
-        }
+        referenced = (
+            {p[1] for e in entries for p in e["pending"]}
+            | {f[1] for e in entries for f in e["in_progress"]}
+            | {src for e in entries for p in e["pending"] if len(p) > 3 for src in p[3]}
+            | {f for e in entries for _b, _n, files in e.get("held", []) for f, _size in files}
+        )
         self._counter = max((int(e["counter"]) for e in entries), default=0)
         #: the restored counter of every old subtask this one owns: its finished files at or
         #: above it were committed after the restored checkpoint
@@ -266,10 +300,23 @@ class FileSinkOperator(SinkOperator):
             writer = int(entry["subtask"])
             if not self.names.owns(me, parallelism, writer):
                 continue
-            for _checkpoint_id, in_progress, final in entry["pending"]:
+            for pending in entry["pending"]:
+                in_progress, final = pending[1], pending[2]
                 if commit_part(self.base, in_progress, final):
                     self.committed.append(final)
                     touched.add((self.base / final).parent)
+                touched |= self._delete_sources(pending[3] if len(pending) > 3 else [])
+            for bucket, checkpoints, files in entry.get("held", []):
+                held = self._held.setdefault(bucket, _Held())
+                held.checkpoints = max(held.checkpoints, checkpoints)
+                for name, size in files:
+                    if not (self.base / name).exists():
+                        raise WeirError(
+                            f"FileSink: part file {self.base / name} was waiting for compaction at the restored "
+                            "checkpoint and is gone: a later compaction was committed and deleted it. "
+                            "Restore from the latest checkpoint instead"
+                        )
+                    held.files.append((name, size))
             for bucket, in_progress, final, length, created_ms in entry["in_progress"]:
                 path = self.base / in_progress
                 if not path.exists():
@@ -394,18 +441,32 @@ class FileSinkOperator(SinkOperator):
             else:
                 part.file.flush()
                 os.fsync(part.file.fileno())
+        if self.strategy is not None:
+            self._hold_rolled()
+            for bucket, held in list(self._held.items()):
+                held.checkpoints += 1
+                if self._compaction_fires(held):
+                    self._compact(bucket)
         self._pending = [
-            PendingFile(checkpoint_id, p.in_progress, p.final) if p.checkpoint_id is None else p
+            PendingFile(checkpoint_id, p.in_progress, p.final, p.sources) if p.checkpoint_id is None else p
             for p in self._pending
         ]
-        entry = {
+        entry: dict[str, Any] = {
             "subtask": self.context.subtask_index,
             "counter": self._counter,
-            "pending": [[p.checkpoint_id, p.in_progress, p.final] for p in self._pending],
+            "pending": [
+                [p.checkpoint_id, p.in_progress, p.final, *([list(p.sources)] if p.sources else [])]
+                for p in self._pending
+            ],
             "in_progress": [
                 [p.bucket, p.in_progress, p.final, p.size, p.created_ms] for p in self._open.values()
             ],
         }
+        if self._held:
+            entry["held"] = [
+                [bucket, held.checkpoints, [list(f) for f in held.files]]
+                for bucket, held in self._held.items()
+            ]
         assert self._state is not None
         self._state.update([json.dumps(entry, sort_keys=True)])
 
@@ -420,10 +481,51 @@ class FileSinkOperator(SinkOperator):
             if commit_part(self.base, p.in_progress, p.final):
                 self.committed.append(p.final)
                 touched.add((self.base / p.final).parent)
+            touched |= self._delete_sources(p.sources)
         _fsync_dirs(touched)
 
+    # -- compaction ----------------------------------------------------------------------------
+    def _delete_sources(self, sources: Any) -> set[Path]:
+        """Delete the files a committed compacted file was made of (idempotent)."""
+        touched = set()
+        for name in sources:
+            path = self.base / name
+            if path.exists():
+                path.unlink()
+                touched.add(path.parent)
+        return touched
+
+    def _hold_rolled(self) -> None:
+        """Move the files rolled since the last checkpoint to their bucket's compaction list."""
+        for p in [p for p in self._pending if p.checkpoint_id is None and not p.sources]:
+            self._pending.remove(p)
+            bucket = os.path.dirname(p.in_progress)
+            self._held.setdefault(bucket, _Held()).files.append(
+                (p.in_progress, (self.base / p.in_progress).stat().st_size)
+            )
+
+    def _compaction_fires(self, held: _Held) -> bool:
+        """Flink's CompactTrigger: N checkpoints since the first held file, or the size threshold."""
+        n, threshold = self.strategy.num_checkpoints_before_compaction, self.strategy.size_threshold
+        return (n > 0 and held.checkpoints >= n) or (0 <= threshold <= held.size)
+
+    def _compact(self, bucket: str) -> None:
+        """Write the bucket's held files into one new hidden part file, pending with them as sources."""
+        held = self._held.pop(bucket)
+        if not held.files:
+            return
+        directory, prefix, in_progress, final = self._next_part_names(bucket)
+        with open(directory / in_progress, "xb") as out:
+            self.compactor.compact([self.base / name for name, _ in held.files], out)
+            out.flush()
+            os.fsync(out.fileno())
+        self._pending.append(
+            PendingFile(None, prefix + in_progress, prefix + final, tuple(name for name, _ in held.files))
+        )
+
     # -- writing -------------------------------------------------------------------------------
-    def _new_part(self, bucket: str, now_ms: int) -> _OpenPart:
+    def _next_part_names(self, bucket: str) -> tuple[Path, str, str, str]:
+        """The bucket's directory (made), its path prefix, and the next part's hidden and final names."""
         directory = self.base / bucket if bucket else self.base
         directory.mkdir(parents=True, exist_ok=True)
         me = self.context.subtask_index
@@ -432,7 +534,10 @@ class FileSinkOperator(SinkOperator):
         final = self.names.final(me, self._counter)
         in_progress = self.names.in_progress(me, self._counter, secrets.token_hex(8))
         self._counter += 1
-        prefix = f"{bucket}/" if bucket else ""
+        return directory, f"{bucket}/" if bucket else "", in_progress, final
+
+    def _new_part(self, bucket: str, now_ms: int) -> _OpenPart:
+        directory, prefix, in_progress, final = self._next_part_names(bucket)
         handle = open(directory / in_progress, "xb")  # noqa: SIM115 - kept open while the part is in progress
         part = _OpenPart(bucket, prefix + in_progress, prefix + final, handle, 0, now_ms, now_ms)
         if self._part_writer is not None:
@@ -500,6 +605,10 @@ class FileSinkOperator(SinkOperator):
         """End of input: roll everything and leave a manifest for the commit at the job's end."""
         for bucket in list(self._open):
             self._roll(bucket)
+        if self.strategy is not None:  # every bucket compacts what it holds, as Flink's end of input
+            self._hold_rolled()
+            for bucket in list(self._held):
+                self._compact(bucket)
         if not self._pending:
             return
         ctx = self.context
@@ -508,6 +617,7 @@ class FileSinkOperator(SinkOperator):
             "subtask": ctx.subtask_index,
             "attempt": ctx.attempt_number,
             "files": [[p.in_progress, p.final] for p in self._pending],
+            "delete": [src for p in self._pending for src in p.sources],
         }
         tmp = manifest.with_name(manifest.name + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:
@@ -554,6 +664,10 @@ def commit_end_of_input(sink: Any) -> list[str]:
             if commit_part(base, in_progress, final):
                 committed.append(final)
                 touched.add((base / final).parent)
+        for name in body.get("delete", []):  # the inputs of compacted files, now committed
+            if (base / name).exists():
+                (base / name).unlink()
+                touched.add((base / name).parent)
         manifest.unlink()
         touched.add(base)
     _fsync_dirs(touched)

@@ -467,6 +467,115 @@ class OnCheckpointRollingPolicy(RollingPolicy):
         return "OnCheckpointRollingPolicy()"
 
 
+# ------------------------------------------------------------------------------ compaction
+
+
+class FileCompactStrategy:
+    """When the FileSink compacts the part files of a bucket (Flink's ``FileCompactStrategy``):
+    once ``num_checkpoints_before_compaction`` checkpoints have passed since the bucket's first
+    file waiting to be compacted, or once the waiting files hold ``size_threshold`` bytes,
+    whichever comes first (-1: that condition is off; at least one must be on)."""
+
+    def __init__(
+        self, size_threshold: int, num_checkpoints_before_compaction: int, num_compact_threads: int
+    ) -> None:
+        self.size_threshold = size_threshold
+        self.num_checkpoints_before_compaction = num_checkpoints_before_compaction
+        self.num_compact_threads = num_compact_threads
+
+    @staticmethod
+    def builder() -> FileCompactStrategy.Builder:
+        return FileCompactStrategy.Builder()
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "size_threshold": self.size_threshold,
+            "num_checkpoints_before_compaction": self.num_checkpoints_before_compaction,
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"FileCompactStrategy(size_threshold={self.size_threshold}, "
+            f"num_checkpoints_before_compaction={self.num_checkpoints_before_compaction})"
+        )
+
+    class Builder:
+        def __init__(self) -> None:
+            self._checkpoints = -1
+            self._size = -1
+            self._threads = -1
+
+        def enable_compaction_on_checkpoint(
+            self, num_checkpoints_before_compaction: int
+        ) -> FileCompactStrategy.Builder:
+            n = num_checkpoints_before_compaction
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise UsageError(f"Number of checkpoints before compaction should be more than 0, got {n!r}")
+            self._checkpoints = n
+            return self
+
+        def set_size_threshold(self, size_threshold: int) -> FileCompactStrategy.Builder:
+            if isinstance(size_threshold, bool) or not isinstance(size_threshold, int):
+                raise UsageError(
+                    f"the compaction size threshold must be an int of bytes, got {size_threshold!r}"
+                )
+            self._size = size_threshold
+            return self
+
+        def set_num_compact_threads(self, num_compact_threads: int) -> FileCompactStrategy.Builder:
+            """Kept: weir compacts in the sink's own task, one file at a time."""
+            n = num_compact_threads
+            if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
+                raise UsageError(f"Compact threads should be more than 0, got {n!r}")
+            self._threads = n
+            return self
+
+        def build(self) -> FileCompactStrategy:
+            if self._size < 0 and self._checkpoints <= 0:
+                raise UsageError(
+                    "FileCompactStrategy: at least one trigger condition must be configured "
+                    "(enable_compaction_on_checkpoint or set_size_threshold)"
+                )
+            return FileCompactStrategy(self._size, self._checkpoints, self._threads)
+
+
+class FileCompactor:
+    """How the files of one compaction become one file (Flink's ``FileCompactor``):
+    ``concat_file_compactor(delimiter)`` appends them, with ``delimiter`` between neighbours;
+    ``identical_file_compactor()`` copies its single input file."""
+
+    def __init__(self, kind: str, file_delimiter: bytes | None = None) -> None:
+        self.kind = kind
+        self.file_delimiter = file_delimiter
+
+    @staticmethod
+    def concat_file_compactor(file_delimiter: bytes | None = None) -> FileCompactor:
+        if file_delimiter is not None and not isinstance(file_delimiter, bytes | bytearray):
+            raise UsageError(f"concat_file_compactor needs the delimiter as bytes, got {file_delimiter!r}")
+        return FileCompactor("concat", bytes(file_delimiter) if file_delimiter else None)
+
+    @staticmethod
+    def identical_file_compactor() -> FileCompactor:
+        return FileCompactor("identical")
+
+    def compact(self, inputs: list[Any], output: Any) -> None:
+        """Write the compacted content of the files ``inputs`` (paths) to ``output`` (a binary file)."""
+        if self.kind == "identical" and len(inputs) != 1:
+            raise UsageError(
+                f"the identical file compactor copies one file, but {len(inputs)} are to be compacted; "
+                "use FileCompactor.concat_file_compactor()"
+            )
+        for i, path in enumerate(inputs):
+            if i and self.file_delimiter:
+                output.write(self.file_delimiter)
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 20):
+                    output.write(chunk)
+
+    def __repr__(self) -> str:
+        return f"FileCompactor({self.kind!r})"
+
+
 # ------------------------------------------------------------------------------ the sink
 
 
@@ -494,8 +603,12 @@ class FileSink(Sink, SupportsPreprocessing):
         bucket_assigner: BucketAssigner | None = None,
         bucket_check_interval_ms: int = 60_000,
         bulk_writer_factory: BulkWriterFactory | None = None,
+        compact_strategy: FileCompactStrategy | None = None,
+        file_compactor: FileCompactor | None = None,
     ) -> None:
         self.base_path = base_path
+        self.compact_strategy = compact_strategy
+        self.file_compactor = file_compactor
         self.encoder = encoder
         self.bulk_writer_factory = bulk_writer_factory
         self.output_file_config = output_file_config or OutputFileConfig()
@@ -529,6 +642,13 @@ class FileSink(Sink, SupportsPreprocessing):
             "rolling_policy": repr(self.rolling_policy),
             "bucket_assigner": self.bucket_assigner.describe(),
             "format": "row" if self.bulk_writer_factory is None else self.bulk_writer_factory.describe(),
+            **(
+                {}
+                if self.compact_strategy is None
+                else {
+                    "compaction": {**self.compact_strategy.describe(), "compactor": repr(self.file_compactor)}
+                }
+            ),
         }
 
     def commit_on_job_finished(self) -> list[str]:
@@ -553,6 +673,38 @@ class FileSinkBuilder:
         self._policy: RollingPolicy = RollingPolicy.default_rolling_policy()
         self._assigner = BucketAssigner.date_time_bucket_assigner()
         self._check_interval_ms = 60_000
+        self._compaction: tuple[FileCompactStrategy, FileCompactor] | None = None
+
+    def enable_compact(self, strategy: FileCompactStrategy, compactor: FileCompactor) -> FileSinkBuilder:
+        """Compact a bucket's part files into one before they become visible: rolled files wait,
+        hidden, until ``strategy`` fires, then ``compactor`` writes them into one part file that
+        is committed with the next completed checkpoint (the inputs are deleted then); at the
+        end of input every bucket is compacted. Exactly once, as without compaction."""
+        if not isinstance(strategy, FileCompactStrategy):
+            raise UsageError(
+                f"enable_compact needs a FileCompactStrategy (FileCompactStrategy.builder()...build()), got {strategy!r}"
+            )
+        if not isinstance(compactor, FileCompactor):
+            raise UsageError(
+                f"enable_compact needs a FileCompactor such as FileCompactor.concat_file_compactor(), got {compactor!r}"
+            )
+        if isinstance(self, BulkFormatBuilder) and compactor.kind == "concat":
+            raise UsageError(
+                "a bulk-format FileSink's part files (Parquet, ORC, Avro, CSV with a header) cannot be "
+                "concatenated into one valid file; compact a row-format FileSink, or use "
+                "FileCompactor.identical_file_compactor()"
+            )
+        self._compaction = (strategy, compactor)
+        return self
+
+    def disable_compact(self) -> FileSinkBuilder:
+        self._compaction = None
+        return self
+
+    def _compaction_args(self) -> dict[str, Any]:
+        if self._compaction is None:
+            return {}
+        return {"compact_strategy": self._compaction[0], "file_compactor": self._compaction[1]}
 
     def with_output_file_config(self, output_file_config: OutputFileConfig) -> FileSinkBuilder:
         if not isinstance(output_file_config, OutputFileConfig):
@@ -598,6 +750,7 @@ class FileSinkBuilder:
             self._policy,
             self._assigner,
             self._check_interval_ms,
+            **self._compaction_args(),
         )
 
 
@@ -639,6 +792,7 @@ class BulkFormatBuilder(FileSinkBuilder):
             self._assigner,
             self._check_interval_ms,
             bulk_writer_factory=self._writer_factory,
+            **self._compaction_args(),
         )
 
 

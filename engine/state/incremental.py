@@ -83,6 +83,7 @@ __all__ = [
     "FULL",
     "UNCHANGED",
     "ChainRestore",
+    "ChangedKeys",
     "IncrementalKeyedStateHandle",
     "IncrementalSnapshotResult",
     "PendingIncrementalSnapshot",
@@ -500,12 +501,55 @@ def check_max_chain_length(value: object) -> int:
     return value
 
 
+class ChangedKeys(AbstractSet[bytes]):
+    """The changed raw keys of one state, as a union built where the run is read.
+
+    Its parts are sets of raw keys written, and pane snapshots (``weir.state.panes.
+    PaneSnapshot``) merged into an earlier run, whose keys the next delta must read again
+    (the backend's value, or a tombstone): their raw keys are encoded only when the set is
+    first read, by whoever writes the run (a snapshot thread or a forked child), never in a
+    synchronous part. ``bool`` and ``size_hint`` cost nothing per key; the rest builds the
+    union once."""
+
+    def __init__(self, parts: Iterable[Any]) -> None:
+        self.parts: tuple[Any, ...] = tuple(parts)
+        self._keys: frozenset[bytes] | None = None
+
+    def _union(self) -> frozenset[bytes]:
+        keys = self._keys
+        if keys is None:
+            keys = frozenset().union(*(p.raw_keys() if hasattr(p, "raw_keys") else p for p in self.parts))
+            self._keys = keys
+        return keys
+
+    def __bool__(self) -> bool:
+        return any(len(p) for p in self.parts)
+
+    def size_hint(self) -> int:
+        """At least as many keys as the union holds (parts may share keys)."""
+        return sum(len(p) for p in self.parts)
+
+    def __len__(self) -> int:
+        return len(self._union())
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._union())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._union()
+
+
+def _size_hint(keys: AbstractSet[bytes]) -> int:
+    hint = getattr(keys, "size_hint", None)
+    return len(keys) if hint is None else int(hint())
+
+
 @dataclass
 class _Attempt:
     """One incremental snapshot of a backend: the keys it was the first to see change, and its chain once written."""
 
     checkpoint_id: int
-    changes: Mapping[str, set[bytes]]
+    changes: Mapping[str, AbstractSet[bytes]]
     states: tuple[StateMetaInfo, ...]
     chain: tuple[FileHandle, ...] | None = None
 
@@ -525,7 +569,8 @@ class SnapshotPlan:
     attempt: _Attempt = field(repr=False, compare=False)
 
     def number_of_keys(self) -> int:
-        return 0 if self.keys is None else sum(len(k) for k in self.keys.values())
+        """The keys a delta reads (an upper bound where pane snapshots' keys are not yet encoded)."""
+        return 0 if self.keys is None else sum(map(_size_hint, self.keys.values()))
 
 
 class SnapshotHistory:
@@ -572,7 +617,7 @@ class SnapshotHistory:
     def plan(
         self,
         checkpoint_id: int,
-        changes: Mapping[str, set[bytes]],
+        changes: Mapping[str, AbstractSet[bytes]],
         states: Sequence[StateMetaInfo],
         is_complete: Callable[[int], bool],
         force_run: bool = False,
@@ -597,8 +642,12 @@ class SnapshotHistory:
             for name, keys in a.changes.items():
                 known = covered.get(name)
                 # the synchronous phase: one attempt's set is used as it is (it is never
-                # written again), only a union of several is built
-                covered[name] = keys if known is None else {*known, *keys}
+                # written again); a union of several is built where the run is read
+                if known is None:
+                    covered[name] = keys
+                else:
+                    parts = known.parts if isinstance(known, ChangedKeys) else (known,)
+                    covered[name] = ChangedKeys((*parts, keys))
         self._attempts.append(attempt)
         base = self._base
         kind, reason = DELTA, "changes since the base"
@@ -704,13 +753,6 @@ class PendingIncrementalSnapshot:
         """The pinned views a forked child reads the run from (``weir.state.lmdb_backend.PinnedView``)."""
         views = getattr(self._entries, "child_views", None)
         return [] if views is None else list(views())
-
-    def after_fork(self) -> None:
-        """In this process while a forked child reads and writes the run: what the read would
-        have recorded in the backend here (the frozen panes' keys as changes)."""
-        after = getattr(self._entries, "after_fork", None)
-        if after is not None:
-            after()
 
     def record_written(self, chain: tuple[FileHandle, ...]) -> None:
         """What ``write`` records when it runs in this process, for a run a child wrote."""

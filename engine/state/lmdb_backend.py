@@ -763,9 +763,8 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         self._views: list[PinnedView] = []
         self._holding = 0
         self._closing = False
-        #: pane snapshots merged into an incremental run, whose keys the next delta must read
-        #: again (the backend's value, or a tombstone): the latest one not yet in ``_changes``
-        self._revisit_lock = threading.Lock()
+        #: the pane snapshot merged into the latest incremental run, whose keys the next delta
+        #: reads again (the backend's value, or a tombstone)
         self._revisit: Any = None
         if incremental:
             self.enable_incremental_checkpointing(max_chain_length)
@@ -1056,11 +1055,11 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         ``panes`` (a ``weir.state.panes.PaneSnapshot``): entries an operator holds outside
         the backend, merged into the run in the asynchronous part. The run is then never
         UNCHANGED, and the next snapshot reads their keys again from the backend (its value
-        or a tombstone), so a chain never keeps a pane the backend does not hold: the
-        asynchronous part adds them to the changed keys (``_revisit_keys``), or the next
-        synchronous part does if it comes first.
+        or a tombstone), so a chain never keeps a pane the backend does not hold: the next
+        synchronous part adds the pane snapshot to the changed keys of their state
+        (``ChangedKeys``: their raw keys are encoded where that run is read, not here).
         """
-        from weir.state.incremental import UNCHANGED, PendingIncrementalSnapshot
+        from weir.state.incremental import UNCHANGED, ChangedKeys, PendingIncrementalSnapshot
 
         self._check_open()
         history = self._history
@@ -1071,12 +1070,12 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
                 "execution.checkpointing.incremental: true"
             )
         self.commit()
-        with self._revisit_lock:
-            earlier, self._revisit = self._revisit, panes
-            if earlier is not None:  # its asynchronous part has not added its keys yet
-                self._changes[self._db(earlier.state_name)].update(earlier.raw_keys())
-            changes = {self._db_names[db]: keys for db, keys in self._changes.items() if keys}
-            self._changes = {db: set() for db in self._dbs.values()}
+        earlier, self._revisit = self._revisit, panes
+        changes: dict[str, Any] = {self._db_names[db]: keys for db, keys in self._changes.items() if keys}
+        self._changes = {db: set() for db in self._dbs.values()}
+        if earlier is not None and len(earlier):  # panes the previous run held: read them again
+            written = changes.get(earlier.state_name)
+            changes[earlier.state_name] = ChangedKeys((earlier,) if written is None else (written, earlier))
         states = tuple(self._metas[name] for name in sorted(self._metas))
         plan = history.plan(checkpoint_id, changes, states, is_complete, force_run=panes is not None)
         if plan.kind == UNCHANGED:
@@ -1088,18 +1087,10 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             )
         if panes is not None:
             index = [m.name for m in plan.states].index(panes.state_name)
-            entries = _PaneMergedEntries(self, entries, panes, index)
+            entries = _PaneMergedEntries(entries, panes, index)
         return PendingIncrementalSnapshot(
             plan, self.operator_id, self.max_parallelism, self.key_group_range, entries, history
         )
-
-    def _revisit_keys(self, panes: Any) -> None:
-        """The keys ``panes`` put into a run become changes of the next snapshot (any thread),
-        unless that snapshot's synchronous part has added them already."""
-        with self._revisit_lock:
-            if self._revisit is panes and self._changes is not None:
-                self._changes[self._dbs[panes.state_name]].update(panes.raw_keys())
-                self._revisit = None
 
     def _release_pinned(self, rtxn: Any) -> None:
         with self._pin_cond:
@@ -1128,8 +1119,7 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         chains = [s for s in items if isinstance(s, ChainRestore)]
         canonical = [s for s in items if not isinstance(s, ChainRestore)]
         changes, self._changes = self._changes, None  # restored entries are not changes
-        with self._revisit_lock:
-            self._revisit = None  # the next snapshot starts a new base
+        self._revisit = None  # the next snapshot starts a new base
         try:
             if canonical:
                 super().restore(canonical)
@@ -1260,35 +1250,24 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
 
 
 class _PaneMergedEntries:
-    """An incremental run's entries: read from the pinned view, with frozen panes merged in;
-    the panes' keys then become changes of the next snapshot (``_revisit_keys``)."""
+    """An incremental run's entries: read from the pinned view, with frozen panes merged in
+    (the next snapshot reads the panes' keys again, ``snapshot_incremental``)."""
 
-    def __init__(
-        self, backend: LmdbKeyedStateBackend, read: Callable[[], list[Any]], panes: Any, index: int
-    ) -> None:
-        self._backend = backend
+    def __init__(self, read: Callable[[], list[Any]], panes: Any, index: int) -> None:
         self._read = read
         self.panes = panes
         self._index = index
-        self._owner = os.getpid()
 
     def __call__(self) -> list[Any]:
         merged: list[Any] = self.panes.merge_run(self._read(), self._index)
-        if os.getpid() == self._owner:  # a child's copy of the backend is thrown away
-            self._backend._revisit_keys(self.panes)
         return merged
 
     def read_here(self) -> Callable[[], list[Any]]:
-        """Do now, in this process, the read of a view a thread has and the changed keys; what
-        is left -- the merge -- may run in a forked child."""
+        """Do now, in this process, the read of a view a thread has; what is left -- the
+        merge -- may run in a forked child."""
         rows = self._read()
-        self._backend._revisit_keys(self.panes)  # computes the panes' raw keys: the child inherits them
         return partial(self.panes.merge_run, rows, self._index)
 
     def child_views(self) -> list[PinnedView]:
         views: list[PinnedView] = getattr(self._read, "child_views", list)()
         return views
-
-    def after_fork(self) -> None:
-        """In this process while a child reads and merges: the panes' keys become changes."""
-        self._backend._revisit_keys(self.panes)

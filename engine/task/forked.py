@@ -37,9 +37,10 @@ leaves in its backend. So:
   for the task's own thread. A view a snapshot thread already has (a commit gave it one
   before the fork) is read in a worker thread first, as before;
 - for an incremental LMDB run the child reads the planned entries, merges the frozen
-  panes and writes the run; the job's process adds the panes' keys to the backend's
-  changes for the next delta while it does (``after_fork``), and records the new chain
-  from the child's answer (``record_written``).
+  panes and writes the run; the job's process records the new chain from the child's
+  answer (``record_written``). The next delta reads the panes' keys again; it encodes
+  them where it is read (``weir.state.incremental.ChangedKeys``), so nothing per pane
+  happens in the job's process.
 
 What comes back. The child answers on a pipe only it and the job's process hold: the
 byte ``PINNED`` once its views are pinned, then one JSON object: per operator the written file's path, size and SHA-256, the files of its
@@ -70,7 +71,6 @@ import os
 import signal
 import threading
 import time
-from functools import partial
 from typing import Any
 
 import trio
@@ -339,10 +339,7 @@ async def write_in_child(
     reaped = False
     answer = _AnswerWatch(read_fd, views)  # owns the pipe's read end from here
     try:
-        async with trio.open_nursery() as nursery:
-            if any(isinstance(s.keyed, PendingIncrementalSnapshot) for s in snapshots):
-                nursery.start_soon(partial(trio.to_thread.run_sync, _after_fork, snapshots))
-            data = await trio.to_thread.run_sync(answer.wait, abandon_on_cancel=True)
+        data = await trio.to_thread.run_sync(answer.wait, abandon_on_cancel=True)
         if _complete_answer(data) is not None:
             # the child closed its end once it answered; its exit (the teardown of its copy
             # of the job's address space: seconds at a few GiB) is not waited for
@@ -392,12 +389,6 @@ def _reap_later(pid: int, views: list[Any]) -> None:
 def _hand_over(views: list[Any]) -> None:
     for view in views:
         view.hand_over()
-
-
-def _after_fork(snapshots: list[OperatorSnapshot]) -> None:
-    for snap in snapshots:
-        if isinstance(snap.keyed, PendingIncrementalSnapshot):
-            snap.keyed.after_fork()
 
 
 class _AnswerWatch:

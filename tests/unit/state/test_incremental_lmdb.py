@@ -385,3 +385,23 @@ def test_the_window_pane_memory_budget_comes_from_the_configuration(tmp_path: Pa
         conf.set_string("state.backend.lmdb.memory.window-panes", "0 b")
     with pytest.raises(UsageError, match="window_pane_memory_bytes"):
         LmdbStateBackend(window_pane_memory_bytes=0)
+
+
+def test_changed_keys_encode_pane_keys_only_when_read() -> None:
+    from weir.state.incremental import ChangedKeys
+
+    class Panes:
+        calls = 0
+
+        def __len__(self) -> int:
+            return 3
+
+        def raw_keys(self) -> set[bytes]:
+            Panes.calls += 1
+            return {b"a", b"b", b"c"}
+
+    keys = ChangedKeys(({b"c", b"d"}, Panes()))
+    assert keys and keys.size_hint() == 5 and Panes.calls == 0  # the synchronous part's questions
+    assert sorted(keys) == [b"a", b"b", b"c", b"d"] and len(keys) == 4 and b"a" in keys
+    assert Panes.calls == 1  # encoded once
+    assert not ChangedKeys((set(),))

@@ -184,7 +184,9 @@ def _encode_tuple(items: tuple[Any, ...]) -> bytes:
     """A tuple, with its common scalar elements encoded inline (a tuple is the usual record and
     value); a long one of ints or of int tuples (a snapshot's column of keys) by ``encode_many``."""
     if len(items) >= _LONG and type(items[0]) in _COLUMN_TYPES:
-        return b"\x07" + _L.pack(len(items)) + b"".join(encode_many(items))
+        rows = encode_rows(items)  # the rows' bytes are the items' encodings, one after another
+        body = b"".join(encode_many(items)) if rows is None else rows.tobytes()
+        return b"\x07" + _L.pack(len(items)) + body
     parts = [b"\x07" + _L.pack(len(items))]
     append = parts.append
     for x in items:

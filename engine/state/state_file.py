@@ -110,6 +110,15 @@ def _pack_entries(snapshot: KeyedStateSnapshot) -> tuple[Any, ...]:
             tuple(names), len(groups), b"".join(parts))  # fmt: skip
 
 
+def _sortable(rows: np.ndarray) -> np.ndarray:
+    """One sort key per row of bytes, in the rows' byte (memcmp) order: an encoded int64 (its
+    tag and 8 big-endian bytes) as an unsigned int, anything else as a fixed-width byte string."""
+    n, width = rows.shape
+    if width == 9 and n and (rows[:, 0] == rows[0, 0]).all():
+        return rows[:, 1:].copy().view(">u8").ravel().astype(np.uint64)
+    return np.ascontiguousarray(rows).view(f"S{width}").ravel()
+
+
 def pack_uniform_entries(
     key_groups: np.ndarray,
     keys: np.ndarray,
@@ -124,18 +133,28 @@ def pack_uniform_entries(
     n = len(key_groups)
     k, ns, v = keys.shape[1], namespaces.shape[1], values.shape[1]
     head = np.frombuffer(_ENTRY.pack(0, k, ns, 0, v), dtype=np.uint8)
-    order = np.lexsort((namespace_rank, *(keys[:, j] for j in range(k - 1, -1, -1)), key_groups))
+    one_namespace = not n or (namespace_rank == namespace_rank[0]).all()
+    sort_keys = (_sortable(keys), key_groups) if one_namespace else (namespace_rank, _sortable(keys), key_groups)
+    order = np.lexsort(sort_keys)
     rows = np.empty((n, _ENTRY.size + k + ns + v), dtype=np.uint8)
     rows[:, : _ENTRY.size] = head
-    rows[:, _ENTRY.size : _ENTRY.size + k] = keys[order]
-    rows[:, _ENTRY.size + k : _ENTRY.size + k + ns] = namespaces[order]
-    rows[:, _ENTRY.size + k + ns :] = values[order]
-    groups, starts, counts = np.unique(key_groups[order], return_index=True, return_counts=True)
+    rows[:, _ENTRY.size : _ENTRY.size + k] = _take_rows(keys, order)
+    rows[:, _ENTRY.size + k : _ENTRY.size + k + ns] = namespaces[:1] if one_namespace else _take_rows(namespaces, order)
+    rows[:, _ENTRY.size + k + ns :] = _take_rows(values, order)
+    sorted_groups = key_groups[order]
+    starts = np.flatnonzero(np.diff(sorted_groups, prepend=sorted_groups[:1] - 1)) if n else order
+    bounds = [*starts.tolist(), n]
     parts = []
-    for group, start, count in zip(groups.tolist(), starts.tolist(), counts.tolist()):
-        parts.append(_GROUP.pack(group, count))
-        parts.append(rows[start : start + count].tobytes())
-    return len(groups), b"".join(parts)
+    for group, start, end in zip(sorted_groups[starts].tolist(), bounds, bounds[1:]):
+        parts.append(_GROUP.pack(group, end - start))
+        parts.append(rows[start:end].tobytes())
+    return len(starts), b"".join(parts)
+
+
+def _take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """``rows[order]`` for an ``(n, width)`` uint8 array, each row moved as one item."""
+    width = rows.shape[1]
+    return np.ascontiguousarray(rows).view(f"V{width}").ravel()[order].view(np.uint8).reshape(-1, width)
 
 
 def _pack_timers(timers: Sequence[Timer]) -> tuple[Any, ...]:

@@ -134,12 +134,16 @@ def pack_uniform_entries(
     k, ns, v = keys.shape[1], namespaces.shape[1], values.shape[1]
     head = np.frombuffer(_ENTRY.pack(0, k, ns, 0, v), dtype=np.uint8)
     one_namespace = not n or (namespace_rank == namespace_rank[0]).all()
-    sort_keys = (_sortable(keys), key_groups) if one_namespace else (namespace_rank, _sortable(keys), key_groups)
+    sort_keys = (
+        (_sortable(keys), key_groups) if one_namespace else (namespace_rank, _sortable(keys), key_groups)
+    )
     order = np.lexsort(sort_keys)
     rows = np.empty((n, _ENTRY.size + k + ns + v), dtype=np.uint8)
     rows[:, : _ENTRY.size] = head
     rows[:, _ENTRY.size : _ENTRY.size + k] = _take_rows(keys, order)
-    rows[:, _ENTRY.size + k : _ENTRY.size + k + ns] = namespaces[:1] if one_namespace else _take_rows(namespaces, order)
+    rows[:, _ENTRY.size + k : _ENTRY.size + k + ns] = (
+        namespaces[:1] if one_namespace else _take_rows(namespaces, order)
+    )
     rows[:, _ENTRY.size + k + ns :] = _take_rows(values, order)
     sorted_groups = key_groups[order]
     starts = np.flatnonzero(np.diff(sorted_groups, prepend=sorted_groups[:1] - 1)) if n else order

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from weir.core.state_backend import DEFAULT_WINDOW_PANE_MEMORY_BYTES
 from weir.errors import UsageError
 
 _DURATION_UNITS = {
@@ -317,6 +316,8 @@ LMDB_INCREMENTAL_MAX_CHAIN_LENGTH = _opt(
     "Files in an incremental chain (full base included) before the next checkpoint writes a new full base.",
     check=_positive,
 )  # fmt: skip
+#: ``state.backend.lmdb.memory.window-panes``: a window subtask's live accumulators in memory
+DEFAULT_WINDOW_PANE_MEMORY_BYTES = 256 << 20
 LMDB_WINDOW_PANE_MEMORY = _opt(
     "state.backend.lmdb.memory.window-panes", "memory", DEFAULT_WINDOW_PANE_MEMORY_BYTES,
     "Memory an LMDB-backed window operator subtask keeps its live accumulators in before it writes "

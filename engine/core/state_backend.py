@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from weir.common.config_options import DEFAULT_WINDOW_PANE_MEMORY_BYTES
 from weir.errors import UsageError
 
 __all__ = [
@@ -32,8 +33,6 @@ __all__ = [
 
 DEFAULT_MAP_SIZE_BYTES = 64 << 20
 DEFAULT_COMMIT_EVERY_OPS = 20_000
-#: ``state.backend.lmdb.memory.window-panes``: a window subtask's live accumulators in memory
-DEFAULT_WINDOW_PANE_MEMORY_BYTES = 256 << 20
 
 
 class StateBackend:

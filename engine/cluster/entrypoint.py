@@ -334,15 +334,18 @@ def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
 
 def _prepare_taskmanager_process() -> None:
     """What ``env.execute()`` does for the embedded cluster, once for this process: load the
-    compiled kernels before the first task needs them, and freeze the heap as it is then, so
-    full collections walk only what the tasks create (``weir.loop.gc_pauses``)."""
+    compiled kernels before the first task needs them, freeze the heap as it is then, so
+    full collections walk only what the tasks create, and collect less often
+    (``weir.loop.gc_pauses``)."""
     import gc
 
+    from weir.loop.gc_pauses import use_job_thresholds
     from weir.loop.warmup import warm_up
 
     warm_up()
     gc.collect()
     gc.freeze()
+    use_job_thresholds()
 
 
 # -- command line ------------------------------------------------------------------------------------

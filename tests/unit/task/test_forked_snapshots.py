@@ -371,3 +371,20 @@ async def test_the_acknowledgement_does_not_wait_for_the_child_to_be_gone(
             except ProcessLookupError:
                 break
             await trio.sleep(0.01)
+
+
+def test_a_checkpoint_child_runs_below_the_job() -> None:
+    from weir.task.forked import CHILD_NICENESS, _yield_to_the_job
+
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its niceness after yielding
+        try:
+            _yield_to_the_job()
+            os.write(write_fd, str(os.nice(0)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_fd)
+    os.waitpid(pid, 0)
+    with os.fdopen(read_fd, "rb") as answer:
+        assert int(answer.read()) == min(os.nice(0) + CHILD_NICENESS, 19)

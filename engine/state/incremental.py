@@ -29,7 +29,9 @@ Which runs a new checkpoint builds on (``SnapshotHistory.plan``):
   attempt are never lost, they are written again by the next one;
 - the run is *full* (a new base: the chain restarts) when there is no base yet,
   when the base's chain already has ``max_chain_length`` files, or when its
-  deltas together outweigh its base; this bounds restore time;
+  deltas together outweigh its base (this bounds restore time), or when the
+  keys to read again are at least as many as the backend holds: when every key
+  changed, a full run is no larger than the delta and never slower to build;
 - when nothing changed (no key, no new state) the checkpoint reuses the base's
   chain and uploads nothing.
 
@@ -96,6 +98,7 @@ __all__ = [
     "check_max_chain_length",
     "decode_run",
     "encode_run",
+    "encode_run_groups",
     "fold_chain",
     "load_for_restore",
     "restorable_for",
@@ -159,9 +162,8 @@ class RunHeader:
 
 def encode_run(header: RunHeader, entries: Iterable[RunEntry]) -> bytes:
     """The bytes of a run file. ``entries`` must be sorted by (key group, state index, key), keys unique."""
-    head = json.dumps(header.to_json(), sort_keys=True, separators=(",", ":")).encode("utf-8")
-    parts: list[bytes] = [_PREAMBLE.pack(_MAGIC, RUN_FORMAT_VERSION, _KINDS[header.kind], len(head)), head]
-    offset = _PREAMBLE.size + len(head)
+    parts = _run_head(header)
+    offset = sum(map(len, parts))
     index: list[tuple[int, int, int]] = []
     n_states = len(header.states)
     pack = _ENTRY.pack
@@ -201,10 +203,56 @@ def encode_run(header: RunHeader, entries: Iterable[RunEntry]) -> bytes:
         count += 1
     if group_count:
         index.append((current_kg, group_start, group_count))
-    index_offset = offset
-    append(_INDEX_COUNT.pack(len(index)))
-    for item in index:
-        append(_INDEX_ENTRY.pack(*item))
+    return _finish_run(parts, index, offset, count)
+
+
+def encode_run_groups(header: RunHeader, groups: Iterable[tuple[int, int, bytes]]) -> bytes:
+    """``encode_run`` for entries already in the run's entry format, one chunk per key group:
+    ``(key group, entries, their bytes)``, key groups rising, each chunk's entries sorted by
+    (state index, key) without duplicates (the caller's promise: they are not checked)."""
+    parts = _run_head(header)
+    offset = sum(map(len, parts))
+    index: list[tuple[int, int, int]] = []
+    count = 0
+    last = -1
+    for kg, entries, chunk in groups:
+        if kg <= last:
+            raise UsageError(f"run key groups must rise: {kg} came after {last}")
+        last = kg
+        index.append((kg, offset, entries))
+        parts.append(chunk)
+        offset += len(chunk)
+        count += entries
+    return _finish_run(parts, index, offset, count)
+
+
+def run_entry_bytes(entries: Iterable[RunEntry]) -> bytes:
+    """Entries in the run's entry format (state index, key length, value length or tombstone, key, value)."""
+    parts: list[bytes] = []
+    for state_index, key, value in entries:
+        if value is None:
+            parts += (_ENTRY.pack(state_index, len(key), _TOMBSTONE), key)
+        else:
+            parts += (_ENTRY.pack(state_index, len(key), len(value)), key, value)
+    return b"".join(parts)
+
+
+def run_entry_head(state_index: int, key_length: int, value_length: int) -> bytes:
+    """The head of one run entry (``run_entry_bytes``), for entries built as rows."""
+    return _ENTRY.pack(state_index, key_length, value_length)
+
+
+def _run_head(header: RunHeader) -> list[bytes]:
+    head = json.dumps(header.to_json(), sort_keys=True, separators=(",", ":")).encode("utf-8")
+    return [_PREAMBLE.pack(_MAGIC, RUN_FORMAT_VERSION, _KINDS[header.kind], len(head)), head]
+
+
+def _finish_run(
+    parts: list[bytes], index: list[tuple[int, int, int]], index_offset: int, count: int
+) -> bytes:
+    """The run's body (``parts``, ending where its index starts), its key-group index and trailer."""
+    parts.append(_INDEX_COUNT.pack(len(index)))
+    parts.extend(_INDEX_ENTRY.pack(*item) for item in index)
     body = b"".join(parts)
     crc = zlib.crc32(body)
     return body + _TRAILER.pack(index_offset, count, crc, _MAGIC)
@@ -621,9 +669,12 @@ class SnapshotHistory:
         states: Sequence[StateMetaInfo],
         is_complete: Callable[[int], bool],
         force_run: bool = False,
+        entries: int | None = None,
     ) -> SnapshotPlan:
         """Plan the snapshot of ``checkpoint_id``; ``changes`` are the keys written since the previous plan.
-        ``force_run``: entries from outside the backend join the run, so it is never UNCHANGED."""
+        ``force_run``: entries from outside the backend join the run, so it is never UNCHANGED.
+        ``entries``: how many the backend holds, if known; a delta that would read at least as
+        many keys (every key changed) is a full run instead, which is no larger and never slower."""
         last = self._attempts[-1].checkpoint_id if self._attempts else self.base_checkpoint_id
         if last is not None and checkpoint_id <= last:
             raise UsageError(
@@ -659,6 +710,8 @@ class SnapshotHistory:
             kind, reason = FULL, "the deltas of the base chain outweigh its base"
         elif not covered and states == base.states and not force_run:
             kind, reason = UNCHANGED, "nothing changed since the base"
+        elif entries is not None and covered and sum(map(_size_hint, covered.values())) >= entries:
+            kind, reason = FULL, f"the delta would read as many keys as the backend holds ({entries})"
         if kind == FULL:
             return SnapshotPlan(checkpoint_id, FULL, (), None, states, reason, attempt)
         assert base is not None and base.chain is not None
@@ -781,7 +834,11 @@ class PendingIncrementalSnapshot:
                 plan.kind, self.operator_id, self.max_parallelism, self.key_group_range,
                 plan.checkpoint_id, plan.states,
             )  # fmt: skip
-            data = encode_run(header, self._entries())
+            packed = getattr(self._entries, "packed_groups", None)
+            groups = None if packed is None else packed()
+            data = (
+                encode_run(header, self._entries()) if groups is None else encode_run_groups(header, groups)
+            )
             name = run_file_name(self.operator_id, self.key_group_range, plan.checkpoint_id, plan.kind)
             uploaded = storage.write_state_file(plan.checkpoint_id, name, data, shared=True)
             chain = (*plan.base_chain, uploaded)

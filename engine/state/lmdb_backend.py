@@ -1077,7 +1077,14 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
             written = changes.get(earlier.state_name)
             changes[earlier.state_name] = ChangedKeys((earlier,) if written is None else (written, earlier))
         states = tuple(self._metas[name] for name in sorted(self._metas))
-        plan = history.plan(checkpoint_id, changes, states, is_complete, force_run=panes is not None)
+        plan = history.plan(
+            checkpoint_id,
+            changes,
+            states,
+            is_complete,
+            force_run=panes is not None,
+            entries=self.number_of_keys(),
+        )
         if plan.kind == UNCHANGED:
             entries: Callable[[], list[Any]] = list
         else:
@@ -1257,16 +1264,30 @@ class _PaneMergedEntries:
         self._read = read
         self.panes = panes
         self._index = index
+        self._rows: list[Any] | None = None
+
+    def _read_once(self) -> list[Any]:
+        if self._rows is None:
+            self._rows = self._read()
+        return self._rows
 
     def __call__(self) -> list[Any]:
-        merged: list[Any] = self.panes.merge_run(self._read(), self._index)
+        merged: list[Any] = self.panes.merge_run(self._read_once(), self._index)
         return merged
 
-    def read_here(self) -> Callable[[], list[Any]]:
+    def packed_groups(self) -> list[tuple[int, int, bytes]] | None:
+        """The merged entries as the run's encoded key groups, built from columns, or None
+        (then call this object for them)."""
+        groups: list[tuple[int, int, bytes]] | None = self.panes.packed_run_groups(
+            self._read_once(), self._index
+        )
+        return groups
+
+    def read_here(self) -> _PaneMergedEntries:
         """Do now, in this process, the read of a view a thread has; what is left -- the
         merge -- may run in a forked child."""
-        rows = self._read()
-        return partial(self.panes.merge_run, rows, self._index)
+        self._read_once()
+        return self
 
     def child_views(self) -> list[PinnedView]:
         views: list[PinnedView] = getattr(self._read, "child_views", list)()

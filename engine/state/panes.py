@@ -54,8 +54,9 @@ from weir.state.backend import (
     PendingKeyedStateSnapshot,
     SnapshotEntry,
 )
+from weir.state.incremental import run_entry_bytes, run_entry_head
 from weir.state.serde import encode_key, encode_many, encode_rows
-from weir.state.state_file import pack_uniform_entries
+from weir.state.state_file import pack_uniform_entries, uniform_rows
 from weir.time.timers import PendingTimerSnapshot, Timer, TimerColumns, TimerSnapshot
 
 __all__ = ["IMMUTABLE_TYPES", "ColumnPaneSnapshot", "MutableAccumulatorError", "PaneSnapshot", "is_immutable"]
@@ -245,6 +246,79 @@ class PaneSnapshot:
         kept = [e for e in entries if e[0] != index or e[1] not in mine]
         return list(heapq.merge(kept, run, key=_run_order))
 
+    def packed_run_groups(
+        self, entries: list[tuple[int, bytes, bytes | None]], index: int
+    ) -> list[tuple[int, int, bytes]] | None:
+        """``merge_run(entries, index)`` as a run's encoded key groups (``encode_run_groups``),
+        built from columns, when the backend's entries hold none of state ``index`` (so no pane
+        replaces one) and every pane's key, window and accumulator encode to bytes of one
+        width (ints, tuples of ints); else None."""
+        if any(e[0] == index for e in entries):
+            return None
+        columns = self._uniform_columns()
+        if columns is None:
+            return None
+        key_groups, keys, namespaces, rank, values = columns
+        head = run_entry_head(index, 2 + keys.shape[1] + namespaces.shape[1], values.shape[1])
+        groups, bounds, rows = uniform_rows(
+            key_groups, keys, namespaces, rank, values, head, key_group_prefix=True
+        )
+        theirs: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
+        for entry in entries:  # the backend's other states, sorted by key group, state, key
+            theirs.setdefault((entry[1][0] << 8) | entry[1][1], []).append(entry)
+        mine = {kg: (start, end) for kg, start, end in zip(groups, bounds, bounds[1:])}
+        out = []
+        for kg in sorted(theirs.keys() | mine.keys()):
+            other = theirs.get(kg, [])
+            before = run_entry_bytes(e for e in other if e[0] < index)
+            after = run_entry_bytes(e for e in other if e[0] > index)
+            start, end = mine.get(kg, (0, 0))
+            out.append((kg, len(other) + end - start, b"".join((before, rows[start:end].tobytes(), after))))
+            time.sleep(0)
+        return out
+
+    def _uniform_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """The in-memory panes as columns of rows of bytes (key groups, keys, namespaces with
+        their byte order, accumulators), when no pane is in the backend and each column has
+        one width; else None."""
+        windows = self._frozen()
+        if any(backed for _, _, _, backed in windows):
+            return None
+        key_parts: list[np.ndarray] = []
+        value_parts: list[np.ndarray] = []
+        group_parts: list[np.ndarray] = []
+        encoded_namespaces: list[bytes] = []
+        counts: list[int] = []
+        for (namespace, _, in_memory, _), (keys, key_groups) in zip(windows, self._order()):
+            if not keys:
+                continue
+            key_rows = encode_rows(keys)
+            value_rows = self._value_rows(list(map(in_memory.__getitem__, keys)))
+            if key_rows is None or value_rows is None:
+                return None
+            key_parts.append(key_rows)
+            value_parts.append(value_rows)
+            group_parts.append(key_groups)
+            encoded_namespaces.append(encode_key(namespace))
+            counts.append(len(keys))
+            time.sleep(0)
+        if not counts:
+            return None
+        if len({r.shape[1] for r in key_parts}) > 1 or len({r.shape[1] for r in value_parts}) > 1:
+            return None
+        if len(set(map(len, encoded_namespaces))) > 1:
+            return None
+        rank = {ns: i for i, ns in enumerate(sorted(set(encoded_namespaces)))}
+        window_of = np.repeat(np.arange(len(counts)), np.array(counts, dtype=np.int64))
+        namespace_rows = np.frombuffer(b"".join(encoded_namespaces), dtype=np.uint8).reshape(len(counts), -1)
+        return (
+            np.concatenate(group_parts),
+            np.concatenate(key_parts),
+            namespace_rows[window_of],
+            np.array([rank[ns] for ns in encoded_namespaces], dtype=np.int64)[window_of],
+            np.concatenate(value_parts),
+        )
+
     def _entries(self) -> dict[int, list[SnapshotEntry]]:
         """The in-memory panes' canonical entries per key group (unsorted)."""
         self._check()
@@ -286,44 +360,10 @@ class PaneSnapshot:
         encodes to bytes of one width (ints, tuples of ints); else None."""
         if snapshot.key_groups or self.state_name not in {m.name for m in snapshot.states}:
             return None
-        windows = self._frozen()
-        if any(backed for _, _, _, backed in windows):
+        columns = self._uniform_columns()
+        if columns is None:
             return None
-        key_parts: list[np.ndarray] = []
-        value_parts: list[np.ndarray] = []
-        group_parts: list[np.ndarray] = []
-        encoded_namespaces: list[bytes] = []
-        counts: list[int] = []
-        for (namespace, _, in_memory, _), (keys, key_groups) in zip(windows, self._order()):
-            if not keys:
-                continue
-            key_rows = encode_rows(keys)
-            value_rows = self._value_rows(list(map(in_memory.__getitem__, keys)))
-            if key_rows is None or value_rows is None:
-                return None
-            key_parts.append(key_rows)
-            value_parts.append(value_rows)
-            group_parts.append(key_groups)
-            encoded_namespaces.append(encode_key(namespace))
-            counts.append(len(keys))
-            time.sleep(0)
-        if not counts:
-            return None
-        if len({r.shape[1] for r in key_parts}) > 1 or len({r.shape[1] for r in value_parts}) > 1:
-            return None
-        if len(set(map(len, encoded_namespaces))) > 1:
-            return None
-        rank = {ns: i for i, ns in enumerate(sorted(set(encoded_namespaces)))}
-        per_window = np.array(counts, dtype=np.int64)
-        window_of = np.repeat(np.arange(len(counts)), per_window)
-        namespace_rows = np.frombuffer(b"".join(encoded_namespaces), dtype=np.uint8).reshape(len(counts), -1)
-        number_of_groups, packed = pack_uniform_entries(
-            np.concatenate(group_parts),
-            np.concatenate(key_parts),
-            namespace_rows[window_of],
-            np.array([rank[ns] for ns in encoded_namespaces], dtype=np.int64)[window_of],
-            np.concatenate(value_parts),
-        )
+        number_of_groups, packed = pack_uniform_entries(*columns)
         return PackedKeyedStateSnapshot(
             snapshot.operator_id,
             snapshot.max_parallelism,

@@ -119,6 +119,42 @@ def _sortable(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows).view(f"S{width}").ravel()
 
 
+def uniform_rows(
+    key_groups: np.ndarray,
+    keys: np.ndarray,
+    namespaces: np.ndarray,
+    namespace_rank: np.ndarray,
+    values: np.ndarray,
+    head: bytes,
+    key_group_prefix: bool = False,
+) -> tuple[list[int], list[int], np.ndarray]:
+    """Entries of one width as rows of bytes, ``head`` + (the key group, 2 bytes big endian,
+    if ``key_group_prefix``) + key + namespace + value, sorted by key group, key, namespace
+    (``namespace_rank`` orders the namespaces as their bytes do; keys, namespaces and values
+    are ``(n, width)`` uint8 arrays); returns the key groups, where each one's rows start
+    (one more at the end: the number of rows) and the rows."""
+    n = len(key_groups)
+    k, ns, v = keys.shape[1], namespaces.shape[1], values.shape[1]
+    one_namespace = not n or (namespace_rank == namespace_rank[0]).all()
+    sort_keys = (
+        (_sortable(keys), key_groups) if one_namespace else (namespace_rank, _sortable(keys), key_groups)
+    )
+    order = np.lexsort(sort_keys)
+    sorted_groups = key_groups[order]
+    at = len(head)
+    kg = 2 if key_group_prefix else 0
+    rows = np.empty((n, at + kg + k + ns + v), dtype=np.uint8)
+    rows[:, :at] = np.frombuffer(head, dtype=np.uint8)
+    if kg:
+        rows[:, at : at + 2] = sorted_groups.astype(">u2").view(np.uint8).reshape(n, 2)
+    at += kg
+    rows[:, at : at + k] = _take_rows(keys, order)
+    rows[:, at + k : at + k + ns] = namespaces[:1] if one_namespace else _take_rows(namespaces, order)
+    rows[:, at + k + ns :] = _take_rows(values, order)
+    starts = np.flatnonzero(np.diff(sorted_groups, prepend=sorted_groups[:1] - 1)) if n else order
+    return sorted_groups[starts].tolist(), [*starts.tolist(), n], rows
+
+
 def pack_uniform_entries(
     key_groups: np.ndarray,
     keys: np.ndarray,
@@ -127,32 +163,14 @@ def pack_uniform_entries(
     values: np.ndarray,
 ) -> tuple[int, bytes]:
     """``(groups, packed)`` of ``_pack_entries`` for entries of one state (index 0) whose
-    keys, namespaces and values are each of one width: rows of bytes (``(n, width)``
-    uint8), sorted here as the snapshot's entries are (key group, key, namespace;
-    ``namespace_rank`` orders the namespaces as their bytes do). Empty user keys."""
-    n = len(key_groups)
-    k, ns, v = keys.shape[1], namespaces.shape[1], values.shape[1]
-    head = np.frombuffer(_ENTRY.pack(0, k, ns, 0, v), dtype=np.uint8)
-    one_namespace = not n or (namespace_rank == namespace_rank[0]).all()
-    sort_keys = (
-        (_sortable(keys), key_groups) if one_namespace else (namespace_rank, _sortable(keys), key_groups)
-    )
-    order = np.lexsort(sort_keys)
-    rows = np.empty((n, _ENTRY.size + k + ns + v), dtype=np.uint8)
-    rows[:, : _ENTRY.size] = head
-    rows[:, _ENTRY.size : _ENTRY.size + k] = _take_rows(keys, order)
-    rows[:, _ENTRY.size + k : _ENTRY.size + k + ns] = (
-        namespaces[:1] if one_namespace else _take_rows(namespaces, order)
-    )
-    rows[:, _ENTRY.size + k + ns :] = _take_rows(values, order)
-    sorted_groups = key_groups[order]
-    starts = np.flatnonzero(np.diff(sorted_groups, prepend=sorted_groups[:1] - 1)) if n else order
-    bounds = [*starts.tolist(), n]
+    keys, namespaces and values are each of one width (``uniform_rows``). Empty user keys."""
+    head = _ENTRY.pack(0, keys.shape[1], namespaces.shape[1], 0, values.shape[1])
+    groups, bounds, rows = uniform_rows(key_groups, keys, namespaces, namespace_rank, values, head)
     parts = []
-    for group, start, end in zip(sorted_groups[starts].tolist(), bounds, bounds[1:]):
+    for group, start, end in zip(groups, bounds, bounds[1:]):
         parts.append(_GROUP.pack(group, end - start))
         parts.append(rows[start:end].tobytes())
-    return len(starts), b"".join(parts)
+    return len(groups), b"".join(parts)
 
 
 def _take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -30,7 +30,8 @@ from weir.keys import KeyGroupRange
 from weir.operators.window import WindowOperator
 from weir.operators.window import fast as fast_module
 from weir.state import LmdbKeyedStateBackend, create_keyed_backend, serde
-from weir.state.incremental import load_for_restore
+from weir.state.backend import StateMetaInfo
+from weir.state.incremental import FULL, RunHeader, encode_run, encode_run_groups, load_for_restore
 from weir.state.panes import MutableAccumulatorError, _all_immutable, is_immutable
 from weir.state.state_file import decode_state_file, encode_state_file
 from weir.time.timers import Timer, TimerSnapshot
@@ -309,3 +310,30 @@ def test_incremental_runs_with_frozen_panes_restore_the_state_of_each_barrier(
         finally:
             for backend in (live, *restored):
                 backend.dispose()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), sliding=st.booleans(), others=st.integers(0, 40))
+def test_a_run_packed_from_columns_is_the_entry_by_entry_run(seed: int, sliding: bool, others: int) -> None:
+    """The frozen panes' run built from columns has the bytes of the one merged entry by entry,
+    with the backend's entries of the states before and after the panes' own in each key group."""
+    run = Run(make("tuple-reduce", SLIDING if sliding else TUMBLING))
+    play(
+        [run], steps_of(disordered(300, seed, record("tuple-reduce"), disorder_ms=1_500), seed + 1), end=False
+    )
+    run.op.defer_pane_snapshots = True
+    run.op.prepare_snapshot_pre_barrier(1)
+    panes = run.op.pane_snapshot
+    assert panes is not None and len(panes)
+    entries = sorted(
+        ((state, (k % 128).to_bytes(2, "big") + serde.encode_key(k), None if k % 3 == 0 else serde.encode_key(-k))
+         for k in range(others) for state in (0, 2)),
+        key=lambda e: (e[1][:2], e[0], e[1]),
+    )  # fmt: skip
+    states = tuple(StateMetaInfo(name, "value", False) for name in ("a", panes.state_name, "z"))
+    header = RunHeader(FULL, "op", 128, KeyGroupRange(0, 127), 1, states)
+    packed = panes.packed_run_groups(entries, 1)
+    assert packed is not None
+    assert encode_run_groups(header, packed) == encode_run(header, panes.merge_run(entries, 1))
+    replaced = [(1, b"\x00\x00" + serde.encode_key(0), b"x")]
+    assert panes.packed_run_groups(replaced, 1) is None  # a pane replaces a backend entry: entry by entry

@@ -113,3 +113,16 @@ def test_errors_name_the_problem() -> None:
     h.plan(5, {}, STATES, lambda c: False)
     with pytest.raises(UsageError, match="checkpoint ids must rise"):
         h.plan(5, {}, STATES, lambda c: False)
+
+
+def test_a_delta_of_every_key_is_a_full_run() -> None:
+    h = SnapshotHistory()
+    complete: set[int] = set()
+    _written(h, h.plan(1, {}, STATES, complete.__contains__, entries=3), "1")
+    complete.add(1)
+    few = h.plan(2, {"s": {b"a"}}, STATES, complete.__contains__, entries=3)
+    assert few.kind == DELTA
+    _written(h, few, "2")
+    complete.add(2)
+    every = h.plan(3, {"s": {b"a", b"b", b"c"}}, STATES, complete.__contains__, entries=3)
+    assert every.kind == FULL and "as many keys" in every.reason

@@ -205,6 +205,7 @@ def test_auto_forks_only_for_large_snapshots() -> None:
 
 
 async def test_an_incremental_run_with_frozen_panes_written_by_a_child_is_the_threads(tmp_path: Path) -> None:
+    from weir.core.state import ValueStateDescriptor
     from weir.state import LmdbKeyedStateBackend
 
     runs = {}
@@ -213,6 +214,10 @@ async def test_an_incremental_run_with_frozen_panes_written_by_a_child_is_the_th
             "op", 128, KeyGroupRange(0, 127), path=tmp_path / writer, incremental=True
         )
         run = Run(make("tuple-reduce", TUMBLING), backend)
+        other = backend.get_state(ValueStateDescriptor("other"))
+        for k in range(1_000):  # more entries than panes: the next snapshot is a delta
+            backend.set_current_key(k)
+            other.update(k)
         run.batch([((k, k * 10), 1_000 + k) for k in range(300)])
         op = run.op
         op.defer_pane_snapshots = True

@@ -669,13 +669,14 @@ class StreamExecutionEnvironment:
 
 def _check_runnable(graph: StreamGraph) -> None:
     """Refuse, before anything starts, a job with a connector weir can plan but not run (one
-    whose ``unrunnable_reason()`` says why, e.g. ``KafkaSink``): a task failure would only
-    be retried by the restart strategy."""
+    whose ``unrunnable_reason()`` says why, e.g. a ``KafkaSink`` without its client library):
+    a task failure would only be retried by the restart strategy."""
     for node in graph.nodes.values():
         connector = getattr(node.transformation, "sink", None) or getattr(node.transformation, "source", None)
         reason = getattr(connector, "unrunnable_reason", None)
-        if callable(reason):
-            raise UsageError(f"'{node.name}': {reason()}")
+        why = reason() if callable(reason) else None
+        if why:
+            raise UsageError(f"'{node.name}': {why}")
 
 
 def _as_row(value: Any, row_type: RowTypeInfo) -> Any:

@@ -9,6 +9,8 @@
   ``harness_for(stream)``: drive one operator or function without a cluster.
 - ``assert_exactly_once(build_job, read_output, ...)``: run a job with and without seeded
   failures and compare the outputs.
+- ``MockKafkaCluster``: an in-process Kafka cluster on loopback for jobs with a KafkaSink or
+  KafkaSource (``pip install weir[kafka]``).
 - The pytest plugin (``weir.testing.plugin``, installed as an entry point): the
   ``weir_env`` and ``weir_clock`` fixtures and the ``weir`` marker.
 
@@ -44,6 +46,8 @@ _EXPORTS = {
     "SharedCluster": "weir.testing.cluster",
     "TestEnvironment": "weir.testing.cluster",
     "WeirClock": "weir.testing.plugin",
+    "MockKafkaCluster": "weir.testing.kafka",
+    "KafkaMessage": "weir.testing.kafka",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,13 +1,15 @@
-"""The Kafka sink's API, as in ``pyflink.datastream.connectors.kafka``: ``KafkaSink`` with its
-builder, ``KafkaRecordSerializationSchema`` with its builder, ``KafkaTopicSelector``.
+"""Kafka, as in ``pyflink.datastream.connectors.kafka``: ``KafkaSink`` with its builder,
+``KafkaRecordSerializationSchema`` with its builder and ``KafkaTopicSelector``.
 
-weir has no Kafka client, so a ``KafkaSink`` cannot write: a job with one can be built,
-inspected and planned (``weir plan``, ``get_execution_plan``), and fails when it is run, with
-one error naming the sink and what to do (run the job on Apache Flink, or write to a
-``FileSink`` or ``JdbcSink``). What does work is everything that decides what would be
-written: the builders check their settings as Flink's do, keep the producer's configuration
-under Kafka's own keys (``get_properties``), and ``KafkaRecordSerializationSchema.serialize``
-turns a record into the topic, key and value bytes the sink would send.
+weir talks to Kafka through librdkafka (``confluent-kafka``, the ``kafka`` extra:
+``pip install weir[kafka]``); without it a job with a Kafka connector still builds and plans,
+and ``execute`` refuses it naming the extra. The builders check their settings as Flink's
+do and keep the client's configuration under Kafka's own keys (``get_properties``).
+
+The sink (``weir.operators.kafka_sink``) writes each record's topic, key and value bytes,
+as ``KafkaRecordSerializationSchema.serialize`` gives them, with ``DeliveryGuarantee.NONE``
+or ``AT_LEAST_ONCE`` (flushed before every checkpoint barrier and at the end of input);
+``EXACTLY_ONCE`` is refused before the job starts (docs/decisions.md says why).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from weir.common.serialization import SerializationSchema
 from weir.common.typeinfo import Types
 from weir.common.types import Row
 from weir.core.connectors import Sink
+from weir.core.extras import missing_extra
 from weir.datastream.connectors.base import DeliveryGuarantee, StreamTransformer, SupportsPreprocessing
 from weir.errors import UsageError
 
@@ -181,8 +184,10 @@ class _SelectTopic(StreamTransformer):
 
 
 class KafkaSink(Sink, SupportsPreprocessing):
-    """Writes records to Kafka topics, in Flink. weir plans it and refuses to run it (see the
-    module docstring)."""
+    """Writes records to Kafka topics (see the module docstring); build one with
+    ``KafkaSink.builder()``."""
+
+    operator_factory = "weir.operators.kafka_sink:kafka_sink_operator"
 
     def __init__(
         self,
@@ -220,15 +225,19 @@ class KafkaSink(Sink, SupportsPreprocessing):
             "delivery_guarantee": self.delivery_guarantee.name,
         }
 
-    def unrunnable_reason(self) -> str:
-        """Why weir refuses to run a job with this sink (``env.execute`` asks before it starts)."""
-        return (
-            f"the sink writes to Kafka ({self.properties.get('bootstrap.servers')}), and weir has no Kafka "
-            "client: run this job on Apache Flink, or write to a FileSink or JdbcSink in weir"
+    def unrunnable_reason(self) -> str | None:
+        """Why weir refuses to run a job with this sink (``env.execute`` asks before it
+        starts), or None: EXACTLY_ONCE, or no Kafka client installed."""
+        if self.delivery_guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            return (
+                "KafkaSink with DeliveryGuarantee.EXACTLY_ONCE is not supported by weir: its Kafka client "
+                "(librdkafka) cannot take over a pre-committed transaction after a restart, as Flink's Java "
+                "client does, so a failure between a checkpoint and its commit would lose that checkpoint's "
+                "records; use DeliveryGuarantee.AT_LEAST_ONCE, or run this job on Apache Flink"
+            )
+        return missing_extra(
+            "confluent_kafka", package="confluent-kafka", extra="kafka", needed_by="KafkaSink"
         )
-
-    def create_operator(self, name: str) -> Any:
-        raise UsageError(f"sink '{name}': {self.unrunnable_reason()}")
 
 
 class KafkaSinkBuilder:

@@ -1,9 +1,10 @@
 """The Kafka sink's API: builders check their settings like Flink's, the record serializer
-makes the messages the sink would send, and a job with a KafkaSink plans but does not run."""
+makes the messages the sink sends, and a job weir cannot run is refused before it starts."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -82,10 +83,10 @@ def test_the_sink_builder_keeps_kafkas_keys_and_flinks_rules() -> None:
     with pytest.raises(UsageError, match="bootstrap servers"):
         KafkaSink.builder().set_record_serializer(serializer(topic="t")).build()
     with pytest.raises(UsageError, match="record serializer"):
-        KafkaSink.builder().set_bootstrap_servers("b:1").build()
+        KafkaSink.builder().set_bootstrap_servers("127.0.0.1:1").build()
     exactly_once = (
         KafkaSink.builder()
-        .set_bootstrap_servers("b:1")
+        .set_bootstrap_servers("127.0.0.1:1")
         .set_record_serializer(serializer(topic="t"))
         .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
     )
@@ -98,7 +99,7 @@ def kafka_job() -> StreamExecutionEnvironment:
     env = StreamExecutionEnvironment.get_execution_environment()
     sink = (
         KafkaSink.builder()
-        .set_bootstrap_servers("b:1")
+        .set_bootstrap_servers("127.0.0.1:1")
         .set_record_serializer(serializer(selector=ByLength()))
         .build()
     )
@@ -112,7 +113,7 @@ def test_a_topic_selector_pairs_each_record_with_its_topic_before_the_sink() -> 
     assert [n["type"] for n in plan["nodes"]] == ["Source: Collection Source", "Map", "Sink: Kafka Sink"]
     transformer = (
         KafkaSink.builder()
-        .set_bootstrap_servers("b:1")
+        .set_bootstrap_servers("127.0.0.1:1")
         .set_record_serializer(serializer(selector=ByLength()))
         .build()
         .get_transformer()
@@ -126,8 +127,31 @@ def test_a_topic_selector_pairs_each_record_with_its_topic_before_the_sink() -> 
         assert list(rows) == [Row("long", "abcd")]
 
 
-def test_a_job_with_a_kafka_sink_is_refused_before_it_starts() -> None:
-    with pytest.raises(UsageError, match="weir has no Kafka client: run this job on Apache Flink"):
+def test_a_job_with_an_exactly_once_kafka_sink_is_refused_before_it_starts() -> None:
+    env = StreamExecutionEnvironment.get_execution_environment()
+    sink = (
+        KafkaSink.builder()
+        .set_bootstrap_servers("127.0.0.1:1")
+        .set_record_serializer(serializer(topic="t"))
+        .set_delivery_guarantee(DeliveryGuarantee.EXACTLY_ONCE)
+        .set_transactional_id_prefix("job")
+        .build()
+    )
+    env.from_collection(["a"], type_info=Types.STRING()).sink_to(sink)
+    assert "Kafka Sink" in env.get_execution_plan()  # it plans
+    with pytest.raises(
+        UsageError, match=r"'Sink: Kafka Sink': KafkaSink with DeliveryGuarantee\.EXACTLY_ONCE"
+    ):
+        env.execute("kafka")
+
+
+def test_without_confluent_kafka_a_kafka_job_is_refused_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "confluent_kafka", None)
+    with pytest.raises(
+        UsageError, match=r"KafkaSink needs the Python package 'confluent-kafka'.*pip install weir\[kafka\]"
+    ):
         kafka_job().execute("kafka")
 
 

@@ -64,6 +64,20 @@ class SourceOperator(StreamOperator):
         if self.splits is not None:
             state = self.context.operator_state().get_list_state(self._splits_descriptor())
             state.update([json.dumps(s, sort_keys=True) for s in self.splits])
+        on_snapshot = getattr(self.reader, "on_snapshot", None)
+        if on_snapshot is not None:
+            on_snapshot(checkpoint_id, self.splits)
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Passed on to the reader (a Kafka reader commits the checkpoint's offsets)."""
+        notify = getattr(self.reader, "notify_checkpoint_complete", None)
+        if notify is not None:
+            notify(checkpoint_id)
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        notify = getattr(self.reader, "notify_checkpoint_aborted", None)
+        if notify is not None:
+            notify(checkpoint_id)
 
     def open(self) -> None:
         self.position = self._position_after_poll = self.reader.position()

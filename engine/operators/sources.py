@@ -83,6 +83,16 @@ class SourceReader:
         that was returned; the reader simply stops."""
         raise NotImplementedError
 
+    def on_snapshot(self, checkpoint_id: int, splits: list[Any] | None) -> None:
+        """Checkpoint ``checkpoint_id`` recorded ``splits`` (what ``snapshot_splits`` gave as of
+        the last emitted batch); a reader that acts when it completes (commits offsets) keeps them."""
+
+    def notify_checkpoint_complete(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is complete (Flink's SourceReader is a CheckpointListener)."""
+
+    def notify_checkpoint_aborted(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` will never complete."""
+
     def start_in(self, nursery: trio.Nursery) -> None:
         """The task's nursery, before the first read, for a reader that runs work in the
         background; the default reader runs none."""

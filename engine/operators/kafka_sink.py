@@ -79,6 +79,8 @@ class KafkaSinkOperator(SinkOperator):
         else:
             topic = self.topic
         key = None if self.key_schema is None else self.key_schema.serialize(record)
+        if timestamp is not None and timestamp <= 0:  # librdkafka reads 0 as "now"; Flink drops negative ones
+            timestamp = None
         return topic, key, self.value_schema.serialize(record), timestamp
 
     def process_batch(self, batch: Batch) -> None:

@@ -19,6 +19,7 @@ admin API.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from typing import Any, NamedTuple
@@ -28,6 +29,7 @@ from weir.core.extras import import_extra
 __all__ = ["KafkaMessage", "MockKafkaCluster"]
 
 READ_TIMEOUT_S = 10.0
+log = logging.getLogger("weir.kafka")  # librdkafka's log, as the connectors route it
 
 
 class KafkaMessage(NamedTuple):
@@ -47,10 +49,12 @@ class MockKafkaCluster:
             "confluent_kafka", package="confluent-kafka", extra="kafka", needed_by="MockKafkaCluster"
         )
         # the mock cluster lives as long as the client that asked for it; it logs its address at level 5
-        self._handle: Any = self.ck.Producer({"test.mock.num.brokers": brokers, "log_level": 4})
+        self._handle: Any = self.ck.Producer(
+            {"test.mock.num.brokers": brokers, "log_level": 4, "logger": log}
+        )
         metadata = self._handle.list_topics(timeout=READ_TIMEOUT_S)
         self.bootstrap_servers = ",".join(f"{b.host}:{b.port}" for b in metadata.brokers.values())
-        self._producer: Any = self.ck.Producer({"bootstrap.servers": self.bootstrap_servers})
+        self._producer: Any = self.ck.Producer({"bootstrap.servers": self.bootstrap_servers, "logger": log})
 
     def __enter__(self) -> MockKafkaCluster:
         return self
@@ -103,6 +107,7 @@ class MockKafkaCluster:
                 "group.id": f"weir-mock-reader-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "isolation.level": isolation_level,
+                "logger": log,
             }
         )
         try:
@@ -134,7 +139,9 @@ class MockKafkaCluster:
 
     def committed(self, group_id: str, topic: str) -> dict[int, int]:
         """The offsets ``group_id`` committed for the partitions of ``topic`` (those it has)."""
-        consumer = self.ck.Consumer({"bootstrap.servers": self.bootstrap_servers, "group.id": group_id})
+        consumer = self.ck.Consumer(
+            {"bootstrap.servers": self.bootstrap_servers, "group.id": group_id, "logger": log}
+        )
         try:
             found = consumer.committed(
                 [self.ck.TopicPartition(topic, p) for p in self.partitions(topic)], timeout=READ_TIMEOUT_S

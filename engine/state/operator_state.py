@@ -1,6 +1,10 @@
 """Operator (non-keyed) state: list state per subtask, and how it is redistributed on rescaling.
 
-Each subtask holds named lists. On restore at a different parallelism:
+Each subtask holds named lists. On restore at the same parallelism every subtask gets its
+own split-distribute lists back, as in Flink: a region failover restores some subtasks
+while the others run on with what they hold, so lists dealt anew would hand a restarted
+source subtask another one's splits and leave its own to a subtask that never reads them
+again. On restore at a different parallelism:
 
 - split-distribute state (``get_list_state``): the elements of all old
   subtasks are concatenated (in subtask order) and cut into contiguous,
@@ -153,15 +157,19 @@ class OperatorStateBackend:
 
 
 def repartition_operator_state(
-    snapshots: Sequence[OperatorStateSnapshot], new_parallelism: int
+    snapshots: Sequence[OperatorStateSnapshot | None], new_parallelism: int
 ) -> list[OperatorStateSnapshot]:
-    """The snapshot each of ``new_parallelism`` subtasks restores from the old subtasks' ``snapshots``."""
+    """The snapshot each of ``new_parallelism`` subtasks restores from the old subtasks'
+    ``snapshots``: old subtask ``i``'s at index ``i``, None where it had no operator state
+    (so ``len(snapshots)`` is the old parallelism)."""
     if new_parallelism < 1:
         raise UsageError(f"new_parallelism must be at least 1, got {new_parallelism}")
-    operator_id = snapshots[0].operator_id if snapshots else ""
+    present = [snap for snap in snapshots if snap is not None]
+    operator_id = present[0].operator_id if present else ""
+    same_parallelism = len(snapshots) == new_parallelism
     merged: dict[str, tuple[str, list[bytes]]] = {}
     copies: dict[str, list[tuple[bytes, ...]]] = {}  # broadcast state: each old subtask's copy
-    for snap in snapshots:
+    for snap in present:
         for name, mode, elements in snap.states:
             entry = merged.setdefault(name, (mode, []))
             if entry[0] != mode:
@@ -182,6 +190,11 @@ def repartition_operator_state(
         if mode == UNION:
             for states in per_subtask:
                 states.append((name, mode, tuple(all_elements)))
+            continue
+        if same_parallelism:  # each subtask keeps its own list
+            for states, old_snap in zip(per_subtask, snapshots, strict=True):
+                own = None if old_snap is None else old_snap.get(name)
+                states.append((name, mode, () if own is None else own[1]))
             continue
         base, extra = divmod(len(all_elements), new_parallelism)
         start = 0

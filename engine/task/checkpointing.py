@@ -84,12 +84,11 @@ class SubtaskCheckpointCoordinator:
                     else KeyGroupRange(0, op.context.max_parallelism - 1)
                 )
                 internal.restore(snapshots, key_groups)
+            # one payload per old subtask: index i holds old subtask i's operator state
             operator_states = [
-                p["operator_state"]
-                for p in sorted(payloads, key=lambda p: p.get("subtask", 0))
-                if p.get("operator_state") is not None
+                p.get("operator_state") for p in sorted(payloads, key=lambda p: p.get("subtask", 0))
             ]
-            if operator_states:
+            if any(s is not None for s in operator_states):
                 parts = repartition_operator_state(operator_states, d.job_vertex.parallelism)
                 op.context.operator_state().restore([parts[d.subtask_index]])
             op.context.is_restored = True

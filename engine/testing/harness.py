@@ -335,12 +335,17 @@ class AbstractStreamOperatorTestHarness:
         internal = self._timer_service()
         if timers and internal is not None:
             internal.restore(timers, self._key_group_range())
-        operator_states = [
-            s.operator_state
-            for s in sorted(snapshots, key=lambda s: s.subtask_index)
-            if s.operator_state is not None
-        ]
-        if operator_states:
+        # old subtask i's operator state at index i, as a restore from a checkpoint passes it
+        operator_states: list[Any] = [None] * max(s.parallelism for s in snapshots)
+        for snap in snapshots:
+            if snap.operator_state is not None:
+                if operator_states[snap.subtask_index] is not None:
+                    raise UsageError(
+                        f"restore() got two snapshots of subtask {snap.subtask_index} of "
+                        f"'{snap.operator_name}'; pass one snapshot per old subtask"
+                    )
+                operator_states[snap.subtask_index] = snap.operator_state
+        if any(state is not None for state in operator_states):
             parts = repartition_operator_state(operator_states, self.context.parallelism)
             self.context.operator_state().restore([parts[self.context.subtask_index]])
         self.context.is_restored = True

@@ -233,3 +233,21 @@ def test_harness_for_a_keyed_broadcast_function() -> None:
     harness.process_watermark2(100)
     assert harness.extract_output_values() == [("seen", "a", 4), ("timer", "a", 15, 1)]
     harness.close()
+
+
+def test_a_harness_restores_one_snapshot_per_old_subtask() -> None:
+    from weir.testing import harness_for
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    rules = env.from_collection([1]).broadcast(RULES)
+    out = env.from_collection([("a", 1)]).key_by(lambda r: r[0]).connect(rules).process(CountAndReset())
+    harness = harness_for(out)
+    harness.open()
+    harness.process_element2(4, 0)
+    snapshot = harness.snapshot()
+    restored = harness_for(out).restore(snapshot)
+    restored.open()
+    restored.process_element1(("a", 1), 5)
+    assert restored.extract_output_values() == [("seen", "a", 4)]
+    with pytest.raises(UsageError, match="two snapshots of subtask 0"):
+        harness_for(out).restore(snapshot, snapshot).open()

@@ -53,6 +53,21 @@ def test_split_distribute_is_contiguous_and_even() -> None:
     assert b.get_list_state(ListStateDescriptor("offsets")).get() == list(range(7))
 
 
+def test_split_distribute_stays_with_its_subtask_at_the_same_parallelism() -> None:
+    """Uneven lists (a source subtask with one unresolved claim, another with two splits) are
+    not dealt anew: a region failover restores one subtask while the other runs on."""
+    old = [_subtask([0], ["a"]).snapshot(), _subtask([1, 2], ["b"]).snapshot(), None]
+    got = []
+    for snap in repartition_operator_state(old, 3):
+        b = OperatorStateBackend("source")
+        b.restore([snap])
+        got.append(
+            (b.get_list_state(ListStateDescriptor("offsets")).get(),
+             b.get_union_list_state(ListStateDescriptor("partitions")).get())
+        )  # fmt: skip
+    assert got == [([0], ["a", "b"]), ([1, 2], ["a", "b"]), ([], ["a", "b"])]
+
+
 def test_mode_mismatch_and_bad_descriptor() -> None:
     backend = _subtask([1], [])
     with pytest.raises(UsageError, match="registered as split_distribute"):

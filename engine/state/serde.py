@@ -273,17 +273,18 @@ def encode_rows(values: Sequence[Any]) -> np.ndarray | None:
     n = len(values)
     if not n:
         return None
+    # the checks are C-level loops (``set(map(...))``): a snapshot's million panes pass them
     first = values[0]
     if type(first) is int:
-        if all(type(v) is int for v in values):
+        if set(map(type, values)) == {int}:
             ints = _int64s(values)
             if ints is not None:
                 return _int_columns(ints.reshape(n, 1), b"")
     elif type(first) is tuple:
         width = len(first)
-        if 0 < width <= 64 and all(type(v) is tuple and len(v) == width for v in values):
-            flat = [x for v in values for x in v]
-            if all(type(x) is int for x in flat):
+        if 0 < width <= 64 and set(map(type, values)) == {tuple} and set(map(len, values)) == {width}:
+            flat = list(chain.from_iterable(values))
+            if set(map(type, flat)) == {int}:
                 ints = _int64s(flat)
                 if ints is not None:
                     header = b"\x07" + _L.pack(width)
@@ -293,7 +294,7 @@ def encode_rows(values: Sequence[Any]) -> np.ndarray | None:
 
 def _int64s(values: Sequence[int]) -> np.ndarray | None:
     try:
-        return np.array(values, dtype=np.int64)
+        return np.fromiter(values, dtype=np.int64, count=len(values))
     except OverflowError:
         return None  # an int outside int64 has its own tag: one by one
 

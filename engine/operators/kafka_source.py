@@ -196,7 +196,9 @@ class KafkaSourceReader(SourceReader):
                 ]
                 starts = self._resolve(consumer, self.source.starting_offsets, partitions)
                 stopping = self.source.stopping_offsets
-                stops = None if stopping is None else self._resolve(consumer, stopping, partitions)
+                stops = (
+                    None if stopping is None else self._resolve(consumer, stopping, partitions, stopping=True)
+                )
                 for tp in partitions:
                     stop = None if stops is None else stops[tp]
                     self.splits.append(
@@ -247,9 +249,12 @@ class KafkaSourceReader(SourceReader):
         return sorted(subscribed)
 
     def _resolve(
-        self, consumer: Any, initializer: Any, partitions: list[tuple[str, int]]
+        self, consumer: Any, initializer: Any, partitions: list[tuple[str, int]], stopping: bool = False
     ) -> dict[tuple[str, int], int]:
-        """The offsets ``initializer`` gives ``partitions`` (as Flink's OffsetsInitializers)."""
+        """The offsets ``initializer`` gives ``partitions`` (as Flink's OffsetsInitializers).
+        A given offset outside the partition's range is reset only as a starting offset (where
+        Flink's consumer resets it); a stopping offset past the end stands, and the split is
+        read until the partition grows to it."""
         ck = confluent_kafka(self._who())
         if not partitions:
             return {}
@@ -310,6 +315,8 @@ class KafkaSourceReader(SourceReader):
                 offsets[tp] = watermarks(tp)[0]
             elif offset == LATEST_OFFSET:
                 offsets[tp] = watermarks(tp)[1]
+            elif stopping:
+                offsets[tp] = offset
             else:
                 low, high = watermarks(tp)
                 offsets[tp] = (

@@ -407,8 +407,9 @@ class KafkaOffsetsInitializer:
         offset_reset_strategy: KafkaOffsetResetStrategy = KafkaOffsetResetStrategy.EARLIEST,
     ) -> KafkaOffsetsInitializer:
         """The given offset of each partition; a partition not given starts at the group's
-        committed offset, and one without (or with an offset out of range) follows
-        ``offset_reset_strategy``, as Flink's."""
+        committed offset, and one without follows ``offset_reset_strategy``, as Flink's. A
+        starting offset out of range follows the strategy too; a stopping offset past the end
+        of its partition is read up to once the partition grows to it."""
         if not isinstance(offsets, dict):
             raise UsageError(
                 f"KafkaOffsetsInitializer.offsets needs a dict of KafkaTopicPartition -> offset, got {offsets!r}"

@@ -140,6 +140,20 @@ async def test_starting_offsets(
     reader.close()
 
 
+async def test_a_stopping_offset_past_the_end_is_read_up_to_once_it_is_written(
+    kafka: MockKafkaCluster,
+) -> None:
+    t = topic_with(kafka, 3)
+    stop = KafkaOffsetsInitializer.offsets({KafkaTopicPartition(t, 0): 5, KafkaTopicPartition(t, 1): 2})
+    reader = KafkaSourceReader(source(kafka, t, stop=stop), 0, 1)
+    # partitions 2 and 3 are not given and nothing is committed: they stop at the earliest offset
+    assert sorted(await read_all(reader, limit=5)) == ["p0-0", "p0-1", "p0-2", "p1-0", "p1-1"]
+    assert reader.snapshot_splits()[0]["stop"] == 5  # not reset to the strategy's offset
+    kafka.produce(t, ["p0-3", "p0-4", "p0-5"], partition=0)
+    assert await read_all(reader) == ["p0-3", "p0-4"]
+    reader.close()
+
+
 async def test_committed_offsets_start_where_the_group_left_off(kafka: MockKafkaCluster) -> None:
     t = topic_with(kafka, 4)
     group = f"g-{uuid.uuid4().hex[:8]}"

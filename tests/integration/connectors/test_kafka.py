@@ -12,14 +12,18 @@ import pytest
 from weir.common import RestartStrategies, SimpleStringSchema, Types, WatermarkStrategy
 from weir.datastream import CheckpointingMode, StreamExecutionEnvironment
 from weir.datastream.connectors import DeliveryGuarantee
+from weir.datastream.connectors.builtin import DiscardingSink
 from weir.datastream.connectors.kafka import (
     KafkaOffsetsInitializer,
     KafkaRecordSerializationSchema,
     KafkaSink,
     KafkaSource,
+    KafkaTopicPartition,
 )
 from weir.errors import JobExecutionError
-from weir.testing import MockKafkaCluster, assert_exactly_once, collect
+from weir.testing import MockKafkaCluster, TestStream, assert_exactly_once, collect
+
+PARTITIONS = 4  # of every topic librdkafka's mock cluster creates
 
 
 @pytest.fixture(scope="module")
@@ -50,16 +54,25 @@ def kafka_sink(servers: str, topic: str, **properties: str) -> KafkaSink:
     return builder.build()
 
 
-def kafka_source(servers: str, topic: str, **properties: str) -> KafkaSource:
+def kafka_source(
+    servers: str, topic: str, stop: KafkaOffsetsInitializer | None = None, **properties: str
+) -> KafkaSource:
     builder = (
         KafkaSource.builder()
         .set_bootstrap_servers(servers)
         .set_topics(topic)
         .set_group_id("weir-test")
         .set_value_only_deserializer(SimpleStringSchema())
-        .set_bounded(KafkaOffsetsInitializer.latest())
+        .set_bounded(stop or KafkaOffsetsInitializer.latest())
     )
     return builder.set_properties(properties).build()
+
+
+def produce_round_robin(kafka: MockKafkaCluster, topic: str, words: list[str]) -> None:
+    """``words[i]`` to partition ``i % PARTITIONS``, each partition's in order."""
+    for p in range(PARTITIONS):
+        part = words[p::PARTITIONS]
+        kafka.produce(topic, part, keys=part, partition=p)
 
 
 @pytest.mark.parametrize("parallelism", [1, 2])
@@ -112,22 +125,56 @@ def test_a_failed_delivery_fails_the_job_with_the_kafka_error() -> None:
 def test_recovery_replays_from_the_checkpointed_offsets_exactly_once(
     kafka: MockKafkaCluster, weir_env_factory: object, weir_clock: object
 ) -> None:
-    """Failures injected after checkpoints: the restored source reads on from the offsets in
-    the checkpoint, so the exactly-once output equals that of a run without failures."""
-    topic = new_topic()
+    """A failure after checkpoints: the restored source reads on from the offsets in the
+    checkpoint, so the exactly-once output equals that of a run without failures.
+
+    Under mock time, time passes only while every task waits, and a source whose records are
+    all in the topic hardly waits (librdkafka fetches ahead): its subtasks could finish
+    before the first checkpoint is due, and no periodic checkpoint is triggered once a task
+    finished. So the records come in two halves: the first is in the topic when the job
+    starts, the second is written by the job itself once 200 ms of processing time passed
+    (a TestStream step) -- time that passes while the sources wait for the broker, with a
+    checkpoint due every 20 ms. The stopping offsets lie at the end of the second half, so
+    no source subtask finishes before. The failure fires in the Map on a record of the
+    second half, so after checkpoints completed; a restore that ignored their offsets would
+    read the first half again, whose output they committed."""
     words = [f"w{i}" for i in range(2_000)]
-    for word in words:  # one record batch each, so that a small fetch holds few records
-        kafka.produce(topic, [word], keys=[word])
+    first, second = words[:1_000], words[1_000:]
+    per_map_subtask_in_first = len(first) // 2  # two of the four partitions each
 
     def build(env: StreamExecutionEnvironment) -> object:
-        # small fetches: the source waits for the broker often, and checkpoints come in between
-        source = kafka_source(kafka.bootstrap_servers, topic, **{"max.partition.fetch.bytes": "64"})
-        stream = env.from_source(source, WatermarkStrategy.no_watermarks(), "in")
-        return collect(stream.map(str.upper, output_type=Types.STRING()), exactly_once=True)
+        topic = new_topic()
+        produce_round_robin(kafka, topic, first)
+        released: list[str] = []
+
+        def release_the_second_half(signal: str) -> str:
+            if not released:  # once per run, whatever restarts
+                released.append(signal)
+                produce_round_robin(kafka, topic, second)
+            return signal
+
+        ends = {KafkaTopicPartition(topic, p): len(words) // PARTITIONS for p in range(PARTITIONS)}
+        source = kafka_source(kafka.bootstrap_servers, topic, stop=KafkaOffsetsInitializer.offsets(ends))
+        upper = env.from_source(source, WatermarkStrategy.no_watermarks(), "in").map(
+            str.upper, output_type=Types.STRING()
+        )
+        signal = TestStream(type_info=Types.STRING()).advance_processing_time(200).add_elements("go").end()
+        (
+            env.from_source(signal, WatermarkStrategy.no_watermarks(), "signal")
+            .set_parallelism(1)
+            .map(release_the_second_half, output_type=Types.STRING())
+            .set_parallelism(1)
+            .sink_to(DiscardingSink())
+        )
+        return collect(upper.name("upper"), exactly_once=True)
 
     report = assert_exactly_once(
-        build, env_factory=weir_env_factory, seed=1, failures=2, records_hint=1_000, checkpoint_interval_ms=20
+        build,
+        env_factory=weir_env_factory,
+        spec=f"raise:operator=upper,after={per_map_subtask_in_first + 1}..900",
+        failures=1,
+        checkpoint_interval_ms=20,
     )
-    print({k: v for k, v in vars(report).items() if "output" not in k})
+    print(report)
     assert sorted(report.clean_output) == sorted(w.upper() for w in words)
-    assert report.checkpoints_completed >= 1 and report.restarts >= 1
+    assert report.checkpoints_completed >= 1 and report.restarts == 1

@@ -94,7 +94,7 @@ __all__ = [
 #: Seconds a child may take before it is ended (the default checkpoint timeout).
 CHILD_DEADLINE_S = 600
 #: how much lower than the job a checkpoint-writing child runs (``os.nice``)
-CHILD_NICENESS = 10
+CHILD_NICENESS = 5
 _MAX_FD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1 << 16
 
 

@@ -219,12 +219,17 @@ def _batch(pairs: list[tuple[Any, int]]) -> Any:
     return Batch([v for v, _ in pairs], np.array([t for _, t in pairs], dtype=np.int64))
 
 
+def keyed_broadcast_job() -> Any:
+    """A keyed stream connected to the broadcast rules, processed by ``CountAndReset``."""
+    env = StreamExecutionEnvironment.get_execution_environment()
+    rules = env.from_collection([1]).broadcast(RULES)
+    return env.from_collection([("a", 1)]).key_by(lambda r: r[0]).connect(rules).process(CountAndReset())
+
+
 def test_harness_for_a_keyed_broadcast_function() -> None:
     from weir.testing import harness_for
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    rules = env.from_collection([1]).broadcast(RULES)
-    out = env.from_collection([("a", 1)]).key_by(lambda r: r[0]).connect(rules).process(CountAndReset())
+    out = keyed_broadcast_job()
     harness = harness_for(out)
     harness.open()
     harness.process_element2(4, 0)
@@ -238,9 +243,7 @@ def test_harness_for_a_keyed_broadcast_function() -> None:
 def test_a_harness_restores_one_snapshot_per_old_subtask() -> None:
     from weir.testing import harness_for
 
-    env = StreamExecutionEnvironment.get_execution_environment()
-    rules = env.from_collection([1]).broadcast(RULES)
-    out = env.from_collection([("a", 1)]).key_by(lambda r: r[0]).connect(rules).process(CountAndReset())
+    out = keyed_broadcast_job()
     harness = harness_for(out)
     harness.open()
     harness.process_element2(4, 0)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import weir.state.state_file  # noqa: F401  (registers the snapshot types)
@@ -33,17 +35,23 @@ def test_list_state_roundtrip() -> None:
     assert fresh.snapshot() == snap
 
 
-def test_split_distribute_is_contiguous_and_even() -> None:
-    old = [_subtask([0, 1, 2], ["a"]).snapshot(), _subtask([3, 4, 5, 6], ["b"]).snapshot()]
-    new = repartition_operator_state(old, 3)
+def _restored(snapshots: list[Any]) -> list[tuple[list[Any], list[Any]]]:
+    """Per new subtask: its split-distributed offsets and its union partitions."""
     got = []
-    for snap in new:
+    for snap in snapshots:
         b = OperatorStateBackend("source")
         b.restore([snap])
         got.append(
             (b.get_list_state(ListStateDescriptor("offsets")).get(),
              b.get_union_list_state(ListStateDescriptor("partitions")).get())
         )  # fmt: skip
+    return got
+
+
+def test_split_distribute_is_contiguous_and_even() -> None:
+    old = [_subtask([0, 1, 2], ["a"]).snapshot(), _subtask([3, 4, 5, 6], ["b"]).snapshot()]
+    new = repartition_operator_state(old, 3)
+    got = _restored(new)
     assert [g[0] for g in got] == [[0, 1, 2], [3, 4], [5, 6]]
     assert all(g[1] == ["a", "b"] for g in got)
     # scale in to one subtask: everything
@@ -57,14 +65,7 @@ def test_split_distribute_stays_with_its_subtask_at_the_same_parallelism() -> No
     """Uneven lists (a source subtask with one unresolved claim, another with two splits) are
     not dealt anew: a region failover restores one subtask while the other runs on."""
     old = [_subtask([0], ["a"]).snapshot(), _subtask([1, 2], ["b"]).snapshot(), None]
-    got = []
-    for snap in repartition_operator_state(old, 3):
-        b = OperatorStateBackend("source")
-        b.restore([snap])
-        got.append(
-            (b.get_list_state(ListStateDescriptor("offsets")).get(),
-             b.get_union_list_state(ListStateDescriptor("partitions")).get())
-        )  # fmt: skip
+    got = _restored(repartition_operator_state(old, 3))
     assert got == [([0], ["a", "b"]), ([1, 2], ["a", "b"]), ([], ["a", "b"])]
 
 

@@ -1,8 +1,9 @@
 """Flink's own DataStream examples, from the installed apache-flink wheel, run on weir unchanged.
 
 Nothing of Flink's is in this repository: each example is read from PyFlink's environment
-(``pyflink/examples/datastream/*.py`` and ``windowing/*.py``; ``connectors/`` needs Kafka and
-friends, ``asyncio/`` a model server), copied to a temporary directory with ``pyflink.``
+(``pyflink/examples/datastream/*.py`` and ``windowing/*.py``; ``connectors/`` needs Kafka
+brokers and friends, and ``asyncio/``'s one example reads an unbounded Table API datagen
+source through ``StreamTableEnvironment``), copied to a temporary directory with ``pyflink.``
 swapped for ``weir.``, run with weir's Python, and its original run with PyFlink's; the
 printed records must be the same (as multisets: the examples run at the default
 parallelism, so their print order is not defined).

@@ -42,7 +42,7 @@ def sqlite_path(url: str) -> str:
     if not path or path.startswith(":memory:") or "mode=memory" in path:
         raise UsageError(
             f"JdbcConnectionOptions: {url!r} names an in-memory SQLite database, which every sink "
-            "subtask would open on its own and lose at the end; use a file, e.g. 'jdbc:sqlite:/tmp/out.db'"
+            "subtask would open on its own and lose at the end; use a file, e.g. 'jdbc:sqlite:out.db'"
         )
     return path
 

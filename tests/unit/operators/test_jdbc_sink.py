@@ -140,13 +140,13 @@ def test_execution_options_default_like_flinks() -> None:
 def test_connection_options_keep_what_the_builder_was_given() -> None:
     options = (
         JdbcConnectionOptions.JdbcConnectionOptionsBuilder()
-        .with_url("jdbc:sqlite:/tmp/x.db")
+        .with_url("jdbc:sqlite:x.db")
         .with_driver_name("org.sqlite.JDBC")
         .with_user_name("me")
         .with_password("secret")
         .build()
     )
-    assert options.get_db_url() == "jdbc:sqlite:/tmp/x.db"
+    assert options.get_db_url() == "jdbc:sqlite:x.db"
     assert options.get_driver_name() == "org.sqlite.JDBC"
     assert (options.get_user_name(), options.get_password()) == ("me", "secret")
     assert "secret" not in repr(options)
@@ -169,6 +169,6 @@ def test_urls_weir_cannot_use_are_refused_when_built(url: Any, match: str) -> No
 
 
 def test_sink_needs_a_row_type() -> None:
-    options = JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url("jdbc:sqlite:/tmp/x.db").build()
+    options = JdbcConnectionOptions.JdbcConnectionOptionsBuilder().with_url("jdbc:sqlite:x.db").build()
     with pytest.raises(UsageError, match="row type"):
         JdbcSink.sink("INSERT INTO t VALUES (?)", Types.INT(), options)  # type: ignore[arg-type]

@@ -1290,5 +1290,7 @@ class _PaneMergedEntries:
         return self
 
     def child_views(self) -> list[PinnedView]:
+        if self._rows is not None:  # read here already: a child has no view to pin
+            return []
         views: list[PinnedView] = getattr(self._read, "child_views", list)()
         return views

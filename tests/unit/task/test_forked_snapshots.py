@@ -393,3 +393,26 @@ def test_a_checkpoint_child_runs_below_the_job() -> None:
     os.waitpid(pid, 0)
     with os.fdopen(read_fd, "rb") as answer:
         assert int(answer.read()) == min(os.nice(0) + CHILD_NICENESS, 19)
+
+
+def test_a_run_read_here_leaves_no_view_for_the_child(tmp_path: Path) -> None:
+    """Frozen panes merged into an incremental run that was read in this process: the child
+    gets no view to pin, and writes the same run."""
+    from weir.state import LmdbKeyedStateBackend
+
+    backend = LmdbKeyedStateBackend("op", 128, KeyGroupRange(0, 127), path=tmp_path / "b", incremental=True)
+    try:
+        run = Run(make("tuple-reduce", TUMBLING), backend)
+        run.batch([((k, k), 1_000 + k) for k in range(50)])
+        run.op.defer_pane_snapshots = True
+        run.op.prepare_snapshot_pre_barrier(1)
+        panes, run.op.pane_snapshot = run.op.pane_snapshot, None
+        pending = backend.snapshot_incremental(1, lambda _: False, panes)
+        assert pending.child_views()  # the pinned view, for a child to read
+        pending.read_here()
+        assert pending.child_views() == []
+        storage = CheckpointStorage(tmp_path / "checkpoints", "job")
+        written = pending.write(storage)
+        assert written.uploaded is not None and written.uploaded.size_bytes > 0
+    finally:
+        backend.dispose()

@@ -37,12 +37,16 @@ key group computation when the current key changes.
 
 from __future__ import annotations
 
+import os
 import struct
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
+
+import numpy as np
 
 from weir.core.state import (
     AggregatingState,
@@ -63,12 +67,13 @@ from weir.state.backend import (
     KeyedStateBackend,
     KeyedStateBackendStatistics,
     KeyedStateSnapshot,
+    PackedKeyedStateSnapshot,
     PendingKeyedStateSnapshot,
     ReducingStateLogic,
     SnapshotEntry,
     StateMetaInfo,
 )
-from weir.state.serde import decode_key, decode_value, encode_key, encode_many, encode_value
+from weir.state.serde import decode_key, decode_value, encode_key, encode_many, encode_rows, encode_value
 
 __all__ = ["HeapKeyedStateBackend", "PendingHeapSnapshot"]
 
@@ -551,6 +556,7 @@ class PendingHeapSnapshot(PendingKeyedStateSnapshot):
         self._encoded: dict[int, tuple[SnapshotEntry, ...]] = {}
         self._empty = empty  # operator, range and states as of the barrier
         self._result: KeyedStateSnapshot | None = None
+        self._pid = os.getpid()  # a forked child (another pid) is alone with the dicts
 
     def _encode_locked(self, idx: int) -> None:
         if idx in self._todo:
@@ -571,6 +577,56 @@ class PendingHeapSnapshot(PendingKeyedStateSnapshot):
             self._todo.clear()
             self._parts.clear()
             backend._cow_prune_locked()
+
+    def for_file(self) -> KeyedStateSnapshot | PackedKeyedStateSnapshot:
+        """What the state file holds: ``result()``, or, in a forked child (where nothing else
+        touches the dicts), the same packed from columns when every entry is one value of a
+        single-value state without TTL, without a namespace, with keys and values of one width
+        each (ints, tuples of ints): the rolling aggregations of a million keys."""
+        if self._result is None and not self._encoded and os.getpid() != self._pid:
+            packed = self._packed()
+            if packed is not None:
+                return packed
+        return self.result()
+
+    def _packed(self) -> PackedKeyedStateSnapshot | None:
+        from weir.state.state_file import pack_uniform_entries
+
+        name = None
+        keys: list[Any] = []
+        values: list[Any] = []
+        groups: list[np.ndarray] = []
+        for idx, held in self._parts.items():
+            for state, table in held:
+                if not table:
+                    continue
+                if name is None:
+                    name = state
+                if (
+                    state != name
+                    or self._kinds[state] in ("list", "map")
+                    or self._limits.get(state) is not None
+                ):
+                    return None
+                if set(map(itemgetter(1), table)) != {None}:
+                    return None
+                keys.extend(map(itemgetter(0), table))
+                values.extend(table.values())
+                groups.append(np.full(len(table), idx + self._start_kg, np.int32))
+        if name is None:
+            return None
+        key_rows, value_rows = encode_rows(keys), encode_rows(values)
+        if key_rows is None or value_rows is None:
+            return None
+        n = len(keys)
+        namespaces = np.broadcast_to(np.frombuffer(_VOID_BYTES, dtype=np.uint8), (n, len(_VOID_BYTES)))
+        number_of_groups, packed = pack_uniform_entries(
+            np.concatenate(groups), key_rows, namespaces, np.zeros(n, np.int64), value_rows
+        )
+        e = self._empty
+        return PackedKeyedStateSnapshot(
+            e.operator_id, e.max_parallelism, e.key_group_range, e.states, (name,), number_of_groups, packed
+        )
 
     def result(self) -> KeyedStateSnapshot:
         if self._result is not None:

@@ -54,6 +54,7 @@ def write_operator_snapshots(
     chain's files become the state handle's ``shared_files``. ``total`` counts the
     bytes this checkpoint wrote (an incremental checkpoint's size)."""
     from weir.state.backend import PendingKeyedStateSnapshot
+    from weir.state.heap import PendingHeapSnapshot
     from weir.state.incremental import PendingIncrementalSnapshot
     from weir.state.panes import _MergedKeyedSnapshot
     from weir.time.timers import PendingTimerSnapshot
@@ -63,8 +64,8 @@ def write_operator_snapshots(
     for snap in snapshots:
         keyed = snap.keyed
         shared: tuple[Any, ...] = ()
-        if isinstance(keyed, _MergedKeyedSnapshot):
-            keyed = keyed.for_file()  # frozen panes, packed from columns where they allow it
+        if isinstance(keyed, (_MergedKeyedSnapshot, PendingHeapSnapshot)):
+            keyed = keyed.for_file()  # packed from columns where the entries allow it
         elif isinstance(keyed, PendingKeyedStateSnapshot):
             keyed = keyed.result()  # encoded here, off the job's thread (copy-on-write, pinned view)
         if isinstance(keyed, PendingIncrementalSnapshot):

@@ -27,10 +27,18 @@ Events in, actions out:
   credit is a ``ProtocolViolation`` by the sender) and returns the free segment to copy
   it into, floating first so floating buffers go back to the pool sooner. The sender's
   backlog is recorded; ``floating_wanted()`` then says how many floating buffers to
-  borrow so that the credit covers the backlog (the gate may give all, some or none).
+  borrow so that the free buffers cover the backlog *plus* the channel's initial credit
+  (``num_exclusive``), as Flink's ``backlog + initialCredit`` (the gate may give all, some
+  or none). So the sender keeps ``num_exclusive`` credits beyond its backlog while the
+  receiver's task still reads the buffers it was sent: with a buffer timeout of a
+  millisecond every flush sends a small slice that takes a whole credit, and without the
+  margin the sender waited at zero credit for each slice to be read, recycled and its
+  credit to travel back.
 - ``on_recycle(segment, exclusive)``: the task is done with a received buffer. An
-  exclusive segment becomes free again (one more credit). A floating one is kept while
-  the backlog still wants it, else the action is ``ReturnFloating(channel, segment)``.
+  exclusive segment becomes free again: one more credit, or, when that leaves more free
+  buffers than wanted, it stands in for a free floating one, which goes back
+  (``ReturnFloating``). A floating one is kept while the free buffers are fewer than
+  wanted, else the action is ``ReturnFloating(channel, segment)``.
 - ``release()``: the channel closes; every free segment is handed back and later
   recycles return floating segments to the pool and exclusive ones via ``ReturnExclusive``.
 
@@ -214,11 +222,17 @@ class InputChannelCredit(Generic[S]):
             raise ProtocolViolation(f"channel {self.channel}: backlog must not be negative, got {backlog}")
         self.sender_backlog = backlog
 
+    @property
+    def required_free(self) -> int:
+        """Free buffers the channel wants: the sender's backlog plus the initial credit
+        (Flink's ``backlog + initialCredit``)."""
+        return self.sender_backlog + self.num_exclusive
+
     def floating_wanted(self) -> int:
-        """How many floating buffers to borrow so that free buffers cover the sender's backlog."""
+        """How many floating buffers to borrow so that the free buffers reach ``required_free``."""
         if self.released:
             return 0
-        return max(0, self.sender_backlog - len(self._floating_free) - len(self._exclusive_free))
+        return max(0, self.required_free - len(self._floating_free) - len(self._exclusive_free))
 
     # --- buffers coming back ----------------------------------------------------------
 
@@ -229,6 +243,11 @@ class InputChannelCredit(Generic[S]):
                 self._exclusive_held -= 1
                 return ReturnExclusive(self.channel, segment)
             self._exclusive_free.append(segment)
+            if self._floating_free and self.free_buffers > self.required_free:
+                # the exclusive buffer takes the place of a free floating one, whose credit
+                # it inherits; the floating one goes back to the pool (Flink's BufferManager)
+                self._floating_held -= 1
+                return ReturnFloating(self.channel, self._floating_free.popleft())
             self.unannounced += 1
             return None
         if self.floating_wanted() > 0:

@@ -334,8 +334,10 @@ class RemoteInputChannel(InputChannel):
         if action is None:
             self._announce()
         elif isinstance(action, ReturnFloating | ReturnExclusive):
+            # the segment to give back: the recycled one, or a free floating one that a
+            # recycled exclusive buffer stands in for
             assert self._pool is not None
-            self._pool.recycle_segment(segment)
+            self._pool.recycle_segment(action.segment)
 
     def request_subpartition(self) -> None:
         if self._receiver_id is not None or self.is_released:

@@ -62,13 +62,56 @@ def test_backlog_asks_for_floating_buffers_and_each_is_announced() -> None:
     credit.take_initial_credit()
     segment, exclusive = credit.on_buffer(backlog=5)
     assert (segment, exclusive) == ("x0", True)
-    assert credit.floating_wanted() == 4  # one exclusive still free
+    assert credit.floating_wanted() == 6  # backlog 5 + initial credit 2, one exclusive still free
     credit.on_floating_segment("f0")
     credit.on_floating_segment("f1")
     assert credit.announce() == AnnounceCredit(channel=0, credit=2)
-    assert credit.floating_wanted() == 2
+    assert credit.floating_wanted() == 4
     # floating buffers are filled first, so they go back to the pool sooner
     assert credit.on_buffer(backlog=1) == ("f0", False)
+
+
+def test_the_initial_credit_stays_free_beyond_the_backlog() -> None:
+    """As Flink's ``backlog + initialCredit``: while the task reads a buffer, a floating one
+    takes its place, so a sender with one flushed slice behind it still holds two credits."""
+    credit = make_channel()
+    credit.take_initial_credit()
+    credit.on_buffer(backlog=1)  # x0 is being read; one slice is queued behind it
+    assert credit.required_free == 3
+    assert credit.floating_wanted() == 2
+    credit.on_floating_segment("f0")
+    credit.on_floating_segment("f1")
+    assert credit.announce() == AnnounceCredit(channel=0, credit=2)
+    assert credit.announced == 3  # x1, f0, f1
+    credit.on_buffer(backlog=0)  # f0 is being read, nothing behind it
+    assert credit.floating_wanted() == 0  # x1 and f1 are the initial credit
+
+
+def test_a_buffer_being_read_is_replaced_by_a_floating_one_even_without_a_backlog() -> None:
+    credit = make_channel()
+    credit.take_initial_credit()
+    credit.on_buffer(backlog=0)
+    credit.on_buffer(backlog=0)  # both exclusive buffers are being read
+    assert credit.floating_wanted() == 2
+
+
+def test_a_recycled_exclusive_buffer_stands_in_for_a_free_floating_one() -> None:
+    credit = make_channel()
+    credit.take_initial_credit()
+    credit.on_buffer(backlog=0)  # x0 is being read
+    credit.on_floating_segment("f0")
+    assert credit.announce() == AnnounceCredit(0, 1)
+    # x0 comes back: three free buffers where two are wanted, so f0 goes back to the pool and
+    # x0 takes over its credit (nothing new to announce)
+    assert credit.on_recycle("x0", True) == ReturnFloating(0, "f0")
+    assert credit.announce() is None
+    stats = credit.statistics()
+    assert (stats.exclusive_free, stats.floating_free, stats.floating_held, stats.announced_credit) == (
+        2,
+        0,
+        0,
+        2,
+    )
 
 
 def test_a_recycled_exclusive_buffer_is_announced_again() -> None:
@@ -89,13 +132,13 @@ def test_a_recycled_floating_buffer_goes_back_unless_the_backlog_wants_it() -> N
     credit.announce()
     segment, exclusive = credit.on_buffer(backlog=3)
     assert (segment, exclusive) == ("f0", False)
-    assert credit.floating_wanted() == 2
+    assert credit.floating_wanted() == 3  # backlog 3 + initial credit 1, f1 free
     assert credit.on_recycle(segment, exclusive) is None  # still wanted: kept as credit
     assert credit.announce() == AnnounceCredit(0, 1)
     credit.on_backlog(0)
-    assert credit.on_recycle("x0", True) is None
-    assert credit.on_buffer(backlog=0) == ("f1", False)
-    assert credit.on_recycle("f1", False) == ReturnFloating(0, "f1")
+    assert credit.on_recycle("x0", True) == ReturnFloating(0, "f1")  # x0 replaces a free floating
+    assert credit.on_buffer(backlog=0) == ("f0", False)
+    assert credit.on_recycle("f0", False) == ReturnFloating(0, "f0")
 
 
 def test_release_hands_back_free_buffers_and_later_recycles() -> None:

@@ -182,10 +182,34 @@ def test_floating_buffers_go_to_waiting_channels_when_recycled() -> None:
         items.append(item)
     assert [(i.channel_index, bytes(i.data or b"")) for i in items] == [(0, b"1"), (1, b"3"), (0, b"2")]
     floating_item = items[2]
-    first.credit.on_backlog(0)  # the first channel no longer wants it
-    floating_item.recycle()
+    first.credit.on_backlog(0)  # the first channel wants only its initial credit free again
+    items[0].recycle()  # its exclusive buffer: free again and announced
+    assert connection.take_server_messages() == [AddCredit(0, 1)]
+    floating_item.recycle()  # no longer wanted: back to the pool, where the second one waits
     assert connection.take_server_messages() == [AddCredit(1, 1)]
     assert gate.statistics().channels[1].floating_buffers == 1
+
+
+def test_a_recycled_exclusive_buffer_keeps_its_segment_and_gives_back_a_floating_one() -> None:
+    gate, connection, pool = remote_gate(floating=2)
+    connection.take_server_messages()
+    channel = gate.channels[0]
+    assert isinstance(channel, RemoteInputChannel)
+    channel.on_buffer(memoryview(b"1"), backlog=0)  # an exclusive buffer is being read...
+    assert connection.take_server_messages() == [AddCredit(0, 1)]  # ...so a floating one stands in
+    assert pool.used == 3
+    item = gate.poll_next()
+    assert item is not None
+    item.recycle()  # three free buffers where two are wanted: the floating one goes back
+    assert connection.take_server_messages() == []
+    assert pool.used == 2
+    stats = gate.statistics().channels[0]
+    assert (stats.exclusive_buffers, stats.floating_buffers, stats.credit) == (2, 0, 2)
+    # the segment the pool got back is not one the channel still counts as its own
+    mine = {id(s) for s in channel.credit._exclusive_free}
+    assert len(mine) == 2
+    lent = pool.request_buffer_nowait()
+    assert id(lent.segment) not in mine
 
 
 def test_an_announced_backlog_borrows_floating_buffers_without_data() -> None:
@@ -194,14 +218,15 @@ def test_an_announced_backlog_borrows_floating_buffers_without_data() -> None:
     channel = gate.channels[0]
     assert isinstance(channel, RemoteInputChannel)
     channel.on_buffer(memoryview(b"1"), backlog=0)
-    channel.on_buffer(memoryview(b"2"), backlog=0)  # both exclusive buffers full, credit 0
-    assert connection.take_server_messages() == []
+    channel.on_buffer(memoryview(b"2"), backlog=0)  # both exclusive buffers being read
+    # two floating buffers take their place: the initial credit stays free
+    assert connection.take_server_messages() == [AddCredit(0, 1), AddCredit(0, 1)]
     assert connection.client is not None
     connection.client.on_message(BacklogAnnouncement(0, 5))
     connection.client.on_message(BacklogAnnouncement(9, 5))  # an unknown receiver: ignored
     assert connection.take_server_messages() == [AddCredit(0, 5)]
     stats = gate.statistics().channels[0]
-    assert (stats.credit, stats.floating_buffers, stats.backlog, stats.queued_buffers) == (5, 5, 5, 2)
+    assert (stats.credit, stats.floating_buffers, stats.backlog, stats.queued_buffers) == (7, 7, 5, 2)
     channel.on_sender_backlog(5)  # already covered
     assert connection.take_server_messages() == []
     assert [bytes(i.data or b"") for i in iter(gate.poll_next, None)] == [b"1", b"2"]  # no item for it
@@ -212,7 +237,7 @@ def test_an_announced_backlog_waits_for_the_pool_like_a_piggybacked_one() -> Non
     connection.take_server_messages()
     first, second = gate.channels
     assert isinstance(first, RemoteInputChannel) and isinstance(second, RemoteInputChannel)
-    first.on_sender_backlog(3)  # 2 exclusive free: wants 1 more, takes the one floating buffer
+    first.on_sender_backlog(3)  # 2 free of 5 wanted (3 + initial credit): takes the floating one
     second.on_sender_backlog(4)  # nothing left in the pool: waits
     assert connection.take_server_messages() == [AddCredit(0, 1)]
     assert pool.used == pool.limit

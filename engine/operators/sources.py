@@ -20,6 +20,7 @@ import trio
 from weir.codec.batch import NO_TIMESTAMP, Batch
 from weir.errors import UsageError
 from weir.loop.threads import long_running_limiter
+from weir.loop.ticker import sleep_until
 
 DEFAULT_BATCH_SIZE = 4096
 
@@ -177,6 +178,11 @@ class DataGeneratorReader(_SplitReader):
     Splits: ``[next, stop, stride]``: a bounded generator reads the index range
     ``[next, stop)`` (stride 1), an unbounded one every ``stride``-th index from ``next``
     (stop None); unbounded splits are read in turn, a batch each.
+
+    A rate-limited reader waits for its next batch on the TaskManager's ticker
+    (``weir.loop.ticker``), the one timer the output flusher sleeps on: the wait ends on the
+    ticker's millisecond grid, at the tick whose flush then sends the batch, in the same
+    wake-up of the thread, and costs less than a Trio deadline of its own.
     """
 
     def __init__(
@@ -209,7 +215,7 @@ class DataGeneratorReader(_SplitReader):
         if self.rate is not None:
             if self.started_at is None:
                 self.started_at = trio.current_time()
-            await trio.sleep_until(self.started_at + self.emitted / self.rate)
+            await sleep_until(self.started_at + self.emitted / self.rate)
         n = self.batch_size
         split = self.splits[0]
         start, stop, stride = split

@@ -105,7 +105,15 @@ def cluster_config_for(env: Any, job_graph: JobGraph) -> ClusterConfig:
         transport=str(conf.get_option(opts.NETWORK_TRANSPORT)),
         data_port=int(conf.get_option(opts.DATA_PORT)),
         bind_host=str(conf.get_option(opts.BIND_HOST)),
+        busy_poll_min_load=busy_poll_min_load(conf),
     )
+
+
+def busy_poll_min_load(conf: Any) -> float | None:
+    """``execution.busy-poll.min-load`` when ``execution.busy-poll.enabled``, else None."""
+    if not conf.get_option(opts.BUSY_POLL_ENABLED):
+        return None
+    return float(conf.get_option(opts.BUSY_POLL_MIN_LOAD))
 
 
 def state_backend_for(env: Any) -> Any:
@@ -221,10 +229,8 @@ def loop_clock(env: Any) -> trio.abc.Clock | None:
     (``weir.loop.busy_poll``), unless ``execution.busy-poll.enabled`` is false (None:
     Trio's own). Jobs run from a background thread (``execute_async``, collecting) keep
     Trio's clock: a polling loop would hold the GIL the caller's thread works with."""
-    conf = settings_of(env).configuration
-    if not conf.get_option(opts.BUSY_POLL_ENABLED):
-        return None
-    return BusyPollClock(BusyPollPolicy(conf.get_option(opts.BUSY_POLL_MIN_LOAD)))
+    min_load = busy_poll_min_load(settings_of(env).configuration)
+    return None if min_load is None else BusyPollClock(BusyPollPolicy(min_load))
 
 
 def execute_stream_graph(env: Any, graph: StreamGraph) -> JobExecutionResult:

@@ -35,6 +35,12 @@ travels as its ``str``): nothing of the user's but its functions is pickled on t
 
 When the connection to the JobManager ends, the process exits: a JobManager that dies
 takes its jobs with it (no high availability), and the process holds no other work.
+
+The process runs Trio on ``weir.loop.busy_poll.BusyPollClock``, as ``execute()`` runs a
+job in one process: its loop polls while it is loaded (``--busy-poll-min-load``, from
+``execution.busy-poll.*``; 0: never), its ticker (the output flusher's and the sources'
+timer) is driven by the loop, and its 1 ms ticks fall on the same instants of
+``CLOCK_MONOTONIC`` in every TaskManager process.
 """
 
 from __future__ import annotations
@@ -332,6 +338,16 @@ def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
     return report
 
 
+def taskmanager_clock(busy_poll_min_load: float) -> trio.abc.Clock:
+    """The clock of a TaskManager process's loop: polling while at least ``busy_poll_min_load``
+    of it is busy (0: never polling; the ticker is still driven by the loop)."""
+    from weir.loop.busy_poll import BusyPollClock, BusyPollPolicy
+
+    if busy_poll_min_load == 0:
+        return BusyPollClock(None)
+    return BusyPollClock(BusyPollPolicy(busy_poll_min_load))
+
+
 def _prepare_taskmanager_process() -> None:
     """What ``env.execute()`` does for the embedded cluster, once for this process: load the
     compiled kernels before the first task needs them, freeze the heap as it is then, so
@@ -374,6 +390,10 @@ def main(argv: list[str] | None = None) -> int:
         "--bind-host", default="127.0.0.1", help="taskmanager.bind-host: where to serve partitions"
     )
     tm.add_argument("--data-port", type=int, default=0, help="taskmanager.data.port (0: any free port)")
+    tm.add_argument(
+        "--busy-poll-min-load", type=float, default=0.5,
+        help="execution.busy-poll.min-load: the loop polls while this share of it is busy (0: never)",
+    )  # fmt: skip
     jm = roles.add_parser("jobmanager", help="run a standalone JobManager")
     jm.add_argument("--config", default=None, help="a JSON file of Flink keys")
     args = parser.parse_args(argv)
@@ -381,6 +401,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.role == "taskmanager":
             host, port = _address(args.jobmanager)
             secret = rpc.secret_from_env_fd(0) if args.secret_stdin else rpc.read_cluster_secret()
+            if not 0 <= args.busy_poll_min_load <= 1:
+                raise UsageError(
+                    f"--busy-poll-min-load: expected 0 (never poll) or a share within (0, 1], "
+                    f"got {args.busy_poll_min_load}"
+                )
             network = {
                 "total_bytes": args.network_memory,
                 "segment_size": args.segment_size,
@@ -398,6 +423,7 @@ def main(argv: list[str] | None = None) -> int:
                 network,
                 args.bind_host,
                 args.data_port,
+                clock=taskmanager_clock(args.busy_poll_min_load),
             )
             return 0
         from weir.cluster.standalone import run_jobmanager_process

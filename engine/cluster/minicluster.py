@@ -70,6 +70,9 @@ class ClusterConfig:
     transport: str = "local"
     data_port: int = 0  # tcp: where the TaskManager listens (0: any free port; only with 1 TaskManager)
     bind_host: str = "127.0.0.1"  # tcp: the address the TaskManagers' listeners bind to
+    #: TaskManager processes: their event loop polls while this share of it is busy
+    #: (execution.busy-poll.min-load); None: it never polls (execution.busy-poll.enabled false)
+    busy_poll_min_load: float | None = 0.5
 
     def __post_init__(self) -> None:
         if self.taskmanagers < 1:
@@ -181,6 +184,7 @@ class MiniCluster:
             "--buffers-per-channel", str(c.buffers_per_channel),
             "--floating-buffers-per-gate", str(c.floating_buffers_per_gate),
             "--bind-host", c.bind_host,
+            "--busy-poll-min-load", str(c.busy_poll_min_load or 0),
         ]  # fmt: skip
 
     async def _supervise_taskmanager(self, index: int, port: int) -> None:

@@ -181,6 +181,7 @@ class Dispatcher:
 
 def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
     """The JobManager's ClusterConfig from Flink's keys (and weir's ``local.number-taskmanager``)."""
+    from weir.cluster.client import busy_poll_min_load
     from weir.cluster.minicluster import ClusterConfig
     from weir.common import config_options as opts
     from weir.common.configuration import Configuration
@@ -200,6 +201,7 @@ def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
         rpc_host=str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)),
         rpc_port=int(conf.get_option(opts.JOBMANAGER_RPC_PORT)),
         working_dir=str(rpc.cluster_dir() / "work"),
+        busy_poll_min_load=busy_poll_min_load(conf),
     )
 
 

@@ -30,7 +30,14 @@ flip it.
 ``BusyPollClock`` is Trio's system clock (``time.perf_counter`` plus a random offset, like
 Trio's own) whose ``deadline_to_sleep_time`` asks the policy. It measures the thread's CPU
 time with ``time.thread_time``. ``execute()`` runs jobs on it unless
-``execution.busy-poll.enabled`` is false.
+``execution.busy-poll.enabled`` is false; TaskManager processes run on it too, without a
+policy (it never polls) when busy polling is off.
+
+The offset is a whole number of seconds. ``perf_counter`` is ``CLOCK_MONOTONIC``, which
+every process of the machine shares, so the TaskManagers' 1 ms ticker grids fall on the
+same instants in every process: TaskManager processes flush at the same moments, and a
+source that times its batches on ``CLOCK_MONOTONIC`` (the process bench's) wakes on a tick
+in each of them.
 
 The clock also drives the TaskManagers' tickers (``weir.loop.ticker``): a ticker
 that runs on it attaches itself (``attach_ticker``), and from then on
@@ -118,12 +125,13 @@ class BusyPollPolicy:
 
 class BusyPollClock(trio.abc.Clock):
     """Trio's system clock, except that the loop polls instead of blocking while
-    ``policy`` says it is loaded."""
+    ``policy`` says it is loaded (never without one)."""
 
-    def __init__(self, policy: BusyPollPolicy) -> None:
+    def __init__(self, policy: BusyPollPolicy | None) -> None:
         self.policy = policy
-        # like Trio's SystemClock: an arbitrary offset, so nothing mistakes it for a wall time
-        self._offset = random.uniform(10_000, 200_000)
+        # like Trio's SystemClock: an arbitrary offset, so nothing mistakes it for a wall
+        # time; whole seconds, so grid points are CLOCK_MONOTONIC's in every process
+        self._offset = float(random.randint(10_000, 200_000))
         self._tickers: list[Any] = []
         self._hook = _TickerHook(self)
 
@@ -135,7 +143,7 @@ class BusyPollClock(trio.abc.Clock):
 
     def deadline_to_sleep_time(self, deadline: float) -> float:
         now = time.perf_counter()
-        if self.policy.on_idle(now, time.thread_time()):
+        if self.policy is not None and self.policy.on_idle(now, time.thread_time()):
             for ticker in self._tickers:
                 ticker.on_poll()
             return 0.0

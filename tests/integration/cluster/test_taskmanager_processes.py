@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,36 @@ def test_env_execute_with_the_switch_runs_the_tasks_in_a_child_process(tmp_path:
     lines = [line.split() for line in out.read_text().splitlines()]
     assert sorted(int(n) for n, _ in lines) == list(range(10))
     assert {int(pid) for _, pid in lines} - {os.getpid()} == {int(pid) for _, pid in lines}
+
+
+def _clock_of_the_task(_: Any) -> str:
+    """What the task's event loop runs on, seen from inside a TaskManager process."""
+    clock = trio.lowlevel.current_clock()
+    policy = getattr(clock, "policy", "-")
+    offset = clock.current_time() - time.perf_counter()
+    whole_seconds = abs(offset - round(offset)) < 1e-6
+    return f"{type(clock).__name__} {getattr(policy, 'min_load', policy)} {whole_seconds}"
+
+
+@pytest.mark.parametrize(
+    ("enabled", "seen"), [("true", "BusyPollClock 0.7 True"), ("false", "BusyPollClock None True")]
+)
+def test_a_taskmanager_process_runs_on_the_busy_poll_clock_of_the_job_s_keys(
+    tmp_path: Path, enabled: str, seen: str
+) -> None:
+    """As ``execute()`` in one process: the loop polls while loaded unless busy polling is
+    off, and its clock counts whole seconds from CLOCK_MONOTONIC, so the 1 ms ticks of every
+    TaskManager process fall on the same instants."""
+    conf = Configuration()
+    conf.set_string("weir.taskmanager.processes", "true")
+    conf.set_string("execution.busy-poll.enabled", enabled)
+    conf.set_string("execution.busy-poll.min-load", "0.7")
+    env = StreamExecutionEnvironment.get_execution_environment(conf)
+    out = tmp_path / "clock.txt"
+    numbers = env.from_collection([1], type_info=Types.LONG())
+    numbers.map(_clock_of_the_task, output_type=Types.STRING()).add_sink(LinesTo(str(out)))
+    assert env.execute("which clock").get_job_status().name == "FINISHED"
+    assert out.read_text().splitlines() == [seen]
 
 
 def test_execute_and_collect_refuses_taskmanager_processes_with_one_clear_error() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 import pytest
@@ -104,6 +105,22 @@ def test_the_clock_polls_when_the_policy_says_so_and_otherwise_sleeps_until_the_
     assert 0.49 < blocking.deadline_to_sleep_time(deadline) <= 0.5
     assert blocking.deadline_to_sleep_time(math.inf) == math.inf
     assert polling.current_time() > 10_000  # an arbitrary origin, like Trio's own clock
+
+
+def test_without_a_policy_the_clock_never_polls() -> None:
+    clock = BusyPollClock(None)
+    clock.start_clock()
+    deadline = clock.current_time() + 0.5
+    assert 0.49 < clock.deadline_to_sleep_time(deadline) <= 0.5
+
+
+def test_the_clock_counts_whole_seconds_from_clock_monotonic() -> None:
+    """So a grid of whole milliseconds on it has the same instants in every process."""
+    for _ in range(5):
+        clock = BusyPollClock(None)
+        offset = clock.current_time() - time.perf_counter()
+        assert abs(offset - round(offset)) < 1e-6
+    assert time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
 
 
 def test_a_job_runs_on_the_polling_clock_unless_it_is_turned_off() -> None:

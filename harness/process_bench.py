@@ -21,11 +21,13 @@ Jobs:
 issue's two targets that need processes: the keyed-shuffle query of the harness (source ->
 map -> key_by -> map -> sink, string keys) at its maximum throughput with a buffer timeout
 of 100 ms and of 1 ms (ratio 1 ms / 100 ms), and, at each timeout, its latency percentiles
-at a fraction (default 0.5) of that timeout's maximum. The paced source is the data
-generator's reader whose records end with the time its schedule meant to emit them
+at a fraction (default 0.5) of that timeout's maximum. The paced source is paced as the
+suite's open-loop readers (shared batch points every 3 ms, catch-up batches when far behind;
+see ``_PacedReader``) and its records end with the time its schedule meant to emit them
 (``CLOCK_MONOTONIC``, which every process of the machine shares), so a source that falls
 behind its schedule shows up as latency; the sink, in the TaskManager processes, records
-each record's latency into an HdrHistogram and writes it, encoded, to a private directory of
+each record's latency (a batch's records arrive when the batch reaches the sink, as in the
+suite's latency sink) into an HdrHistogram and writes it, encoded, to a private directory of
 the run, where the bench reads it back (a file of numbers, never unpickled). This is not
 ``weir bench suite``'s open-loop replay: the replay's data sets and its latency sink live in
 the job's own process, so the suite cannot run on TaskManager processes.
@@ -37,6 +39,7 @@ import os
 import platform
 import tempfile
 import time
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +48,9 @@ import trio
 
 from weir import columnar as col
 from weir.codec.batch import Batch
+from weir.columnar.functions import columns_of
 from weir.common import Configuration, Types, WatermarkStrategy
+from weir.core.connectors import Sink
 from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.connectors.number_seq import NumberSequenceSource
@@ -53,7 +58,9 @@ from weir.datastream.functions import SinkFunction
 from weir.errors import UsageError
 from weir.harness.latency import LatencyHistogram
 from weir.harness.query_bench import build_columnar, build_per_record
-from weir.operators.sources import DataGeneratorReader
+from weir.loop.ticker import sleep_until
+from weir.operators.sinks import SinkOperator
+from weir.operators.sources import DEFAULT_BATCH_SIZE, DataGeneratorReader
 from weir.private_files import private_dir, read_private, write_private
 
 WAYS = ("columnar", "per_record", "keyed_shuffle")
@@ -164,53 +171,99 @@ def format_process_report(report: dict[str, Any]) -> str:
 # -- buffer timeouts and latency on TaskManager processes (--timeouts) -------------------------
 TIMEOUTS_MS = (100, 1)  # the issue's pair: the 1 ms timeout against the 100 ms one
 BATCH_WAIT_MS = 3.0  # a due record waits at most this long for its batch (the suite's batch_wait_ms)
+#: the most records of one paced batch, and how far behind (ms) a reader goes back to full
+#: batches: the suite's open-loop readers' OPEN_LOOP_BATCH_ROWS and CATCH_UP_BEHIND_MS
+#: (harness/replay.py, where they were measured)
+OPEN_LOOP_BATCH_ROWS = 1_024
+CATCH_UP_BEHIND_MS = 50.0
 WARMUP_S = 0.5  # the first part of a latency run is not measured (as the suite's sweeps' warmup_s)
 LATENCY_FILE_MAX_BYTES = 1 << 20  # an encoded histogram is a few KiB
 
 
 class _PacedReader(DataGeneratorReader):
-    """The data generator's reader (its pacing and splits) making keyed-shuffle records
-    ``(key, value, event_time, intended_ns)``: ``intended_ns`` is when the schedule meant to
-    emit the record, on CLOCK_MONOTONIC, and ``event_time`` its place in the schedule in ms
-    (unpaced: ``event_time`` 0, ``intended_ns`` the batch's making). Paced, a batch holds the records due within
-    ``BATCH_WAIT_MS`` and leaves when the last of them is due: the wait of the earlier ones
-    counts in their latency, as the suite's open-loop batches do."""
+    """The data generator's splits, paced as the suite's open-loop readers, making
+    keyed-shuffle records ``(key, value, event_time, intended_ns)``: ``intended_ns`` is when
+    the schedule meant to emit the record, on CLOCK_MONOTONIC, and ``event_time`` its place
+    in the schedule in ms (unpaced: ``event_time`` 0, ``intended_ns`` the batch's making).
+
+    Paced, a reader emits at the multiples of ``BATCH_WAIT_MS`` on CLOCK_MONOTONIC, which
+    every process of the machine shares: at each such point, every record due by then
+    (at most ``OPEN_LOOP_BATCH_ROWS``), so a due record waits at most ``BATCH_WAIT_MS`` for
+    its batch and the wait counts in its latency. All readers of a run, in every
+    TaskManager process, emit at the same points, which lie on the TaskManagers' 1 ms
+    ticks: a batch leaves with the flush of the tick it was emitted at, and a consumer finds
+    both producers' batches at once. The wait is a sleep on the TaskManager's ticker. A
+    reader more than ``CATCH_UP_BEHIND_MS`` behind emits what is due in the source's full
+    batches (a source that is behind reads its largest batches, as the suite's do)."""
 
     def __init__(self, keys: int, count: int, rate: float | None, subtask: int, parallelism: int) -> None:
         super().__init__(None, count, rate, subtask, parallelism)
         self.keys = keys
+        self.names = [f"k{k}" for k in range(keys)]
         self.anchor_ns: int | None = None
-        if self.rate is not None:  # a batch spans BATCH_WAIT_MS of the schedule at most
-            self.batch_size = max(1, min(self.batch_size or 1, int(self.rate * BATCH_WAIT_MS / 1000)))
 
     async def next_batch(self) -> Batch | None:
-        """The next batch once its last record is due, so no record leaves before its time
-        (the parent waits for the first). Cancellation: while waiting, nothing is read."""
-        if self.rate is not None and self.splits:
-            if self.started_at is None:
-                self.started_at = trio.current_time()
-            start, stop, _ = self.splits[0]
-            n = min(self.batch_size or 1, stop - start)  # the parent's batch (the task may shrink it)
-            if n > 0:
-                await trio.sleep_until(self.started_at + (self.emitted + n - 1) / self.rate)
-        return await super().next_batch()
-
-    def _generate(self, indexes: range) -> Batch:
-        keys = self.keys
+        """The next batch at its batch point; no record leaves before its time.
+        Cancellation: while waiting, nothing is read."""
+        while self.splits and self.splits[0][0] >= self.splits[0][1]:
+            self.splits.pop(0)
+        if not self.splits:
+            return None
+        split = self.splits[0]
+        start, stop = split[0], split[1]
         if self.rate is None:  # stamped when made: the sink's work is the same as in a paced run
-            now = time.monotonic_ns()
-            return Batch([(f"k{i % keys}", i, 0, now) for i in indexes])
-        if self.anchor_ns is None:  # the schedule's start, moved from the Trio clock to CLOCK_MONOTONIC
-            assert self.started_at is not None
-            self.anchor_ns = time.monotonic_ns() - int((trio.current_time() - self.started_at) * 1e9)
-        first, ns_per_record = self.emitted, 1e9 / self.rate
-        anchor = self.anchor_ns
-        offsets = [int((first + j) * ns_per_record) for j in range(len(indexes))]
+            hi = min(start + (self.batch_size or DEFAULT_BATCH_SIZE), stop)  # the task may size it
+            now, names, keys = time.monotonic_ns(), self.names, self.keys
+            batch = Batch([(names[i % keys], i, 0, now) for i in range(start, hi)])
+        else:
+            n = await self._wait_for_due(stop - start)
+            batch = self._paced(start, n)
+            hi = start + n
+        split[0] = hi
+        self.emitted += hi - start
+        return batch
+
+    async def _wait_for_due(self, left: int) -> int:
+        """Sleep until the next batch point (or the last record of a full batch is due, if that
+        comes first); how many records are due then."""
+        assert self.rate is not None
+        if self.started_at is None:  # the schedule's start, on the Trio clock and CLOCK_MONOTONIC
+            self.started_at = trio.current_time()
+            self.anchor_ns = time.monotonic_ns()
+        assert self.anchor_ns is not None
+        ns_per_record, anchor, emitted = 1e9 / self.rate, self.anchor_ns, self.emitted
+        period = int(BATCH_WAIT_MS * 1e6)
+        now = anchor + int((trio.current_time() - self.started_at) * 1e9)  # on CLOCK_MONOTONIC
+        due_first = anchor + int(emitted * ns_per_record)
+        cap = min(
+            left, DEFAULT_BATCH_SIZE if now - due_first > CATCH_UP_BEHIND_MS * 1e6 else OPEN_LOOP_BATCH_ROWS
+        )
+        wake = min(-(-due_first // period) * period, anchor + int((emitted + cap - 1) * ns_per_record))
+        if wake > now:
+            await sleep_until(self.started_at + (wake - anchor) / 1e9)
+            now = anchor + int((trio.current_time() - self.started_at) * 1e9)
+        due = int((now - anchor) / ns_per_record) + 1 - emitted  # records due by now
+        while due > 1 and anchor + int((emitted + due - 1) * ns_per_record) > now:
+            due -= 1  # the float division rounded up past a record not yet due
+        return max(1, min(cap, due))
+
+    def _paced(self, start: int, n: int) -> Batch:
+        assert self.rate is not None and self.anchor_ns is not None
+        at = (np.arange(self.emitted, self.emitted + n, dtype=np.float64) * (1e9 / self.rate)).astype(
+            np.int64
+        )
+        names, keys = self.names, self.keys
+        indexes = range(start, start + n)
         return Batch(
-            [
-                (f"k{i % keys}", i, at // 1_000_000, anchor + at)
-                for i, at in zip(indexes, offsets, strict=True)
-            ]
+            list(
+                zip(
+                    [names[i % keys] for i in indexes],
+                    indexes,
+                    (at // 1_000_000).tolist(),
+                    (at + self.anchor_ns).tolist(),
+                    strict=True,
+                )
+            )
         )
 
 
@@ -227,43 +280,77 @@ class _PacedSource(DataGeneratorSource):
         return _PacedReader(self.keys, self.count or 0, self.rate_limit, subtask, parallelism)
 
 
-class _LatencyToFile(col.BatchSinkFunction):
-    """Records the latency of each record after the warm-up (now minus its ``intended_ns``,
-    µs; the warm-up: an ``event_time`` below ``warmup_ms``) and, when closed, writes the
-    encoded histogram to ``directory/latency-<subtask>.hdr`` (mode 0600). Records one at a
-    time (behind a per-record operator) are recorded ``FLUSH_RECORDS`` at a time."""
-
-    FLUSH_RECORDS = 8192
+class _LatencyToFile(Sink):
+    """``sink_to``: records the latency of each record after the warm-up (its arrival minus
+    its ``intended_ns``, µs; the warm-up: an ``event_time`` below ``warmup_ms``) and, when
+    closed, writes the encoded histogram to ``directory/latency-<subtask>.hdr`` (mode 0600).
+    As the suite's latency sink, a batch's records arrive when the batch reaches the sink
+    (one clock reading for them all), and are recorded ``FLUSH_RECORDS`` at a time."""
 
     def __init__(self, directory: str, warmup_ms: int) -> None:
         self.directory = directory
         self.warmup_ms = warmup_ms
 
-    def open(self, runtime_context: Any) -> None:
-        self.subtask = runtime_context.get_index_of_this_subtask()
+    def create_operator(self, name: str) -> _LatencyToFileOperator:
+        return _LatencyToFileOperator(name, self)
+
+
+_EVENT_TIME, _INTENDED = itemgetter(2), itemgetter(3)
+
+
+class _LatencyToFileOperator(SinkOperator):
+    FLUSH_RECORDS = 8192
+
+    def __init__(self, name: str, sink: _LatencyToFile) -> None:
+        super().__init__(name)
+        self.sink = sink
+        self.histogram: LatencyHistogram | None = None
+        self._arrivals: list[int] = []
+        self._event_times: list[np.ndarray] = []
+        self._intended: list[np.ndarray] = []
+        self._pending = 0
+
+    def open(self) -> None:
         self.histogram = LatencyHistogram()
-        self.pending_us: list[int] = []
 
-    def invoke_batch(self, columns: tuple[Any, ...], timestamps: Any) -> None:
+    def process_batch(self, batch: Batch) -> None:
+        n = len(batch)
+        if not n:
+            return
         now = time.monotonic_ns()
-        measured = np.asarray(columns[2], dtype=np.int64) >= self.warmup_ms
-        intended = np.asarray(columns[3], dtype=np.int64)[measured]
-        self.histogram.record_array((now - intended) // 1000)
+        self.metrics.records_in += n
+        columns = columns_of(batch.values)
+        if columns is not None:
+            event_times = np.asarray(columns[2], dtype=np.int64)
+            intended = np.asarray(columns[3], dtype=np.int64)
+        else:
+            rows = batch.as_list()
+            event_times = np.fromiter(map(_EVENT_TIME, rows), dtype=np.int64, count=n)
+            intended = np.fromiter(map(_INTENDED, rows), dtype=np.int64, count=n)
+        self._arrivals.append(now)
+        self._event_times.append(event_times)
+        self._intended.append(intended)
+        self._pending += n
+        if self._pending >= self.FLUSH_RECORDS:
+            self.flush()
 
-    def invoke(self, value: Any, context: Any) -> None:
-        if value[2] >= self.warmup_ms:
-            self.pending_us.append((time.monotonic_ns() - value[3]) // 1000)
-            if len(self.pending_us) >= self.FLUSH_RECORDS:
-                self.histogram.record_array(self.pending_us)
-                self.pending_us = []
+    def flush(self) -> None:
+        if not self._pending or self.histogram is None:
+            return
+        counts = [len(a) for a in self._intended]
+        now = np.repeat(np.array(self._arrivals, dtype=np.int64), counts)
+        measured = np.concatenate(self._event_times) >= self.sink.warmup_ms
+        latency_us = (now - np.concatenate(self._intended))[measured] // 1000
+        self._arrivals, self._event_times, self._intended, self._pending = [], [], [], 0
+        self.histogram.record_array(latency_us)
 
     def close(self) -> None:
-        if getattr(self, "histogram", None) is None:
+        if self.histogram is None:
             return  # closed before it opened: the task failed first, and the run reports the failure
-        self.histogram.record_array(self.pending_us)
-        self.pending_us = []
+        self.flush()
         encoded = self.histogram.encode().encode()
-        write_private(Path(self.directory) / f"latency-{self.subtask}.hdr", encoded)
+        path = Path(self.sink.directory) / f"latency-{self.context.subtask_index}.hdr"
+        write_private(path, encoded)
 
 
 def _keyed_shuffle_query(
@@ -277,7 +364,7 @@ def _keyed_shuffle_query(
         .key_by(lambda e: e[0], key_type=Types.STRING())
         .map(lambda e: e, output_type=record)
         .name("keyed map")
-        .add_sink(sink)
+        .sink_to(sink)
     )
 
 

@@ -19,8 +19,12 @@ import trio
 from click.testing import CliRunner
 
 from weir.cli import main
+from weir.codec.batch import Batch, TupleColumns
 from weir.errors import UsageError
 from weir.harness.process_bench import (
+    BATCH_WAIT_MS,
+    CATCH_UP_BEHIND_MS,
+    OPEN_LOOP_BATCH_ROWS,
     TIMEOUTS_MS,
     _LatencyToFile,
     _PacedReader,
@@ -28,6 +32,8 @@ from weir.harness.process_bench import (
     format_timeout_report,
     run_timeout_bench,
 )
+from weir.operators.base import OperatorContext, Output
+from weir.operators.sources import DEFAULT_BATCH_SIZE
 from weir.private_files import private_dir
 
 
@@ -58,6 +64,51 @@ async def test_the_paced_source_stamps_each_record_with_its_place_in_the_schedul
     assert reader.anchor_ns == intended[0]
 
 
+async def test_paced_batches_leave_at_the_shared_batch_points(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Every reader emits at the multiples of BATCH_WAIT_MS on CLOCK_MONOTONIC (which all
+    processes share), with every record due by then, so the readers of every process emit
+    at the same moments (the last batch of a split leaves when its last record is due)."""
+    period_ns = int(BATCH_WAIT_MS * 1e6)
+    readers = [_PacedReader(keys=5, count=4_000, rate=20_000.0, subtask=s, parallelism=2) for s in (0, 1)]
+    emitted: list[list[tuple[int, list[tuple[Any, ...]]]]] = [[], []]
+
+    async def read(s: int) -> None:
+        reader = readers[s]
+        while (batch := await reader.next_batch()) is not None:
+            assert reader.started_at is not None and reader.anchor_ns is not None
+            now_ns = reader.anchor_ns + round((trio.current_time() - reader.started_at) * 1e9)
+            emitted[s].append((now_ns, batch.as_list()))
+
+    async with trio.open_nursery() as nursery:
+        for s in (0, 1):
+            nursery.start_soon(read, s)
+    per_record_ns = 1e9 / 10_000
+    for batches in emitted:
+        for now_ns, rows in batches[:-1]:
+            assert abs((now_ns + period_ns // 2) % period_ns - period_ns // 2) <= 1_000  # a batch point
+            assert rows[-1][3] <= now_ns + 1_000 < rows[-1][3] + per_record_ns  # every record due by then
+        assert [rows[0][3] for _, rows in batches[1:]] == [
+            rows[-1][3] + per_record_ns for _, rows in batches[:-1]
+        ]
+    points = [[round(now_ns / period_ns) for now_ns, _ in batches[:-1]] for batches in emitted]
+    assert points[0] == points[1]  # both readers emit at the same points, one after the other
+    assert all(b - a == 1 for a, b in zip(points[0], points[0][1:], strict=False))
+
+
+async def test_a_reader_far_behind_catches_up_in_full_batches(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    reader = _PacedReader(keys=5, count=100_000, rate=100_000.0, subtask=0, parallelism=1)
+    assert 0 < len(await reader.next_batch() or []) <= 300  # at most 3 ms of schedule
+    await trio.sleep(0.030)  # 30 ms behind: open-loop batches
+    assert len(await reader.next_batch() or []) == OPEN_LOOP_BATCH_ROWS
+    await trio.sleep(0.080)  # now more than CATCH_UP_BEHIND_MS behind: full batches
+    assert CATCH_UP_BEHIND_MS < 80
+    assert len(await reader.next_batch() or []) == DEFAULT_BATCH_SIZE
+
+
 async def test_an_unpaced_source_stamps_the_moment_it_made_the_batch() -> None:
     before = time.monotonic_ns()
     records = await _read_all(_PacedReader(keys=3, count=10, rate=None, subtask=0, parallelism=1))
@@ -65,37 +116,57 @@ async def test_an_unpaced_source_stamps_the_moment_it_made_the_batch() -> None:
     assert before <= records[0][3] == records[-1][3] <= time.monotonic_ns()
 
 
-class _Context:
-    """The one thing the sink asks its runtime context."""
+class _NoOutput(Output):
+    """A sink emits nothing."""
 
-    def __init__(self, subtask: int) -> None:
-        self.subtask = subtask
 
-    def get_index_of_this_subtask(self) -> int:
-        return self.subtask
+def _sink_operator(sink: _LatencyToFile, subtask: int) -> Any:
+    operator = sink.create_operator("Latency Sink")
+    operator.setup(
+        OperatorContext(
+            task_name="test", operator_name="Latency Sink", operator_id="0" * 32,
+            subtask_index=subtask, parallelism=2, max_parallelism=128, attempt_number=0,
+            batch_mode=False, processing_time_ms=lambda: 0,
+        ),
+        _NoOutput(),
+    )  # fmt: skip
+    operator.open()
+    return operator
 
 
 def test_the_latency_sink_skips_the_warm_up_and_its_files_merge(tmp_path: Path) -> None:
     directory = private_dir(tmp_path / "latency")
     now = time.monotonic_ns()
     for subtask, count in ((0, 5), (1, 3)):
-        sink = _LatencyToFile(str(directory), warmup_ms=500)
-        sink.open(_Context(subtask))
-        warm = np.full(10, 100, dtype=np.int64)  # in the warm-up: not measured
-        sink.invoke_batch((["k"] * 10, np.arange(10), warm, np.full(10, now)), None)
-        later = np.full(count - 1, 700, dtype=np.int64)
-        sink.invoke_batch((["k"] * (count - 1), np.arange(count - 1), later, np.full(count - 1, now)), None)
-        sink.invoke(("k", 1, 900, now), None)  # one record that arrives alone
-        sink.close()
+        operator = _sink_operator(_LatencyToFile(str(directory), warmup_ms=500), subtask)
+        warm = [("k", i, 100, now) for i in range(10)]  # in the warm-up: not measured
+        operator.process_batch(Batch(warm + [("k", i, 700, now) for i in range(count - 1)]))
+        columns = TupleColumns((["k"], np.arange(1), np.full(1, 900), np.full(1, now)))
+        operator.process_batch(Batch(columns))  # a batch held as columns
+        operator.close()
         mode = stat.S_IMODE(os.stat(directory / f"latency-{subtask}.hdr").st_mode)
         assert mode == 0o600
-    _LatencyToFile(str(directory), warmup_ms=0).close()  # a task that failed before open: no file
+    _LatencyToFile(str(directory), warmup_ms=0).create_operator("x").close()  # failed before open: no file
     assert sorted(p.name for p in directory.iterdir()) == ["latency-0.hdr", "latency-1.hdr"]
     merged = _read_latencies(directory, 2)
     assert merged.total_count == 5 + 3
     assert merged.value_at(100.0) > 0  # now minus a moment in the past
     with pytest.raises(UsageError, match=r"subtask 2 wrote no histogram .*latency-2\.hdr is missing"):
         _read_latencies(directory, 3)
+
+
+def test_the_latency_sink_reads_the_clock_once_per_batch(tmp_path: Path) -> None:
+    """Every record of a batch arrives when the batch reaches the sink, as in the suite's sink."""
+    directory = private_dir(tmp_path / "latency")
+    operator = _sink_operator(_LatencyToFile(str(directory), warmup_ms=0), 0)
+    now = time.monotonic_ns()
+    operator.process_batch(Batch([("k", 0, 0, now - 5_000_000), ("k", 1, 0, now - 2_000_000)]))
+    (arrival,) = operator._arrivals
+    operator.close()
+    merged = _read_latencies(directory, 1)
+    assert merged.total_count == 2
+    assert merged.value_at(0.0) // 1000 == (arrival - now + 2_000_000) // 1_000_000
+    assert merged.value_at(100.0) // 1000 == (arrival - now + 5_000_000) // 1_000_000
 
 
 def test_the_command_refuses_a_job_choice_and_a_run_shorter_than_its_warm_up() -> None:

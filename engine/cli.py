@@ -754,6 +754,8 @@ def bench_checkpoint(
               help="--timeouts: length of each latency run (its first 0.5 s not measured).")  # fmt: skip
 @click.option("--fraction", type=click.FloatRange(min=0, max=1, min_open=True), default=0.5, show_default=True,
               help="--timeouts: the latency runs' rate as a fraction of the maximum.")  # fmt: skip
+@click.option("--one-process", is_flag=True,
+              help="--timeouts: the same runs on one process (one TaskManager of P slots), to compare.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
 def bench_processes(
     keys: int,
@@ -763,6 +765,7 @@ def bench_processes(
     timeouts: bool,
     seconds: float,
     fraction: float,
+    one_process: bool,
     as_json: bool,
 ) -> None:
     """The window query and a keyed shuffle at parallelism P on one process and on P TaskManager
@@ -782,9 +785,11 @@ def bench_processes(
             raise click.UsageError(
                 "--job chooses the jobs of the comparison; --timeouts runs the keyed-shuffle query"
             )
-        report = run_timeout_bench(events, keys, parallelism, seconds, fraction, echo)
+        report = run_timeout_bench(events, keys, parallelism, seconds, fraction, echo, not one_process)
         click.echo(json.dumps(report, sort_keys=True) if as_json else format_timeout_report(report))
         return
+    if one_process:
+        raise click.UsageError("--one-process goes with --timeouts")
     report = run_process_bench(events, keys, parallelism, jobs or WAYS, echo)
     click.echo(json.dumps(report, sort_keys=True) if as_json else format_process_report(report))
 

@@ -380,14 +380,14 @@ def _read_latencies(directory: Path, parallelism: int) -> LatencyHistogram:
 
 
 async def _run_timeouts(
-    events: int, keys: int, parallelism: int, seconds: float, fraction: float, work: Path
+    events: int, keys: int, parallelism: int, seconds: float, fraction: float, work: Path, processes: bool
 ) -> dict[str, Any]:
     from weir.cluster.client import cluster_config_for, run_job_graph
     from weir.cluster.minicluster import open_minicluster
     from weir.graph.job_graph import generate_job_graph
 
     def job(n: int, timeout_ms: int, rate: float | None, sink: Any, name: str) -> tuple[Any, Any]:
-        env = _environment(parallelism, True)
+        env = _environment(parallelism, processes)
         env.set_buffer_timeout(timeout_ms)
         _keyed_shuffle_query(env, n, keys, rate, sink)
         return env, generate_job_graph(env.get_stream_graph(name))
@@ -423,26 +423,41 @@ async def _run_timeouts(
 
 
 def run_timeout_bench(
-    events: int, keys: int, parallelism: int, seconds: float = 5.0, fraction: float = 0.5, echo: Any = None
+    events: int,
+    keys: int,
+    parallelism: int,
+    seconds: float = 5.0,
+    fraction: float = 0.5,
+    echo: Any = None,
+    processes: bool = True,
 ) -> dict[str, Any]:
     """The keyed-shuffle query on ``parallelism`` TaskManager processes: max throughput at
-    buffer timeouts 100 and 1 ms, then latency at ``fraction`` of each maximum for ``seconds`` (the first ``WARMUP_S`` not measured)."""
+    buffer timeouts 100 and 1 ms, then latency at ``fraction`` of each maximum for ``seconds``
+    (the first ``WARMUP_S`` not measured). ``processes`` False: the same on one TaskManager
+    of ``parallelism`` slots in this process, on the clock ``execute()`` uses (busy polling)."""
     if not seconds > WARMUP_S:
         raise UsageError(f"a latency run must last longer than its {WARMUP_S} s warm-up, got {seconds!r} s")
     if not 0 < fraction <= 1:
         raise UsageError(f"the latency run's fraction of the maximum must be within (0, 1], got {fraction!r}")
+    where = f"{parallelism} TaskManager processes" if processes else "one process"
     if echo is not None:
-        echo(f"running the keyed-shuffle query on {parallelism} TaskManager processes at buffer timeouts "
+        echo(f"running the keyed-shuffle query on {where} at buffer timeouts "
              f"{' and '.join(f'{t} ms' for t in TIMEOUTS_MS)} ...")  # fmt: skip
+    from weir.cluster.client import loop_clock
+
     load_before = list(os.getloadavg())  # the machine is shared: what else ran, before and after
+    clock = None if processes else loop_clock(_environment(parallelism, False))
     with tempfile.TemporaryDirectory(prefix="weir-bench-timeouts-") as work:
-        measured = trio.run(_run_timeouts, events, keys, parallelism, seconds, fraction, Path(work))
+        measured = trio.run(
+            _run_timeouts, events, keys, parallelism, seconds, fraction, Path(work), processes, clock=clock
+        )
     fast, slow = (measured["max_eps"][str(t)] for t in (TIMEOUTS_MS[1], TIMEOUTS_MS[0]))
     return {
         "parameters": {"events": events, "keys": keys, "parallelism": parallelism, "seconds": seconds, "warmup_s": WARMUP_S,
                        "fraction": fraction, "buffer_timeouts_ms": list(TIMEOUTS_MS),
                        "query": "keyed-shuffle (source -> map -> key_by -> map -> sink)",
-                       "taskmanagers": parallelism, "slots_per_taskmanager": 1},
+                       "taskmanagers": parallelism if processes else 1,
+                       "slots_per_taskmanager": 1 if processes else parallelism, "processes": processes},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_before": load_before,
                     "load_average": list(os.getloadavg())},
@@ -453,8 +468,13 @@ def run_timeout_bench(
 
 def format_timeout_report(report: dict[str, Any]) -> str:
     p = report["parameters"]
+    where = (
+        f"{p['taskmanagers']} TaskManager processes"
+        if p.get("processes", True)
+        else f"one process (1 TaskManager, {p['slots_per_taskmanager']} slots)"
+    )
     lines = [
-        f"keyed-shuffle on {p['taskmanagers']} TaskManager processes: events {p['events']:,}, keys "
+        f"keyed-shuffle on {where}: events {p['events']:,}, keys "
         f"{p['keys']:,} ({report['machine']['cpus']} CPUs, load average "
         f"{report['machine']['load_average_before'][0]:.1f} before, "
         f"{report['machine']['load_average'][0]:.1f} after)",

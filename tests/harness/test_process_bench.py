@@ -175,6 +175,8 @@ def test_the_command_refuses_a_job_choice_and_a_run_shorter_than_its_warm_up() -
     assert result.exit_code == 2 and "--timeouts runs the keyed-shuffle query" in result.output
     result = runner.invoke(main, ["bench", "processes", "--timeouts", "--seconds", "0.4"])
     assert result.exit_code == 2 and "--seconds" in result.output
+    result = runner.invoke(main, ["bench", "processes", "--one-process"])
+    assert result.exit_code == 2 and "--one-process goes with --timeouts" in result.output
     with pytest.raises(UsageError, match=r"longer than its 0.5 s warm-up, got 0.5 s"):
         run_timeout_bench(10_000, 10, 2, seconds=0.5)
     with pytest.raises(UsageError, match=r"fraction of the maximum must be within \(0, 1\], got 1.5"):
@@ -182,8 +184,15 @@ def test_the_command_refuses_a_job_choice_and_a_run_shorter_than_its_warm_up() -
 
 
 @pytest.mark.slow
-def test_one_small_run_on_taskmanager_processes_reports_both_timeouts() -> None:
-    report = run_timeout_bench(events=100_000, keys=100, parallelism=2, seconds=1.0, fraction=0.25)
+@pytest.mark.parametrize("processes", [True, False])
+def test_one_small_run_on_taskmanager_processes_reports_both_timeouts(processes: bool) -> None:
+    report = run_timeout_bench(
+        events=100_000, keys=100, parallelism=2, seconds=1.0, fraction=0.25, processes=processes
+    )
+    p = report["parameters"]
+    assert (p["processes"], p["taskmanagers"], p["slots_per_taskmanager"]) == (
+        (True, 2, 1) if processes else (False, 1, 2)
+    )
     assert report["parameters"]["buffer_timeouts_ms"] == list(TIMEOUTS_MS) == [100, 1]
     assert set(report["max_eps"]) == set(report["latency"]) == {"100", "1"}
     assert report["ratio_1ms_to_100ms"] == report["max_eps"]["1"] / report["max_eps"]["100"]
@@ -195,3 +204,4 @@ def test_one_small_run_on_taskmanager_processes_reports_both_timeouts() -> None:
         assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["p99.9_ms"] <= latency["max_ms"]
     text = format_timeout_report(report)
     assert "100 ms" in text and "1 ms / 100 ms max throughput" in text
+    assert ("2 TaskManager processes" if processes else "one process (1 TaskManager, 2 slots)") in text

@@ -98,8 +98,10 @@ def _clock_of_the_task(_: Any) -> str:
     """What the task's event loop runs on, seen from inside a TaskManager process."""
     clock = trio.lowlevel.current_clock()
     policy = getattr(clock, "policy", "-")
-    offset = clock.current_time() - time.perf_counter()
-    whole_seconds = abs(offset - round(offset)) < 1e-6
+    before = time.perf_counter()
+    now = clock.current_time()
+    after = time.perf_counter()
+    whole_seconds = now - after - 1e-9 <= round(now - before) <= now - before + 1e-9
     return f"{type(clock).__name__} {getattr(policy, 'min_load', policy)} {whole_seconds}"
 
 

@@ -352,16 +352,19 @@ def _prepare_taskmanager_process() -> None:
     """What ``env.execute()`` does for the embedded cluster, once for this process: load the
     compiled kernels before the first task needs them, freeze the heap as it is then, so
     full collections walk only what the tasks create, and collect less often
-    (``weir.loop.gc_pauses``)."""
+    (``weir.loop.gc_pauses``), and keep freed memory for the next batches
+    (``weir.loop.heap_memory``)."""
     import gc
 
     from weir.loop.gc_pauses import use_job_thresholds
+    from weir.loop.heap_memory import keep_freed_memory
     from weir.loop.warmup import warm_up
 
     warm_up()
     gc.collect()
     gc.freeze()
     use_job_thresholds()
+    keep_freed_memory()
 
 
 # -- command line ------------------------------------------------------------------------------------

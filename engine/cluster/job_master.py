@@ -184,7 +184,9 @@ class JobMaster:
     async def run(self) -> JobResult:
         """Run the job to a terminal status. Cancellation: tasks are cancelled with the cluster."""
         from weir.loop.gc_pauses import frozen_heap
+        from weir.loop.heap_memory import keep_freed_memory
 
+        keep_freed_memory()  # a batch's arrays land on pages the process has already
         with frozen_heap():  # short full collections while the job runs
             return await self._run()
 

@@ -215,6 +215,20 @@ AGG_PHASE_STRATEGY = _opt(
     "(weir.operators.window.two_phase); ONE_PHASE never does.",
     choices=("AUTO", "ONE_PHASE", "TWO_PHASE"),
 )  # fmt: skip
+LOCAL_AGG_ADAPTIVE = _opt(
+    "table.exec.local-hash-agg.adaptive.enabled", "bool", True,
+    "The local phase of a two-phase window aggregation (AUTO) stops combining once its first "
+    "records show it does not reduce them: every record then travels as a partial row of its own.",
+)  # fmt: skip
+LOCAL_AGG_SAMPLING = _opt(
+    "table.exec.local-hash-agg.adaptive.sampling-threshold", "int", 500_000,
+    "Records a local phase folds before it decides whether combining pays (adaptive local aggregation).",
+    check=_positive,
+)  # fmt: skip
+LOCAL_AGG_DISTINCT_RATE = _opt(
+    "table.exec.local-hash-agg.adaptive.distinct-value-rate-threshold", "float", 0.5,
+    "A local phase whose sampled records made more partial rows than this fraction of them stops combining.",
+)  # fmt: skip
 RUNTIME_MODE = _opt(
     "execution.runtime-mode", "enum", "STREAMING", "STREAMING, BATCH or AUTOMATIC.",
     choices=("STREAMING", "BATCH", "AUTOMATIC"),

@@ -25,6 +25,7 @@ import trio
 from weir.codec.batch import Batch
 from weir.codec.serializers import ColumnarSerializer, serializer_for
 from weir.columnar.functions import FieldKeySelector
+from weir.common import config_options as opts
 from weir.errors import OperatorFailure, UsageError
 from weir.graph.stream_graph import StreamEdge, StreamGraph
 from weir.network.events import WatermarkStatus
@@ -188,10 +189,17 @@ class OperatorChain:
                 frames=frames,
             )
             if partial is not None:
+                conf = graph.configuration
                 writer.combiner = two_phase.LocalAggregator(
                     partial,
                     f"operator '{graph.node(stream_edge.source_id).name}' (local phase of '{consumer.name}')",
                     hold=d.buffer_timeout_ms != 0,
+                    sampling=(
+                        int(conf.get_option(opts.LOCAL_AGG_SAMPLING))
+                        if conf.get_option(opts.LOCAL_AGG_ADAPTIVE)
+                        else None
+                    ),
+                    distinct_rate=float(conf.get_option(opts.LOCAL_AGG_DISTINCT_RATE)),
                 )
             self.writers.append(writer)
             self._producers[id(writer)] = self.guards[stream_edge.source_id]

@@ -51,7 +51,8 @@ def as_tuples(batch: Batch) -> Batch:
 @SETTINGS
 @given(
     drawn=OUTPUTS, shape=shapes(), lateness=st.sampled_from([0, 0, 30, 200]), steps=steps_of(),
-    hold=st.booleans(), capacity=st.sampled_from([2, 5, 1 << 14]), small=st.booleans(), data=st.data(),
+    hold=st.booleans(), capacity=st.sampled_from([2, 5, 1 << 14]), small=st.booleans(),
+    adaptive=st.sampled_from([None, (1, 0.0), (3, 0.5), (7, 1.0)]), data=st.data(),
 )  # fmt: skip
 def test_two_phase_gives_the_per_record_rows_in_order(
     drawn: list[tuple[str, int]],
@@ -61,9 +62,11 @@ def test_two_phase_gives_the_per_record_rows_in_order(
     hold: bool,
     capacity: int,
     small: bool,
+    adaptive: tuple[int, float] | None,
     data: st.DataObject,
 ) -> None:
-    """Then a checkpoint of the two-phase window, taken between two steps (the writer has
+    """With or without adaptive local aggregation (``adaptive``: records sampled, distinct-rate
+    threshold; a rate of 0.0 passes records through after the sample). Then a checkpoint of the two-phase window, taken between two steps (the writer has
     handed its rows over at the barrier), restores into the per-record window."""
     size, slide, offset = shape
     cut = data.draw(st.integers(0, len(steps)))
@@ -85,7 +88,11 @@ def test_two_phase_gives_the_per_record_rows_in_order(
         assert agg_plan is not None
         layout = two_phase.PartialLayout(agg_plan, 0, Types.LONG(), slide, offset)
         window_op.use_partial_input(layout)
-        return Run(window_op), two_phase.LocalAggregator(layout, "test", hold=hold, capacity=capacity)
+        sampling, rate = adaptive if adaptive is not None else (None, 0.5)
+        local = two_phase.LocalAggregator(
+            layout, "test", hold=hold, capacity=capacity, sampling=sampling, distinct_rate=rate
+        )
+        return Run(window_op), local
 
     def play_two_phase(window: Run, local: two_phase.LocalAggregator, part: list[Any]) -> None:
         sent = -(1 << 63)
@@ -140,6 +147,41 @@ def test_a_batch_folds_into_one_row_per_key_and_slice_in_first_record_order() ->
     # behind the watermark: a row per record, handed over at once
     again = local.add(Batch(records[:2], np.array([1, 2], np.int64)), 9)
     assert [list(b.values) for b in again] == [[(7, 1, 5, 5, 1), (3, 1, 2, 2, 2)]]
+
+
+def test_the_local_phase_passes_records_through_once_a_sample_shows_combining_does_not_pay() -> None:
+    """Flink's adaptive local hash aggregation: after ``sampling`` records, a local phase that
+    made more rows than ``distinct_rate`` of them sends every record as a row of its own."""
+    from weir.columnar import Aggregates
+
+    agg = Aggregates(*outputs_of([("sum", 1)], True))
+    assigner = TumblingEventTimeWindows(1000, 0)
+    plan, _ = aggregates_plan(
+        {"spec": agg.spec, "input_type": ROW}, assigner, assigner.get_default_trigger(), None
+    )
+    assert plan is not None
+    layout = two_phase.PartialLayout(plan, 0, Types.LONG(), 1000, 0)
+    times = np.arange(8, dtype=np.int64)
+
+    def batch(keys: list[int]) -> Batch:
+        return Batch([(k, 10 * k, 0.0, 0) for k in keys], times[: len(keys)])
+
+    distinct = two_phase.LocalAggregator(layout, "test", sampling=8, distinct_rate=0.5)
+    assert distinct.add(batch([1, 2, 3, 4]), -(1 << 63)) == [] and not distinct.passing_through
+    # 8 records made 8 rows: the held rows go out and later records pass through
+    out = distinct.add(batch([5, 6, 7, 8]), -(1 << 63))
+    assert distinct.passing_through and [len(b) for b in out] == [8]
+    assert distinct.add(batch([1, 1, 1]), -(1 << 63)) == []  # held until the writer flushes
+    passed = distinct.flush()
+    assert passed is not None and list(passed.values) == [(1, 1, 10)] * 3
+    assert passed.timestamps.tolist() == [0, 1, 2]
+
+    repeated = two_phase.LocalAggregator(layout, "test", sampling=8, distinct_rate=0.5)
+    repeated.add(batch([1, 2, 1, 2]), -(1 << 63))
+    repeated.add(batch([1, 2, 1, 2]), -(1 << 63))
+    assert not repeated.passing_through and repeated.sampling is None  # decided: keep combining
+    flushed = repeated.flush()
+    assert flushed is not None and list(flushed.values) == [(1, 4, 40), (2, 4, 80)]
 
 
 @SETTINGS

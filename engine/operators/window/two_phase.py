@@ -197,11 +197,27 @@ class LocalAggregator:
     HOLD_ROWS = 1 << 14
 
     def __init__(
-        self, layout: PartialLayout, what: str, hold: bool = True, capacity: int = HOLD_ROWS
+        self,
+        layout: PartialLayout,
+        what: str,
+        hold: bool = True,
+        capacity: int = HOLD_ROWS,
+        sampling: int | None = None,
+        distinct_rate: float = 0.5,
     ) -> None:
         self.layout = layout
         self.what = what
         self.hold = hold
+        #: adaptive (``table.exec.local-hash-agg.adaptive.*``): after ``sampling`` records, stop
+        #: combining if they made more than ``distinct_rate`` rows a record; None: always combine
+        self.sampling = sampling
+        self.distinct_rate = distinct_rate
+        self.sampled_records = 0
+        self.sampled_rows = 0
+        self.passing_through = False
+        self.capacity = capacity
+        self._passed: list[Batch] = []  # passing through: batches of rows of their own, held
+        self._passed_rows = 0
         plan = layout.plan
         self._ops = (plan.iops, plan.fops)
         self._nan_checked = [j for j, op in enumerate(plan.fops.tolist()) if op in (wk.MIN, wk.MAX)]
@@ -230,6 +246,14 @@ class LocalAggregator:
         ivals, fvals = slot_columns(layout.plan, values, n, self.what)
         times = batch.timestamps
         times = np.full(n, NO_TIMESTAMP, np.int64) if times is None else np.asarray(times, np.int64)
+        if self.passing_through:
+            self._passed.append(self._rows_of_their_own(keys, ivals, fvals, times))
+            self._passed_rows += n
+            if self.hold and self._passed_rows < self.capacity:
+                return []
+            flushed = self.flush()
+            return [] if flushed is None else [flushed]
+        made_before = self.held
         if times.min(initial=0) == NO_TIMESTAMP or (
             self._nan_checked and np.isnan(fvals[:, self._nan_checked]).any()
         ):
@@ -246,15 +270,47 @@ class LocalAggregator:
             begin = int(state[wk.HELD_STOP])
             if begin >= n:
                 break
+            made_before -= self.held
             out.append(self._take())  # every row taken: hand them over, go on
-        if not self.hold or state[wk.HELD_ALONE]:
+        if self.sampling is not None:
+            self._sample(n, self.held - made_before)
+        if not self.hold or state[wk.HELD_ALONE] or self.passing_through:
             flushed = self.flush()
             if flushed is not None:
                 out.append(flushed)
         return out
 
+    def _sample(self, records: int, rows: int) -> None:
+        """Count a batch's records and the rows they made; once ``sampling`` records are
+        counted, pass records through from then on if combining did not reduce them enough
+        (Flink's adaptive local hash aggregation)."""
+        self.sampled_records += records
+        self.sampled_rows += rows
+        if self.sampled_records >= self.sampling:  # type: ignore[operator]
+            self.passing_through = self.sampled_rows > self.distinct_rate * self.sampled_records
+            self.sampling = None
+
+    def _rows_of_their_own(
+        self, keys: np.ndarray, ivals: np.ndarray, fvals: np.ndarray, times: np.ndarray
+    ) -> Batch:
+        """Every record a partial row of its own (count 1), in record order."""
+        layout = self.layout
+        n = len(keys)
+        columns: list[Any] = [keys.astype(self._key_dtype), np.ones(n, np.int64)]
+        columns += [np.ascontiguousarray(ivals[:, j]) for j in range(layout.mi)]
+        columns += [np.ascontiguousarray(fvals[:, j]) for j in range(layout.mf)]
+        return Batch(TupleColumns(columns), times)
+
     def flush(self) -> Batch | None:
         """The held rows (None: none), in the order of their first records; none are held after."""
+        if self._passed:
+            passed, self._passed, self._passed_rows = self._passed, [], 0
+            if len(passed) == 1:
+                return passed[0]
+            parts = [b.values.columns for b in passed if isinstance(b.values, TupleColumns)]
+            columns = [np.concatenate([part[j] for part in parts]) for j in range(len(parts[0]))]
+            times = np.concatenate([b.timestamps for b in passed if b.timestamps is not None])
+            return Batch(TupleColumns(columns), times)
         return self._take() if self.held else None
 
     def _take(self) -> Batch:

@@ -1,11 +1,11 @@
 """Vectorized ``Aggregates`` / ``RunningAggregates`` = the per-record path, on random input.
 
-- ``dense_aggregate`` and ``hash_aggregate`` agree with their twin ``aggregate_reference``
-  (panes, counts, slots, creation order, new-pane positions, late flags, rows fired by late
-  records), the dense one stopping and resuming when it runs out of window slots;
-  ``hash_aggregate_insert`` and ``hash_aggregate_reinsert`` keep every pane;
-  ``hash_aggregate_fire`` agrees with its twin (and every pane left stays reachable by
-  probing); ``firing_order`` with ``lexsort``;
+- ``dense_aggregate`` and ``pane_log.log_aggregate`` agree with their twin
+  ``aggregate_reference`` (panes, counts, slots, creation order, new-pane positions, late
+  flags, rows fired by late records), the dense one stopping and resuming when it runs out
+  of window slots; ``log_insert``, ``compact`` and ``rebuild_index`` keep every pane;
+  ``log_fire`` with ``firing_order`` agrees with its twin (and every pane left stays
+  reachable through the index); ``by_window`` with a stable sort;
   ``running_aggregate`` agrees with ``fold_reference``.
 - The vectorized window operator and the per-record ``WindowOperator`` running the same
   ``Aggregates`` see the same random disordered batches, watermarks, late records and
@@ -56,6 +56,7 @@ from weir.operators.keyed import KeyedProcessOperator
 from weir.operators.running import RunningAggregatesOperator
 from weir.operators.window import WindowOperator
 from weir.operators.window import kernels as wk
+from weir.operators.window import pane_log as pl
 from weir.operators.window import vector as vw
 from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan, slot_layout
 from weir.state import create_keyed_backend
@@ -229,16 +230,15 @@ def mixed(floats: list[bool], ints: Any, flts: Any) -> list[Any]:
 
 @KERNEL_SETTINGS
 @given(shape=shapes(), lateness=st.integers(0, 60), check_late=st.booleans(), data=st.data())
-def test_hash_aggregate_agrees_with_its_reference(
+def test_log_aggregate_agrees_with_its_reference(
     shape: tuple[int, int, int], lateness: int, check_late: bool, data: st.DataObject
 ) -> None:
     size, slide, offset = shape
     floats, ops, iops, fops = slot_ops(data)
     mi, mf = len(iops), len(fops)
-    rows_ = 1 << 9  # at most 3 batches x 30 records x 3 windows: never more than half full
-    table = wk.empty_rows(rows_, mi + mf)
-    t, iacc, facc = fields(table, mi)
-    state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+    table = np.zeros((1 << 9, wk.ROW_SLOTS + mi + mf), np.int64)  # 3 batches x 30 records x 3 windows
+    index = np.zeros(2 * len(table), np.int64)
+    state = pl.log_state()
     panes: dict[tuple[int, int], list[Any]] = {}
     behind: set[tuple[int, int]] = set()
     watermark = -(1 << 62)
@@ -258,10 +258,10 @@ def test_hash_aggregate_agrees_with_its_reference(
         new_positions, landed = np.empty(cap, np.int64), np.empty(n, np.bool_)
         fire = [np.empty(cap, np.int64) for _ in range(3)]
         fire_iacc, fire_facc = np.empty((cap, mi), np.int64), np.empty((cap, mf), np.float64)
-        wk.hash_aggregate(
+        pl.log_aggregate(
             np.array(times, np.int64), np.array(keys, np.int64), ivals, fvals, NO_WEIGHTS, iops, fops, size, slide, offset,
-            watermark, lateness, check_late, table, table.view(np.float64), state, new_positions, landed, *fire, fire_iacc,
-            fire_facc,
+            watermark, lateness, check_late, table, table.view(np.float64), index, state, new_positions, landed, *fire,
+            fire_iacc, fire_facc,
         )  # fmt: skip
         expected_new, expected_landed, expected_fires = wk.aggregate_reference(
             times, keys, rows, ops, size, slide, offset, watermark, lateness, check_late, panes
@@ -275,7 +275,9 @@ def test_hash_aggregate_agrees_with_its_reference(
         assert fired == expected_fires
         behind |= {(start, k) for start, k, _, _ in expected_fires}
         watermark = data.draw(st.integers(watermark, 300))
+    t, iacc, facc = fields(table[: state[pl.ROWS]], mi)
     live = np.flatnonzero(t["seq"] >= 0).tolist()
+    assert live == list(range(len(live)))  # rows in creation order, packed
     got = {
         (int(t["start"][h]), int(t["key"][h])): [
             int(t["seq"][h]), int(t["count"][h]), mixed(floats, iacc[h].tolist(), facc[h].tolist())
@@ -292,7 +294,7 @@ def test_hash_aggregate_agrees_with_its_reference(
 
 @KERNEL_SETTINGS
 @given(data=st.data())
-def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject) -> None:
+def test_log_insert_and_compaction_keep_every_pane(data: st.DataObject) -> None:
     mi, mf = data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))
     n = data.draw(st.integers(0, 60))
     panes = data.draw(
@@ -315,18 +317,26 @@ def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject)
             pane, [len(expected), counts[j], False, iaccs[j].tolist(), faccs[j].tolist()]
         )
         entry[2] = entry[2] or fired[j]
-    table = wk.empty_rows(256, mi + mf)
-    state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+    table = np.zeros((64, wk.ROW_SLOTS + mi + mf), np.int64)
+    index = np.zeros(2 * len(table), np.int64)
+    state = pl.log_state()
     seqs = np.empty(n, np.int64)
-    wk.hash_aggregate_insert(
-        table, table.view(np.float64), np.array([s for s, _ in panes], np.int64), np.array([k for _, k in panes], np.int64),
-        np.array(counts, np.int64), np.array(fired, np.bool_), iaccs, faccs, state, seqs,
+    pl.log_insert(
+        table, table.view(np.float64), index, np.array([s for s, _ in panes], np.int64),
+        np.array([k for _, k in panes], np.int64), np.array(counts, np.int64), np.array(fired, np.bool_), iaccs, faccs,
+        state, seqs,
     )  # fmt: skip
     firsts = [pane not in panes[:j] for j, pane in enumerate(panes)]
     assert seqs.tolist() == [expected[p][0] if first else -1 for p, first in zip(panes, firsts)]
-    bigger = wk.empty_rows(1024, mi + mf)
-    wk.hash_aggregate_reinsert(table, np.flatnonzero(table[:, wk.ROW_SEQ] >= 0), bigger)
-    for t, ia, fa in (fields(table, mi), fields(bigger, mi)):
+    used = int(state[pl.ROWS])
+    bigger = np.zeros((128, table.shape[1]), np.int64)
+    assert pl.compact(table, used, bigger) == len(expected)
+    bigger_index = np.zeros(2 * len(bigger), np.int64)
+    pl.rebuild_index(bigger, len(expected), bigger_index)
+    for (start, k), entry in expected.items():  # found through the index
+        assert int(table[pl._find(index, table, start, k)[1], wk.ROW_SEQ]) == entry[0]
+        assert int(bigger[pl._find(bigger_index, bigger, start, k)[1], wk.ROW_SEQ]) == entry[0]
+    for t, ia, fa in (fields(table[:used], mi), fields(bigger[: len(expected)], mi)):
         got = {
             (int(t["start"][h]), int(t["key"][h])): [
                 int(t["seq"][h]), int(t["count"][h]), bool(t["fired"][h]), ia[h].tolist(), fa[h].tolist()
@@ -344,33 +354,32 @@ def test_hash_aggregate_insert_and_reinsert_keep_every_pane(data: st.DataObject)
     lateness=st.integers(0, 8),
     untils=st.lists(st.integers(-15, 20), min_size=1, max_size=4),
 )
-def test_hash_aggregate_fire_agrees_with_its_reference(
+def test_log_fire_agrees_with_its_reference(
     panes: list[tuple[int, int, bool]], size: int, lateness: int, untils: list[int]
 ) -> None:
-    table = wk.empty_rows(256, 2)  # up to 78% full: removal shifts rows back
-    t, iacc, facc = fields(table, 1)
-    state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
+    table = np.zeros((256, wk.ROW_SLOTS + 2), np.int64)
+    index = np.zeros(2 * len(table), np.int64)
+    state = pl.log_state()
     n = len(panes)
     starts, keys = np.array([p[0] for p in panes], np.int64), np.array([p[1] for p in panes], np.int64)
     fired = np.array([p[2] for p in panes], np.bool_)
-    wk.hash_aggregate_insert(
-        table, table.view(np.float64), starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
+    pl.log_insert(
+        table, table.view(np.float64), index, starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
         starts.reshape(n, 1) / 2, state, np.empty(n, np.int64),
     )  # fmt: skip
+    t, iacc, facc = fields(table[: state[pl.ROWS]], 1)
     expected: dict[tuple[int, int], list[Any]] = {}
     for start, k, f in panes:
         expected.setdefault((start, k), [len(expected), 1, False])[2] |= f
     for until in sorted(untils):
-        out = [np.empty(n, np.int64) for _ in range(4)]
-        out_iacc, out_facc = np.empty((n, 1), np.int64), np.empty((n, 1))
-        n_due = wk.hash_aggregate_fire(
-            table, table.view(np.float64), size, lateness, until, *out, out_iacc, out_facc, state
-        )
-        out_start, out_key, out_seq, out_count = (a[:n_due] for a in out)
-        assert (out_count == 1).all() and (out_iacc[:n_due, 0] == out_key * 3).all()
-        assert (out_facc[:n_due, 0] == out_start / 2).all()
-        order = np.lexsort((out_seq, out_start))
-        got_due = list(zip(out_start[order].tolist(), out_key[order].tolist()))
+        due = np.empty(n, np.int64)
+        n_due = pl.log_fire(table, size, lateness, until, due, state)
+        rows = due[:n_due]
+        assert (np.diff(rows) > 0).all()  # in creation order
+        rows = rows[pl.firing_order(t["start"][rows], 1)]
+        assert (t["count"][rows] == 1).all() and (iacc[rows, 0] == t["key"][rows] * 3).all()
+        assert (facc[rows, 0] == t["start"][rows] / 2).all()
+        got_due = list(zip(t["start"][rows].tolist(), t["key"][rows].tolist()))
         assert got_due == wk.hash_aggregate_fire_reference(expected, size, lateness, until)
         live = np.flatnonzero(t["seq"] >= 0)
         got = {
@@ -385,9 +394,9 @@ def test_hash_aggregate_fire_agrees_with_its_reference(
         assert int(state[wk.MIN_FIRED]) == builtins.min(
             (s for (s, _), v in expected.items() if v[2]), default=wk.NO_START
         )
-        for start, k in expected:  # every pane is still reachable by probing
+        for start, k in expected:  # every pane is still reachable through the index
             h = int(np.flatnonzero((t["start"] == start) & (t["key"] == k) & (t["seq"] >= 0))[0])
-            assert wk._row(table, start, k) == h
+            assert pl._find(index, table, start, k)[1] == h
 
 
 @KERNEL_SETTINGS
@@ -395,19 +404,14 @@ def test_hash_aggregate_fire_agrees_with_its_reference(
     slide=st.integers(1, 1000),
     offset=st.integers(-5000, 5000),
     windows=st.lists(st.integers(0, 3000), min_size=0, max_size=300),
-    seq_gaps=st.lists(st.integers(1, 20), min_size=300, max_size=300),
-    shuffle=st.randoms(use_true_random=False),
 )
-def test_firing_order_agrees_with_lexsort(
-    slide: int, offset: int, windows: list[int], seq_gaps: list[int], shuffle: Any
-) -> None:
+def test_by_window_is_a_stable_sort_by_window(slide: int, offset: int, windows: list[int]) -> None:
     n = len(windows)
     starts = np.array([offset + w * slide for w in windows], np.int64)
-    seqs = np.cumsum(seq_gaps[:n]).astype(np.int64)  # unique, gaps: some spans are too wide
-    shuffle.shuffle(seqs)
     order = np.empty(n, np.int64)
-    if wk.firing_order(starts, seqs, slide, order):
-        assert order.tolist() == np.lexsort((seqs, starts)).tolist()
+    if pl.by_window(starts, slide, order):  # else the windows span too far for it
+        assert order.tolist() == np.argsort(starts, kind="stable").tolist()
+    assert pl.firing_order(starts, slide).tolist() == np.argsort(starts, kind="stable").tolist()
 
 
 @KERNEL_SETTINGS

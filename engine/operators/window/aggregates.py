@@ -15,10 +15,10 @@ Pane stores: panes start in the dense arrays ``[window slot, key slot, slot]`` o
 ``_AggregatePanes`` (``kernels.dense_aggregate``; a ``fired`` flag per window). When those
 would grow past ``vector.DENSE_CELLS`` while under a quarter of their cells would be live
 (``_AggregatePanes.outgrows``: many keys spread over many open windows), the operator moves
-the panes once, even in the middle of a batch, into ``_AggregateHashPanes``: one
-open-addressing table of int64 rows ``(start, key, seq, count, fired, slots...)``
-(``kernels.hash_aggregate``), whose memory follows the live panes. Both give
-the same rows in the same order.
+the panes once, even in the middle of a batch, into ``_AggregatePaneLog``: int64 rows
+``(start, key, seq, count, fired, slots...)`` in creation order, found through a hash index
+(``pane_log``), whose memory follows the live panes. Both give the same rows in the same
+order.
 
 Eligibility (``aggregates_plan``; the reason is kept for ``weir plan``): tumbling or sliding
 windows in event or processing time with the default trigger and no evictor, no window
@@ -58,6 +58,7 @@ from weir.core.state import AggregatingStateDescriptor
 from weir.core.window import EventTimeTrigger, ProcessingTimeTrigger, TimeWindow, Trigger, WindowAssigner
 from weir.errors import UsageError
 from weir.operators.window import kernels as wk
+from weir.operators.window import pane_log as pl
 from weir.operators.window import vector
 from weir.operators.window.shared import WindowOperatorBase
 from weir.operators.window.vector import (
@@ -66,7 +67,6 @@ from weir.operators.window.vector import (
     PaneColumns,
     VectorWindowOperator,
     _DensePanes,
-    _HashPanes,
     _ObjectKeys,
     _PaneStore,
     numeric_column,
@@ -293,8 +293,8 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 # ----------------------------------------------------------------------------- panes
 
 _NO_WEIGHTS = np.empty(0, np.int64)  # the kernels' weights when every row is one record
-#: Firings in a row that find a hash table over 32 times too big for the panes live before
-#: them, before it shrinks (``_AggregateHashPanes._settle_size``).
+#: Firings in a row that find the pane log's rows over 32 times too many for the panes live
+#: before them, before they shrink (``_AggregatePaneLog._settle_size``).
 SPARSE_FIRINGS = 8
 
 
@@ -489,32 +489,54 @@ class _AggregatePanes(_DensePanes):
         return True
 
 
-class _AggregateHashPanes(_HashPanes):
-    """Panes in one hash table of int64 rows (``kernels.hash_aggregate``): window start, key,
-    creation seq, count, ``fired`` flag, then the int64 slots and the float64 slots (read
-    through ``ftable``, a float64 view of the same memory). Memory follows the live panes,
-    whatever the number of keys and open windows. The operator moves its panes here once when
-    the dense arrays would grow too big and too empty (``outgrows``)."""
+class _AggregatePaneLog(_PaneStore):
+    """Panes in creation order with a hash index (``pane_log``): the store an ``Aggregates``
+    window moves its panes to once when the dense arrays would grow too big and too empty
+    (``outgrows``). Memory follows the live panes, whatever the number of keys and open
+    windows."""
 
     def __init__(self, mi: int, mf: int, size: int, slide: int, offset: int) -> None:
         _PaneStore.__init__(self, wk.SUM, np.int64, size, slide, offset, False)
         self.mi, self.mf = mi, mf
         self.firsts = None
-        self.state = np.array([0, wk.NO_START, 0, 0, wk.NO_START, 0], np.int64)
-        self._use(wk.empty_rows(_MIN_TABLE, mi + mf))
-        self.sparse_firings = 0  # firings in a row that left the table 32 times too big
+        self.state = pl.log_state()
+        self._use(np.empty((_MIN_TABLE, wk.ROW_SLOTS + mi + mf), np.int64))
+        self.sparse_firings = 0  # firings in a row that found the rows 32 times too many
 
-    def _use(self, table: np.ndarray) -> None:
-        self.table = table
-        self.ftable = table.view(np.float64)
+    def _use(self, rows: np.ndarray) -> None:
+        """Take ``rows`` (its first ``state[ROWS]`` rows in use) and index them anew."""
+        self.rows = rows
+        self.frows = rows.view(np.float64)
+        self.index = np.zeros(2 * len(rows), np.int64)
+        pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index)
 
-    def _resize(self, rows: np.ndarray, size: int) -> None:
-        table = wk.empty_rows(size, self.mi + self.mf)
-        wk.hash_aggregate_reinsert(self.table, rows, table)
-        self._use(table)
+    @property
+    def live(self) -> int:
+        return int(self.state[wk.LIVE])
+
+    def cells(self) -> int:
+        return 0
+
+    def _size_for(self, panes: int) -> int:
+        return max(_MIN_TABLE, 1 << (max(panes, 1) - 1).bit_length())
+
+    def _reserve(self, more: int) -> None:
+        """Room for ``more`` new rows: compact the rows where at least half are dead, else grow."""
+        used = int(self.state[pl.ROWS])
+        if used + more <= len(self.rows):
+            return
+        need = self.live + more
+        self._relayout(len(self.rows) if 2 * need <= len(self.rows) else self._size_for(2 * need))
+
+    def _relayout(self, capacity: int) -> None:
+        """Keep only the live rows, in order, in ``capacity`` rows."""
+        rows = self.rows if capacity == len(self.rows) else np.empty((capacity, self.rows.shape[1]), np.int64)
+        self.state[pl.ROWS] = pl.compact(self.rows, int(self.state[pl.ROWS]), rows)
+        self.state[pl.DEAD] = 0
+        self._use(rows)
 
     def _live_rows(self) -> np.ndarray:
-        return np.flatnonzero(self.table[:, wk.ROW_SEQ] >= 0)
+        return np.flatnonzero(self.rows[: int(self.state[pl.ROWS]), wk.ROW_SEQ] >= 0)
 
     def fold(
         self,
@@ -539,9 +561,9 @@ class _AggregateHashPanes(_HashPanes):
         fire_start, fire_key, fire_count = (np.empty(fires, np.int64) for _ in range(3))
         fire_iacc, fire_facc = np.empty((fires, self.mi), np.int64), np.empty((fires, self.mf), np.float64)
         iops, fops = plan_ops
-        wk.hash_aggregate(
+        pl.log_aggregate(
             times, keys, ivals, fvals, weights, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
-            check_late, self.table, self.ftable, self.state, new_positions, landed, fire_start,
+            check_late, self.rows, self.frows, self.index, self.state, new_positions, landed, fire_start,
             fire_key, fire_count, fire_iacc, fire_facc,
         )  # fmt: skip
         f = int(self.state[wk.FIRES])
@@ -552,24 +574,17 @@ class _AggregateHashPanes(_HashPanes):
             )
         return landed, keys[new_positions[: int(self.state[wk.NEW])]], fired, n
 
-    def _panes(self, rows: np.ndarray) -> PaneColumns:
-        """Rows ``rows`` as pane columns, in firing order (windows by start, then creation)."""
-        table, slots = self.table, wk.ROW_SLOTS
-        rows = rows[self._firing_order(table[rows, wk.ROW_START], table[rows, wk.ROW_SEQ])]
+    def _panes(self, rows: np.ndarray, with_fired: bool) -> PaneColumns:
+        """Rows ``rows`` (in creation order) as pane columns, in firing order (windows by
+        start, then creation)."""
+        table, slots = self.rows, wk.ROW_SLOTS
+        rows = rows[pl.firing_order(table[rows, wk.ROW_START], self.slide)]
         picked = table[rows]
         return PaneColumns(
             picked[:, wk.ROW_START].copy(), picked[:, wk.ROW_KEY].copy(), picked[:, wk.ROW_COUNT].copy(),
             (picked[:, slots : slots + self.mi].copy(), picked[:, slots + self.mi :].view(np.float64).copy()),
-            None, picked[:, wk.ROW_FIRED] != 0,
+            None, picked[:, wk.ROW_FIRED] != 0 if with_fired else None,
         )  # fmt: skip
-
-    def _firing_order(self, starts: np.ndarray, seqs: np.ndarray) -> np.ndarray:
-        """The order of panes by window start, then creation (``kernels.firing_order``, else
-        ``lexsort``)."""
-        order = np.empty(len(starts), np.int64)
-        if wk.firing_order(starts, seqs, self.slide, order):
-            return order
-        return np.lexsort((seqs, starts))
 
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
@@ -582,36 +597,34 @@ class _AggregateHashPanes(_HashPanes):
         if min(int(state[wk.MIN_START]) + last, int(state[wk.MIN_FIRED]) + last + lateness) > until:
             return None
         m = self.live
-        starts, keys, seqs, counts = (np.empty(m, np.int64) for _ in range(4))
-        iaccs, faccs = np.empty((m, self.mi), np.int64), np.empty((m, self.mf), np.float64)
-        n = wk.hash_aggregate_fire(
-            self.table, self.ftable, self.size, lateness, until, starts, keys, seqs, counts, iaccs, faccs,
-            state,
-        )  # fmt: skip
-        order = self._firing_order(starts[:n], seqs[:n])
-        columns = PaneColumns(starts[order], keys[order], counts[order], (iaccs[order], faccs[order]), None)
+        due = np.empty(m, np.int64)
+        n = pl.log_fire(self.rows, self.size, lateness, until, due, state)
+        columns = self._panes(due[:n], with_fired=False) if n else None
+        if not self.live:  # every pane gone: start the rows afresh
+            state[pl.ROWS] = 0
+            state[pl.DEAD] = 0
+            self.index.fill(0)
         self._settle_size(m)
-        return columns if len(columns) else None
+        return columns
 
     def _settle_size(self, peak: int) -> None:
-        """Shrink the table once ``SPARSE_FIRINGS`` firings in a row found it over 32 times as
-        big as the panes live before them (``peak``) need; else it keeps its size. Panes come in
-        bursts between two watermarks (more so when event time is replayed faster than the
-        periodic watermark), and a table shrunk after each firing grew again through page faults
-        at the next burst; a job whose bursts got smaller does not sweep a big, empty table at
-        every firing for good."""
+        """Shrink the rows once ``SPARSE_FIRINGS`` firings in a row found them over 32 times
+        as many as the panes live before them (``peak``) need; else they keep their number.
+        Panes come in bursts between two watermarks, and rows shrunk after each firing grew
+        again at the next burst; a job whose bursts got smaller does not keep a big index to
+        clear at every firing for good."""
         need = self._size_for(peak)
-        if len(self.table) <= 16 * need:
+        if len(self.rows) <= 16 * need:
             self.sparse_firings = 0
             return
         self.sparse_firings += 1
         if self.sparse_firings >= SPARSE_FIRINGS:
-            self._resize(self._live_rows(), max(4 * need, self._size_for(self.live)))
+            self._relayout(max(4 * need, self._size_for(2 * self.live)))
             self.sparse_firings = 0
 
     def export(self) -> PaneColumns:
         """Every live pane, in firing order, with its fired flag (nothing is removed)."""
-        return self._panes(self._live_rows())
+        return self._panes(self._live_rows(), with_fired=True)
 
     def insert(self, columns: PaneColumns) -> bool:
         """Add panes in this order (their creation order follows it); a pane that exists is
@@ -622,8 +635,8 @@ class _AggregateHashPanes(_HashPanes):
         self._reserve(n)
         iaccs, faccs = columns.accs
         fired = columns.fired if columns.fired is not None else np.zeros(n, np.bool_)
-        wk.hash_aggregate_insert(
-            self.table, self.ftable, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
+        pl.log_insert(
+            self.rows, self.frows, self.index, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
             columns.counts.astype(np.int64), fired.astype(np.bool_),
             np.asarray(iaccs, np.int64).reshape(n, self.mi), np.asarray(faccs, np.float64).reshape(n, self.mf),
             self.state, np.empty(n, np.int64),
@@ -682,7 +695,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
     def _new_store(self, dense: bool, int_keys: bool) -> Any:
         if dense:
             return _AggregatePanes(self.mi, self.mf, self.size, self.slide, self.offset, int_keys)
-        return _AggregateHashPanes(self.mi, self.mf, self.size, self.slide, self.offset)
+        return _AggregatePaneLog(self.mi, self.mf, self.size, self.slide, self.offset)
 
     # -- records -------------------------------------------------------------------------------
     def process_batch(self, batch: Batch) -> None:
@@ -698,7 +711,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
         else:
             ivals, fvals = slot_columns(self.aggregates, values, n, f"operator '{self.name}'")
             weights = _NO_WEIGHTS
-        panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
+        panes: _AggregatePanes | _AggregatePaneLog = self.panes  # type: ignore[assignment]
         args = (self._ops, self.current_watermark, self.lateness, self.event_time)
         landed, new_keys, fired, done = panes.fold(times, keys, ivals, fvals, weights, *args)
         if done < n:  # the dense arrays would grow too big and too empty: go on in the hash table
@@ -741,7 +754,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
 
     # -- time ----------------------------------------------------------------------------------
     def _fire(self, until: int) -> None:
-        panes: _AggregatePanes | _AggregateHashPanes = self.panes  # type: ignore[assignment]
+        panes: _AggregatePanes | _AggregatePaneLog = self.panes  # type: ignore[assignment]
         due = panes.take(until, self.lateness)
         if due is not None and len(due):
             self._emit_rows(due)

@@ -42,16 +42,14 @@ and is called again, after the caller added slots, from that record. ``int_key_s
 maps int64 keys to dense key slots (a direct array for small non-negative keys, else an
 open-addressing table).
 
-``dense_aggregate`` and ``hash_aggregate`` fold several slots per pane for
-``weir.columnar.Aggregates`` (dense arrays, or one int64 table of rows holding the pane and
-its slots); ``hash_aggregate_fire`` fires and prunes that table in one sweep
-and ``firing_order`` puts the fired panes in order (see the sections below).
+``dense_aggregate`` folds several slots per pane for ``weir.columnar.Aggregates`` in dense
+arrays; its other store, rows in creation order behind a hash index, is
+``weir.operators.window.pane_log`` (see the sections below for the row layout both share).
 
 Pure: no I/O, no clock. Every kernel uses ``cache=True``; ``tests/property`` holds
 ``accumulate`` and ``dense_accumulate`` to their twin ``accumulate_reference``,
 ``int_key_slots`` to ``int_key_slots_reference``, ``dense_aggregate`` and
-``hash_aggregate`` to ``aggregate_reference``, ``hash_aggregate_fire`` to
-``hash_aggregate_fire_reference`` and ``firing_order`` to ``numpy.lexsort``.
+``pane_log``'s kernels to ``aggregate_reference`` and ``hash_aggregate_fire_reference``.
 """
 
 from __future__ import annotations
@@ -98,15 +96,9 @@ __all__ = [
     "dense_aggregate",
     "dense_aggregate_collect",
     "dense_collect",
-    "empty_rows",
     "empty_table",
-    "firing_order",
     "fold_reference",
-    "hash_aggregate",
-    "hash_aggregate_fire",
     "hash_aggregate_fire_reference",
-    "hash_aggregate_insert",
-    "hash_aggregate_reinsert",
     "insert_panes",
     "int_key_slots",
     "int_key_slots_reference",
@@ -961,7 +953,7 @@ def aggregate_reference(
     check_late: bool,
     panes: dict[tuple[int, int], list[Any]],
 ) -> tuple[list[int], list[bool], list[tuple[int, int, int, list[Any]]]]:
-    """Twin of ``dense_aggregate`` and ``hash_aggregate`` on a dict: ``panes`` maps (start,
+    """Twin of ``dense_aggregate`` and ``pane_log.log_aggregate`` on a dict: ``panes`` maps (start,
     key) -> [seq, count, accs] (``values[i]``: record ``i``'s value per slot). Returns the positions of the records that
     created panes, per record whether it landed in a window, and the rows fired by records
     in windows at or behind the watermark: (start, key, count, accumulators)."""
@@ -989,297 +981,24 @@ def aggregate_reference(
 
 # ----------------------------------------------------------------------------- several aggregates, hashed
 #
-# The hash store of ``Aggregates``: one open-addressing table probed as the built-ins' table is,
-# an int64 array ``table[row, column]`` whose columns are the pane's window start, key, creation
-# seq (-1: an empty row), count, ``fired`` flag, then its int64 slots and its float64 slots
-# (``ftable``: a float64 view of the same memory, read at the float slots' columns). A record
-# touches one row, so mostly one cache line, and one compiled kernel serves every mix of slots.
-# Memory follows the live panes, whatever the number of keys and open windows. ``fired`` marks
-# a pane whose window fired already and that waits for late records until its cleanup time
-# (allowed lateness).
+# The rows of ``Aggregates`` panes once they outgrow the dense arrays (``pane_log``): an int64
+# array ``rows[row, column]`` whose columns are the pane's window start, key, creation seq (-1:
+# a dead row), count, ``fired`` flag, then its int64 slots and its float64 slots (read through a
+# float64 view of the same memory). One compiled kernel serves every mix of slots. ``fired``
+# marks a pane whose window fired already and that waits for late records until its cleanup
+# time (allowed lateness).
 
 ROW_START, ROW_KEY, ROW_SEQ, ROW_COUNT, ROW_FIRED, ROW_SLOTS = 0, 1, 2, 3, 4, 5
-#: Slot of the hash store's ``state`` (``LIVE``, ``MIN_START``, ``NEW``, ``SEQ``, this,
+#: Slot of the pane log's ``state`` (``LIVE``, ``MIN_START``, ``NEW``, ``SEQ``, this,
 #: ``FIRES``): the smallest window start of a fired pane; ``MIN_START`` is then the smallest of
 #: a pane that has not fired (or may have: it only errs low).
 MIN_FIRED = 4
 
 
-def empty_rows(size: int, slots: int) -> np.ndarray:
-    """A hash store table of ``size`` (a power of two) empty rows with ``slots`` slots."""
-    table = np.zeros((size, ROW_SLOTS + slots), np.int64)
-    table[:, ROW_SEQ] = -1
-    return table
-
-
-@njit(cache=True)
-def _home(table: Any, start: Any, key: Any) -> Any:
-    """The row a pane's probe starts at (the hash of ``_slot``)."""
-    mask = np.uint64(table.shape[0] - 1)
-    return np.int64(_mix(np.uint64(start) * _GOLDEN ^ np.uint64(key)) & mask)
-
-
-@njit(cache=True)
-def _row(table: Any, start: Any, key: Any) -> Any:
-    """The row of pane (start, key), or the empty row where it would go."""
-    mask = table.shape[0] - 1
-    h = _home(table, start, key)
-    while True:
-        if table[h, ROW_SEQ] < 0 or (table[h, ROW_START] == start and table[h, ROW_KEY] == key):
-            return h
-        h = (h + 1) & mask
-
-
-@njit(cache=True)
-def hash_aggregate(
-    times: Int64Array,
-    keys: Int64Array,
-    ivals: Any,
-    fvals: Any,
-    weights: Int64Array,
-    iops: Int64Array,
-    fops: Int64Array,
-    size: int,
-    slide: int,
-    offset: int,
-    watermark: int,
-    lateness: int,
-    check_late: bool,
-    table: Any,
-    ftable: Any,
-    state: Int64Array,
-    new_positions: Int64Array,
-    landed: npt.NDArray[np.bool_],
-    fire_start: Int64Array,
-    fire_key: Int64Array,
-    fire_count: Int64Array,
-    fire_iacc: Any,
-    fire_facc: Any,
-) -> None:
-    """``dense_aggregate`` on the hash table of panes: fold every slot of every record into
-    its panes in arrival order; a window is late once ``max_timestamp + lateness <=
-    watermark`` (``check_late``); a record landing in a window at or behind the watermark
-    marks its pane fired and fires it again (row ``state[FIRES]`` of ``fire_*``). The caller
-    keeps the table at most half full for every pane the call may create. ``weights`` as
-    for ``dense_aggregate``."""
-    n = times.shape[0]
-    mi = iops.shape[0]
-    mf = fops.shape[0]
-    weighted = weights.shape[0] > 0
-    fs = ROW_SLOTS + mi  # the first float slot's column
-    live = state[LIVE]
-    min_start = state[MIN_START]
-    min_fired = state[MIN_FIRED]
-    seq = state[SEQ]
-    fresh = 0
-    fires = 0
-    cached_t0 = np.int64(1)
-    cached_t1 = np.int64(0)  # an empty range [cached_t0, cached_t1)
-    cached_start = np.int64(0)
-    for i in range(n):
-        t = times[i]
-        k = keys[i]
-        if cached_t0 <= t < cached_t1:
-            start = cached_start
-        else:
-            start = t - (t - offset) % slide
-            cached_start = start
-            cached_t0 = start
-            cached_t1 = start + slide
-        hit = False
-        while start > t - size:
-            end = start + size - 1
-            if check_late and end + lateness <= watermark:
-                break  # this window is late, and so is every earlier one of this record
-            hit = True
-            behind = check_late and end <= watermark
-            h = _row(table, start, k)
-            c = table[h, ROW_COUNT]
-            if table[h, ROW_SEQ] < 0:
-                table[h, ROW_START] = start
-                table[h, ROW_KEY] = k
-                table[h, ROW_SEQ] = seq
-                table[h, ROW_FIRED] = 0
-                c = 0
-                seq += 1
-                live += 1
-                new_positions[fresh] = i
-                fresh += 1
-                if not behind and start < min_start:
-                    min_start = start
-            if behind:
-                table[h, ROW_FIRED] = 1
-                if start < min_fired:
-                    min_fired = start
-            for s in range(mi):
-                op = iops[s]
-                v = ivals[i, s]
-                col = ROW_SLOTS + s
-                if c == 0 or op == LAST:
-                    table[h, col] = v
-                elif op == SUM:
-                    table[h, col] = table[h, col] + v
-                elif (op == MIN and v < table[h, col]) or (op == MAX and v > table[h, col]):
-                    table[h, col] = v
-            for s in range(mf):
-                op = fops[s]
-                fv = fvals[i, s]
-                col = fs + s
-                if c == 0 or op == LAST:
-                    ftable[h, col] = fv
-                elif op == SUM:
-                    ftable[h, col] = ftable[h, col] + fv
-                elif (op == MIN and fv < ftable[h, col]) or (op == MAX and fv > ftable[h, col]):
-                    ftable[h, col] = fv
-            c += weights[i] if weighted else 1
-            table[h, ROW_COUNT] = c
-            if behind:  # fired already: fire again
-                fire_start[fires] = start
-                fire_key[fires] = k
-                fire_count[fires] = c
-                for s in range(mi):
-                    fire_iacc[fires, s] = table[h, ROW_SLOTS + s]
-                for s in range(mf):
-                    fire_facc[fires, s] = ftable[h, fs + s]
-                fires += 1
-            start -= slide
-        landed[i] = hit
-    state[LIVE] = live
-    state[MIN_START] = min_start
-    state[MIN_FIRED] = min_fired
-    state[NEW] = fresh
-    state[SEQ] = seq
-    state[FIRES] = fires
-
-
-@njit(cache=True)
-def hash_aggregate_reinsert(old: Any, rows: Int64Array, table: Any) -> None:
-    """Copy rows ``rows`` of table ``old`` into the empty ``table`` (to resize)."""
-    for j in range(rows.shape[0]):
-        r = rows[j]
-        table[_row(table, old[r, ROW_START], old[r, ROW_KEY]), :] = old[r, :]
-
-
-@njit(cache=True)
-def hash_aggregate_insert(
-    table: Any,
-    ftable: Any,
-    starts: Int64Array,
-    keys: Int64Array,
-    counts: Int64Array,
-    fired: npt.NDArray[np.bool_],
-    iaccs: Any,
-    faccs: Any,
-    state: Int64Array,
-    seqs: Int64Array,
-) -> None:
-    """Add panes given as columns (restoring, or moving from the dense store), in order;
-    ``seqs[j]`` is the sequence number pane ``j`` got, or -1 if it existed already (then only
-    its ``fired`` flag may be set)."""
-    mi = iaccs.shape[1]
-    mf = faccs.shape[1]
-    for j in range(starts.shape[0]):
-        start = starts[j]
-        h = _row(table, start, keys[j])
-        seqs[j] = -1
-        if fired[j]:
-            if start < state[MIN_FIRED]:
-                state[MIN_FIRED] = start
-        elif start < state[MIN_START]:
-            state[MIN_START] = start
-        if table[h, ROW_SEQ] >= 0:
-            if fired[j]:
-                table[h, ROW_FIRED] = 1
-            continue
-        seqs[j] = state[SEQ]
-        table[h, ROW_START] = start
-        table[h, ROW_KEY] = keys[j]
-        table[h, ROW_SEQ] = state[SEQ]
-        table[h, ROW_COUNT] = counts[j]
-        table[h, ROW_FIRED] = 1 if fired[j] else 0
-        for s in range(mi):
-            table[h, ROW_SLOTS + s] = iaccs[j, s]
-        for s in range(mf):
-            ftable[h, ROW_SLOTS + mi + s] = faccs[j, s]
-        state[SEQ] += 1
-        state[LIVE] += 1
-
-
-@njit(cache=True)
-def hash_aggregate_fire(
-    table: Any,
-    ftable: Any,
-    size: int,
-    lateness: int,
-    until: int,
-    out_start: Int64Array,
-    out_key: Int64Array,
-    out_seq: Int64Array,
-    out_count: Int64Array,
-    out_iacc: Any,
-    out_facc: Any,
-    state: Int64Array,
-) -> int:
-    """Fire the hash store up to time ``until`` in one sweep of the table: the panes that have
-    not fired and whose ``max_timestamp`` is at or before ``until`` are copied to ``out_*``
-    (table order; returns how many) and marked fired; panes past their cleanup time
-    (``max_timestamp + lateness <= until``) are removed; ``LIVE``, ``MIN_START`` and
-    ``MIN_FIRED`` follow. Removal needs no tombstones: the sweep starts after an empty row and
-    moves every pane that stays back to the first empty row of its probe path, so no empty
-    row lies between a pane's home and its row (the table is at most half full)."""
-    n = table.shape[0]
-    mask = n - 1
-    last = size - 1
-    mi = out_iacc.shape[1]
-    mf = out_facc.shape[1]
-    origin = 0
-    while table[origin, ROW_SEQ] >= 0:
-        origin += 1
-    n_due = 0
-    removed = 0
-    min_start = NO_START
-    min_fired = NO_START
-    for step in range(1, n + 1):
-        h = (origin + step) & mask
-        if table[h, ROW_SEQ] < 0:
-            continue
-        start = table[h, ROW_START]
-        if table[h, ROW_FIRED] == 0 and start <= until - last:
-            out_start[n_due] = start
-            out_key[n_due] = table[h, ROW_KEY]
-            out_seq[n_due] = table[h, ROW_SEQ]
-            out_count[n_due] = table[h, ROW_COUNT]
-            for s in range(mi):
-                out_iacc[n_due, s] = table[h, ROW_SLOTS + s]
-            for s in range(mf):
-                out_facc[n_due, s] = ftable[h, ROW_SLOTS + mi + s]
-            n_due += 1
-            table[h, ROW_FIRED] = 1
-        if start <= until - last - lateness:
-            table[h, ROW_SEQ] = -1
-            removed += 1
-            continue
-        if table[h, ROW_FIRED] != 0:
-            if start < min_fired:
-                min_fired = start
-        elif start < min_start:
-            min_start = start
-        j = _home(table, start, table[h, ROW_KEY])
-        while j != h and table[j, ROW_SEQ] >= 0:
-            j = (j + 1) & mask
-        if j != h:  # an earlier row of its probe path was emptied: move there
-            table[j, :] = table[h, :]
-            table[h, ROW_SEQ] = -1
-    state[LIVE] -= removed
-    state[MIN_START] = min_start
-    state[MIN_FIRED] = min_fired
-    return n_due
-
-
 def hash_aggregate_fire_reference(
     panes: dict[tuple[int, int], list[Any]], size: int, lateness: int, until: int
 ) -> list[tuple[int, int]]:
-    """Twin of ``hash_aggregate_fire`` on a dict ``(start, key) ->
+    """Twin of ``pane_log.log_fire`` (with its firing order) on a dict ``(start, key) ->
     [seq, count, fired, ...]``: the due panes in firing order (by start, then seq); marks
     them fired and removes the panes past their cleanup time."""
     due = sorted(
@@ -1291,43 +1010,6 @@ def hash_aggregate_fire_reference(
     for pane in [p for p in panes if p[0] + size - 1 + lateness <= until]:
         del panes[pane]
     return due
-
-
-@njit(cache=True)
-def firing_order(starts: Int64Array, seqs: Int64Array, slide: int, order: Int64Array) -> bool:
-    """Write to ``order`` the permutation sorting panes by window start, then creation
-    (``seqs`` unique): a counting sort by seq, then a stable counting sort by window index
-    (starts differ by multiples of ``slide``), O(panes + seq span + windows). False (and
-    ``order`` unset) when the spans are too wide for that; the caller then sorts."""
-    n = starts.shape[0]
-    if n == 0:
-        return True
-    lo, hi = starts[0], starts[0]
-    first, top = seqs[0], seqs[0]
-    for i in range(n):
-        lo = min(lo, starts[i])
-        hi = max(hi, starts[i])
-        first = min(first, seqs[i])
-        top = max(top, seqs[i])
-    windows = (hi - lo) // slide + 1
-    span = top - first + 1
-    if span > 4 * n + 1024 or windows > n + 1024:
-        return False
-    by_seq = np.full(span, -1, np.int64)
-    for i in range(n):
-        by_seq[seqs[i] - first] = i
-    counts = np.zeros(windows + 1, np.int64)
-    for i in range(n):
-        counts[(starts[i] - lo) // slide + 1] += 1
-    for w in range(windows):
-        counts[w + 1] += counts[w]
-    for p in range(span):
-        i = by_seq[p]
-        if i >= 0:
-            w = (starts[i] - lo) // slide
-            order[counts[w]] = i
-            counts[w] += 1
-    return True
 
 
 # ----------------------------------------------------------------------------- two-phase aggregation

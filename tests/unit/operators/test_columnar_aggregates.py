@@ -223,11 +223,11 @@ def test_many_open_windows_of_few_keys_stay_in_the_dense_arrays() -> None:
     assert run.records() == expected
 
 
-def test_a_hash_table_keeps_its_size_after_a_burst_and_shrinks_once_bursts_are_over() -> None:
+def test_the_pane_log_keeps_its_size_after_a_burst_and_shrinks_once_bursts_are_over() -> None:
     from weir.operators.window import aggregates as ag
     from weir.operators.window import kernels as wk
 
-    panes = ag._AggregateHashPanes(1, 0, 10, 10, 0)
+    panes = ag._AggregatePaneLog(1, 0, 10, 10, 0)
     ops = (np.array([wk.SUM], np.int64), np.empty(0, np.int64))
 
     def fold(times: np.ndarray, keys: np.ndarray) -> None:
@@ -238,15 +238,15 @@ def test_a_hash_table_keeps_its_size_after_a_burst_and_shrinks_once_bursts_are_o
 
     burst = np.arange(100_000, dtype=np.int64)
     fold(np.zeros(len(burst), np.int64), burst)  # 100,000 panes of window [0, 10)
-    big = len(panes.table)
+    big = len(panes.rows)
     assert big >= 200_000
     assert panes.take(9, 0) is not None and panes.live == 0
-    assert len(panes.table) == big  # kept for the next burst
+    assert len(panes.rows) == big  # kept for the next burst
     for firing in range(1, ag.SPARSE_FIRINGS + 1):
         start = 10 * firing
         fold(np.array([start, start], np.int64), np.array([1, 2], np.int64))  # a quiet stretch
         due = panes.take(start + 9, 0)
         assert due is not None and len(due) == 2
         if firing < ag.SPARSE_FIRINGS:
-            assert len(panes.table) == big, firing
-    assert len(panes.table) < big // 16  # bursts are over: the firing no longer sweeps a big table
+            assert len(panes.rows) == big, firing
+    assert len(panes.rows) < big // 16  # bursts are over: no big index to clear at every firing

@@ -1,0 +1,381 @@
+"""The panes of an ``Aggregates`` window in creation order, found through a small hash index.
+
+Theory of operation
+-------------------
+Once an ``Aggregates`` window has too many keys and windows for dense arrays
+(``aggregates._AggregatePanes.outgrows``), its panes live here. A pane is a row of one int64
+array, ``rows``, laid out as ``kernels``' hash store rows are (window start, key, creation
+seq, count, ``fired``, then the int64 slots and the float64 slots, read through ``frows``, a
+float64 view of the same memory), kept in the order the panes were created, packed. A
+separate open-addressing ``index`` of int64 entries (the top 32 bits of the pane's hash over
+row + 1; 0 empty; linear probing; twice as many entries as ``rows`` has rows) finds a pane's
+row, and a probe reads a row only when the hash's top bits match.
+
+Why not one hash table of rows: a table at most half full sweeps, zeroes and rehashes twice
+the rows it holds, and every access lands anywhere in it. At 10,000 keys and windows of
+1,000 records a window task holds half a million to a million panes between two
+watermarks; their table was 50-100 MB, past the CPU's caches, and growing it, sweeping it
+at every firing and sorting the fired panes back into creation order were most of the
+window's time. Here:
+
+- a record probes the index (8 bytes an entry), then touches its pane's row, which for
+  event time in order is among the last rows created, so cached;
+- a new pane is appended; growing copies the rows in one pass and rebuilds the index;
+- firing reads the rows in order, so the panes it fires come out in creation order and
+  only need a stable bucket sort by window (``by_window``) into firing order;
+- a pane past its cleanup time is marked dead (seq -1) and stays in the index as a
+  tombstone (probes run past it) until the next compaction (``compact``), which happens
+  when the rows are full and at least half of them are dead, or when none is live.
+
+Records never meet a dead pane's key again: a pane dies at its cleanup time, and a record
+of that window is late by then and skipped before any probe (``check_late``); processing
+time windows only take records for windows that have not fired.
+
+The kernels are held to ``kernels.aggregate_reference`` and
+``kernels.hash_aggregate_fire_reference`` by ``tests/property/test_aggregates_properties.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from numba import njit
+
+from weir.operators.window import kernels as wk
+from weir.operators.window.kernels import (
+    FIRES,
+    LAST,
+    LIVE,
+    MAX,
+    MIN,
+    MIN_FIRED,
+    MIN_START,
+    NEW,
+    NO_START,
+    ROW_COUNT,
+    ROW_FIRED,
+    ROW_KEY,
+    ROW_SEQ,
+    ROW_SLOTS,
+    ROW_START,
+    SEQ,
+    SUM,
+)
+
+Int64Array = npt.NDArray[np.int64]
+
+#: Slots of the log's ``state`` past ``kernels``' (``LIVE``, ``MIN_START``, ``NEW``, ``SEQ``,
+#: ``MIN_FIRED``, ``FIRES``): rows used (live and dead), and dead rows among them.
+ROWS, DEAD = 6, 7
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def log_state() -> np.ndarray:
+    """The ``state`` of an empty log."""
+    return np.array([0, NO_START, 0, 0, NO_START, 0, 0, 0], np.int64)
+
+
+@njit(cache=True, inline="always")
+def _hash(start: Any, key: Any) -> Any:
+    return wk._mix(np.uint64(start) * _GOLDEN ^ np.uint64(key))
+
+
+@njit(cache=True, inline="always")
+def _entry(x: Any, r: Any) -> Any:
+    """An index entry: the hash's top 32 bits over row + 1 (never 0)."""
+    return np.int64((x >> np.uint64(32)) << np.uint64(32)) | (r + 1)
+
+
+@njit(cache=True, inline="always")
+def _find(index: Any, rows: Any, start: Any, key: Any) -> Any:
+    """(index entry, row, entry to write) of live pane (start, key), or (the empty entry
+    where it would go, -1, the entry to write there for row 0). An entry keeps the top of the
+    pane's hash, so a probe reads a row only when the tops match."""
+    mask = index.shape[0] - 1
+    x = _hash(start, key)
+    h = np.int64(x & np.uint64(mask))
+    top = np.int64((x >> np.uint64(32)) << np.uint64(32))
+    while True:
+        e = index[h]
+        if e == 0:
+            return h, -1, top
+        if (e & np.int64(-4294967296)) == top:
+            r = (e & np.int64(0xFFFFFFFF)) - 1
+            if rows[r, ROW_SEQ] >= 0 and rows[r, ROW_START] == start and rows[r, ROW_KEY] == key:
+                return h, r, top
+        h = (h + 1) & mask
+
+
+@njit(cache=True)
+def rebuild_index(rows: Any, n_rows: int, index: Any) -> None:
+    """``index`` anew for the live rows of ``rows[:n_rows]``."""
+    index[:] = 0
+    mask = index.shape[0] - 1
+    for r in range(n_rows):
+        if rows[r, ROW_SEQ] < 0:
+            continue
+        x = _hash(rows[r, ROW_START], rows[r, ROW_KEY])
+        h = np.int64(x & np.uint64(mask))
+        while index[h] != 0:
+            h = (h + 1) & mask
+        index[h] = _entry(x, r)
+
+
+@njit(cache=True)
+def compact(rows: Any, n_rows: int, out: Any) -> int:
+    """Copy the live rows of ``rows[:n_rows]`` to the start of ``out`` (may be ``rows``), in
+    order; returns how many."""
+    m = 0
+    for r in range(n_rows):
+        if rows[r, ROW_SEQ] >= 0:
+            out[m, :] = rows[r, :]
+            m += 1
+    return m
+
+
+@njit(cache=True)
+def log_aggregate(
+    times: Int64Array,
+    keys: Int64Array,
+    ivals: Any,
+    fvals: Any,
+    weights: Int64Array,
+    iops: Int64Array,
+    fops: Int64Array,
+    size: int,
+    slide: int,
+    offset: int,
+    watermark: int,
+    lateness: int,
+    check_late: bool,
+    rows: Any,
+    frows: Any,
+    index: Any,
+    state: Int64Array,
+    new_positions: Int64Array,
+    landed: npt.NDArray[np.bool_],
+    fire_start: Int64Array,
+    fire_key: Int64Array,
+    fire_count: Int64Array,
+    fire_iacc: Any,
+    fire_facc: Any,
+) -> None:
+    """``kernels.hash_aggregate`` on the log: fold every slot of every record into its panes
+    in arrival order, appending the panes it creates. The caller leaves room in ``rows`` (and
+    so in ``index``) for every pane the call may create."""
+    n = times.shape[0]
+    mi = iops.shape[0]
+    mf = fops.shape[0]
+    weighted = weights.shape[0] > 0
+    fs = ROW_SLOTS + mi
+    live = state[LIVE]
+    min_start = state[MIN_START]
+    min_fired = state[MIN_FIRED]
+    seq = state[SEQ]
+    used = state[ROWS]
+    fresh = 0
+    fires = 0
+    cached_t0 = np.int64(1)
+    cached_t1 = np.int64(0)
+    cached_start = np.int64(0)
+    for i in range(n):
+        t = times[i]
+        k = keys[i]
+        if cached_t0 <= t < cached_t1:
+            start = cached_start
+        else:
+            start = t - (t - offset) % slide
+            cached_start = start
+            cached_t0 = start
+            cached_t1 = start + slide
+        hit = False
+        while start > t - size:
+            end = start + size - 1
+            if check_late and end + lateness <= watermark:
+                break  # this window is late, and so is every earlier one of this record
+            hit = True
+            behind = check_late and end <= watermark
+            h, r, top = _find(index, rows, start, k)
+            if r < 0:
+                r = used
+                used += 1
+                index[h] = top | (r + 1)
+                rows[r, ROW_START] = start
+                rows[r, ROW_KEY] = k
+                rows[r, ROW_SEQ] = seq
+                rows[r, ROW_FIRED] = 0
+                rows[r, ROW_COUNT] = 0
+                seq += 1
+                live += 1
+                new_positions[fresh] = i
+                fresh += 1
+                if not behind and start < min_start:
+                    min_start = start
+            c = rows[r, ROW_COUNT]
+            if behind:
+                rows[r, ROW_FIRED] = 1
+                if start < min_fired:
+                    min_fired = start
+            for s in range(mi):
+                op = iops[s]
+                v = ivals[i, s]
+                col = ROW_SLOTS + s
+                if c == 0 or op == LAST:
+                    rows[r, col] = v
+                elif op == SUM:
+                    rows[r, col] = rows[r, col] + v
+                elif (op == MIN and v < rows[r, col]) or (op == MAX and v > rows[r, col]):
+                    rows[r, col] = v
+            for s in range(mf):
+                op = fops[s]
+                fv = fvals[i, s]
+                col = fs + s
+                if c == 0 or op == LAST:
+                    frows[r, col] = fv
+                elif op == SUM:
+                    frows[r, col] = frows[r, col] + fv
+                elif (op == MIN and fv < frows[r, col]) or (op == MAX and fv > frows[r, col]):
+                    frows[r, col] = fv
+            c += weights[i] if weighted else 1
+            rows[r, ROW_COUNT] = c
+            if behind:  # fired already: fire again
+                fire_start[fires] = start
+                fire_key[fires] = k
+                fire_count[fires] = c
+                for s in range(mi):
+                    fire_iacc[fires, s] = rows[r, ROW_SLOTS + s]
+                for s in range(mf):
+                    fire_facc[fires, s] = frows[r, fs + s]
+                fires += 1
+            start -= slide
+        landed[i] = hit
+    state[LIVE] = live
+    state[MIN_START] = min_start
+    state[MIN_FIRED] = min_fired
+    state[NEW] = fresh
+    state[SEQ] = seq
+    state[FIRES] = fires
+    state[ROWS] = used
+
+
+@njit(cache=True)
+def log_insert(
+    rows: Any,
+    frows: Any,
+    index: Any,
+    starts: Int64Array,
+    keys: Int64Array,
+    counts: Int64Array,
+    fired: npt.NDArray[np.bool_],
+    iaccs: Any,
+    faccs: Any,
+    state: Int64Array,
+    seqs: Int64Array,
+) -> None:
+    """``kernels.hash_aggregate_insert`` on the log: append panes given as columns, in order;
+    ``seqs[j]`` is the seq pane ``j`` got, or -1 if it existed (then only its ``fired`` flag
+    may be set)."""
+    mi = iaccs.shape[1]
+    mf = faccs.shape[1]
+    for j in range(starts.shape[0]):
+        start = starts[j]
+        seqs[j] = -1
+        if fired[j]:
+            if start < state[MIN_FIRED]:
+                state[MIN_FIRED] = start
+        elif start < state[MIN_START]:
+            state[MIN_START] = start
+        h, r, top = _find(index, rows, start, keys[j])
+        if r >= 0:
+            if fired[j]:
+                rows[r, ROW_FIRED] = 1
+            continue
+        r = state[ROWS]
+        state[ROWS] += 1
+        index[h] = top | (r + 1)
+        seqs[j] = state[SEQ]
+        rows[r, ROW_START] = start
+        rows[r, ROW_KEY] = keys[j]
+        rows[r, ROW_SEQ] = state[SEQ]
+        rows[r, ROW_COUNT] = counts[j]
+        rows[r, ROW_FIRED] = 1 if fired[j] else 0
+        for s in range(mi):
+            rows[r, ROW_SLOTS + s] = iaccs[j, s]
+        for s in range(mf):
+            frows[r, ROW_SLOTS + mi + s] = faccs[j, s]
+        state[SEQ] += 1
+        state[LIVE] += 1
+
+
+@njit(cache=True)
+def log_fire(rows: Any, size: int, lateness: int, until: int, due: Int64Array, state: Int64Array) -> int:
+    """Fire the log up to time ``until`` in one pass over its rows: the rows of the panes that
+    have not fired and whose ``max_timestamp`` is at or before ``until`` go to ``due`` (in
+    creation order; returns how many) and are marked fired; panes past their cleanup time
+    (``max_timestamp + lateness <= until``) are marked dead; ``LIVE``, ``DEAD``,
+    ``MIN_START`` and ``MIN_FIRED`` follow."""
+    last = size - 1
+    n_due = 0
+    removed = 0
+    min_start = NO_START
+    min_fired = NO_START
+    for r in range(state[ROWS]):
+        if rows[r, ROW_SEQ] < 0:
+            continue
+        start = rows[r, ROW_START]
+        if rows[r, ROW_FIRED] == 0 and start <= until - last:
+            due[n_due] = r
+            n_due += 1
+            rows[r, ROW_FIRED] = 1
+        if start <= until - last - lateness:
+            rows[r, ROW_SEQ] = -1
+            removed += 1
+            continue
+        if rows[r, ROW_FIRED] != 0:
+            if start < min_fired:
+                min_fired = start
+        elif start < min_start:
+            min_start = start
+    state[LIVE] -= removed
+    state[DEAD] += removed
+    state[MIN_START] = min_start
+    state[MIN_FIRED] = min_fired
+    return n_due
+
+
+@njit(cache=True)
+def by_window(starts: Int64Array, slide: int, order: Int64Array) -> bool:
+    """Write to ``order`` the stable permutation sorting ``starts`` (window starts, which
+    differ by multiples of ``slide``) by window: a counting sort, O(n + windows). False (and
+    ``order`` unset) when the windows span too far for that; the caller then sorts."""
+    n = starts.shape[0]
+    if n == 0:
+        return True
+    lo, hi = starts[0], starts[0]
+    for i in range(n):
+        lo = min(lo, starts[i])
+        hi = max(hi, starts[i])
+    windows = (hi - lo) // slide + 1
+    if windows > 4 * n + 1024:
+        return False
+    counts = np.zeros(windows + 1, np.int64)
+    for i in range(n):
+        counts[(starts[i] - lo) // slide + 1] += 1
+    for w in range(windows):
+        counts[w + 1] += counts[w]
+    for i in range(n):
+        w = (starts[i] - lo) // slide
+        order[counts[w]] = i
+        counts[w] += 1
+    return True
+
+
+def firing_order(starts: np.ndarray, slide: int) -> np.ndarray:
+    """The stable order of ``starts`` by window (``by_window``, else a stable argsort)."""
+    order = np.empty(len(starts), np.int64)
+    if by_window(starts, slide, order):
+        return order
+    return np.argsort(starts, kind="stable")

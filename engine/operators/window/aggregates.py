@@ -413,9 +413,13 @@ class _AggregatePanes(_DensePanes):
 
     def outgrows(self, cells: int) -> bool:
         """Whether arrays of ``cells`` cells are too big and too empty: past ``DENSE_CELLS``
-        while fewer than a quarter of them would hold a live pane (the hash table then
-        needs less memory)."""
-        return cells > vector.DENSE_CELLS and 4 * self.live < cells
+        while fewer than a quarter of them would hold a live pane (the pane log then needs
+        less memory), or past an eighth of it while fewer than a sixteenth would (so sparse
+        that they will outgrow it: moving the panes now moves fewer of them)."""
+        live = self.live
+        return (cells > vector.DENSE_CELLS and 4 * live < cells) or (
+            8 * cells > vector.DENSE_CELLS and 16 * live < cells
+        )
 
     def _collect(self, windows: np.ndarray, clear: np.ndarray) -> PaneColumns:
         """The panes of window slots ``windows``, window by window, each in creation order."""
@@ -578,12 +582,13 @@ class _AggregatePaneLog(_PaneStore):
         """Rows ``rows`` (in creation order) as pane columns, in firing order (windows by
         start, then creation)."""
         table, slots = self.rows, wk.ROW_SLOTS
-        rows = rows[pl.firing_order(table[rows, wk.ROW_START], self.slide)]
-        picked = table[rows]
+        starts = table[rows, wk.ROW_START]
+        order = pl.firing_order(starts, self.slide)
+        rows = rows[order]
         return PaneColumns(
-            picked[:, wk.ROW_START].copy(), picked[:, wk.ROW_KEY].copy(), picked[:, wk.ROW_COUNT].copy(),
-            (picked[:, slots : slots + self.mi].copy(), picked[:, slots + self.mi :].view(np.float64).copy()),
-            None, picked[:, wk.ROW_FIRED] != 0 if with_fired else None,
+            starts[order], table[rows, wk.ROW_KEY], table[rows, wk.ROW_COUNT],
+            (table[rows, slots : slots + self.mi], self.frows[rows, slots + self.mi :]),
+            None, table[rows, wk.ROW_FIRED] != 0 if with_fired else None,
         )  # fmt: skip
 
     def next_end(self) -> int | None:

@@ -46,10 +46,7 @@ from numba import njit
 from weir.operators.window import kernels as wk
 from weir.operators.window.kernels import (
     FIRES,
-    LAST,
     LIVE,
-    MAX,
-    MIN,
     MIN_FIRED,
     MIN_START,
     NEW,
@@ -61,7 +58,6 @@ from weir.operators.window.kernels import (
     ROW_SLOTS,
     ROW_START,
     SEQ,
-    SUM,
 )
 
 Int64Array = npt.NDArray[np.int64]
@@ -220,25 +216,11 @@ def log_aggregate(
                 if start < min_fired:
                     min_fired = start
             for s in range(mi):
-                op = iops[s]
-                v = ivals[i, s]
                 col = ROW_SLOTS + s
-                if c == 0 or op == LAST:
-                    rows[r, col] = v
-                elif op == SUM:
-                    rows[r, col] = rows[r, col] + v
-                elif (op == MIN and v < rows[r, col]) or (op == MAX and v > rows[r, col]):
-                    rows[r, col] = v
+                rows[r, col] = ivals[i, s] if c == 0 else wk._folded(iops[s], rows[r, col], ivals[i, s])
             for s in range(mf):
-                op = fops[s]
-                fv = fvals[i, s]
                 col = fs + s
-                if c == 0 or op == LAST:
-                    frows[r, col] = fv
-                elif op == SUM:
-                    frows[r, col] = frows[r, col] + fv
-                elif (op == MIN and fv < frows[r, col]) or (op == MAX and fv > frows[r, col]):
-                    frows[r, col] = fv
+                frows[r, col] = fvals[i, s] if c == 0 else wk._folded(fops[s], frows[r, col], fvals[i, s])
             c += weights[i] if weighted else 1
             rows[r, ROW_COUNT] = c
             if behind:  # fired already: fire again

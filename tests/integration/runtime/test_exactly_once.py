@@ -289,9 +289,12 @@ async def check_case_under_failures(
     result, master = await (run or run_job)(env, job_graph)
     assert result.status.name == "FINISHED", result.failure
     injected = result.accumulators["injected_failures"]
-    assert master.restarts >= failures and len(injected) >= failures, (
-        f"{case}: only {len(injected)} injected failures ({master.restarts} restarts) before the job ended; "
-        f"the job is too short for {failures}: {injected}"
+    # faults in two processes can strike one attempt before the JobManager restarts it, and
+    # then one restart recovers from both (as one failover of a region does in Flink)
+    failed_attempts = {re.search(r"\(attempt (\d+),", line).group(1) for line in injected}  # type: ignore[union-attr]
+    assert len(injected) >= failures and master.restarts >= len(failed_attempts), (
+        f"{case}: only {len(injected)} injected failures in {len(failed_attempts)} attempts "
+        f"({master.restarts} restarts) before the job ended; the job is too short for {failures}: {injected}"
     )
     kinds = Counter(re.search(r"fault \d+ ([a-z-]+)\)", line).group(1) for line in injected)  # type: ignore[union-attr]
     assert len(kinds) >= (4 if damage else 2), f"{case}: the failures were not varied: {kinds}"

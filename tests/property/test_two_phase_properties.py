@@ -175,6 +175,9 @@ def test_the_local_phase_passes_records_through_once_a_sample_shows_combining_do
     passed = distinct.flush()
     assert passed is not None and list(passed.values) == [(1, 1, 10)] * 3
     assert passed.timestamps.tolist() == [0, 1, 2]
+    # a record whose slice ends at or behind the watermark may fire its window again: at once
+    late = distinct.add(batch([4, 5]), 999)
+    assert [list(b.values) for b in late] == [[(4, 1, 40), (5, 1, 50)]]
 
     repeated = two_phase.LocalAggregator(layout, "test", sampling=8, distinct_rate=0.5)
     repeated.add(batch([1, 2, 1, 2]), -(1 << 63))

@@ -249,8 +249,12 @@ class LocalAggregator:
         if self.passing_through:
             self._passed.append(self._rows_of_their_own(keys, ivals, fvals, times))
             self._passed_rows += n
-            if self.hold and self._passed_rows < self.capacity:
-                return []
+            slide, offset = layout.slide, layout.offset
+            behind = times.min(initial=0) == NO_TIMESTAMP or bool(
+                (times - (times - offset) % slide + (slide - 1) <= watermark).any()
+            )
+            if self.hold and self._passed_rows < self.capacity and not behind:
+                return []  # held as combined rows are; a record behind the watermark goes at once
             flushed = self.flush()
             return [] if flushed is None else [flushed]
         made_before = self.held

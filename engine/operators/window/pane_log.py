@@ -19,7 +19,9 @@ at every firing and sorting the fired panes back into creation order were most o
 window's time. Here:
 
 - a record probes the index (8 bytes an entry), then touches its pane's row, which for
-  event time in order is among the last rows created, so cached;
+  event time in order is among the last rows created, so cached; a first pass over the
+  batch loads every record's home entry, loads that do not wait for one another, so the
+  probes find the index's lines cached;
 - a new pane is appended; growing copies the rows in one pass and rebuilds the index;
 - firing reads the rows in order, so the panes it fires come out in creation order and
   only need a stable bucket sort by window (``by_window``) into firing order;

@@ -511,7 +511,7 @@ class _AggregatePaneLog(_PaneStore):
         """Take ``rows`` (its first ``state[ROWS]`` rows in use) and index them anew."""
         self.rows = rows
         self.frows = rows.view(np.float64)
-        self.index = np.zeros(2 * len(rows), np.int64)
+        self.index = np.empty(2 * len(rows), np.int64)  # rebuild_index clears it
         pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index)
 
     @property

@@ -70,7 +70,7 @@ ROWS, DEAD = 6, 7
 #: a slot the kernel writes what it touched to, so the loads are not optimised away
 TOUCHED = 8
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_GOLDEN = wk._GOLDEN
 
 
 def log_state() -> np.ndarray:

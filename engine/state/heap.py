@@ -73,7 +73,15 @@ from weir.state.backend import (
     SnapshotEntry,
     StateMetaInfo,
 )
-from weir.state.serde import decode_key, decode_value, encode_key, encode_many, encode_rows, encode_value
+from weir.state.serde import (
+    INT_ROWS_CHUNK,
+    IntRows,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_many,
+    encode_value,
+)
 
 __all__ = ["HeapKeyedStateBackend", "PendingHeapSnapshot"]
 
@@ -592,36 +600,34 @@ class PendingHeapSnapshot(PendingKeyedStateSnapshot):
     def _packed(self) -> PackedKeyedStateSnapshot | None:
         from weir.state.state_file import pack_uniform_entries
 
-        name = None
-        keys: list[Any] = []
-        values: list[Any] = []
-        groups: list[np.ndarray] = []
-        for idx, held in self._parts.items():
-            for state, table in held:
-                if not table:
-                    continue
-                if name is None:
-                    name = state
-                if (
-                    state != name
-                    or self._kinds[state] in ("list", "map")
-                    or self._limits.get(state) is not None
-                ):
-                    return None
-                if set(map(itemgetter(1), table)) != {None}:
-                    return None
-                keys.extend(map(itemgetter(0), table))
-                values.extend(table.values())
-                groups.append(np.full(len(table), idx + self._start_kg, np.int32))
-        if name is None:
+        names = {state for held in self._parts.values() for state, table in held if table}
+        if len(names) != 1:
             return None
-        key_rows, value_rows = encode_rows(keys), encode_rows(values)
+        (name,) = names
+        if self._kinds[name] in ("list", "map") or self._limits.get(name) is not None:
+            return None
+        tables = [(idx, table) for idx, held in self._parts.items() for _, table in held if table]
+        n = sum(len(table) for _, table in tables)
+        (first_key, _), first_value = next(iter(tables[0][1].items()))
+        keys, values = IntRows(n, first_key), IntRows(n, first_value)
+        step = INT_ROWS_CHUNK  # a chunk's objects are read by every check while in the cache
+        for _, table in tables:
+            kns, stored = list(table), list(table.values())
+            for at in range(0, len(kns), step):
+                chunk = kns[at : at + step]
+                if set(map(itemgetter(1), chunk)) != {None}:
+                    return None
+                if not keys.add(list(map(itemgetter(0), chunk))) or not values.add(stored[at : at + step]):
+                    return None
+        key_rows, value_rows = keys.rows(), values.rows()
         if key_rows is None or value_rows is None:
             return None
-        n = len(keys)
+        groups = np.repeat(
+            np.array([idx + self._start_kg for idx, _ in tables], np.int32), [len(t) for _, t in tables]
+        )
         namespaces = np.broadcast_to(np.frombuffer(_VOID_BYTES, dtype=np.uint8), (n, len(_VOID_BYTES)))
         number_of_groups, packed = pack_uniform_entries(
-            np.concatenate(groups), key_rows, namespaces, np.zeros(n, np.int64), value_rows
+            groups, key_rows, namespaces, np.zeros(n, np.int64), value_rows
         )
         e = self._empty
         return PackedKeyedStateSnapshot(

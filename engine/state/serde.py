@@ -270,33 +270,70 @@ def encode_rows(values: Sequence[Any]) -> np.ndarray | None:
     """``encode_many(values)`` as one row of bytes per value (an ``(n, width)`` uint8 array)
     when every value is an int64 int, or every one a tuple of one length of int64 ints;
     else None."""
-    n = len(values)
-    if not n:
+    if not values:
         return None
-    # the checks are C-level loops (``set(map(...))``): a snapshot's million panes pass them
-    first = values[0]
-    if type(first) is int:
-        if set(map(type, values)) == {int}:
-            ints = _int64s(values)
-            if ints is not None:
-                return _int_columns(ints.reshape(n, 1), b"")
-    elif type(first) is tuple:
-        width = len(first)
-        if 0 < width <= 64 and set(map(type, values)) == {tuple} and set(map(len, values)) == {width}:
-            flat = list(chain.from_iterable(values))
-            if set(map(type, flat)) == {int}:
-                ints = _int64s(flat)
-                if ints is not None:
-                    header = b"\x07" + _L.pack(width)
-                    return _int_columns(ints.reshape(n, width), header)
-    return None
+    rows = IntRows(len(values), values[0])
+    return rows.rows() if rows.add(values) else None
 
 
-def _int64s(values: Sequence[int]) -> np.ndarray | None:
+#: values an ``IntRows`` chunk should hold: its objects stay in the cache between the checks
+#: and the copy (a million scattered objects read once per pass cost a cache miss each time)
+INT_ROWS_CHUNK = 512
+
+
+class IntRows:
+    """``encode_rows`` of ``n`` values handed over a chunk at a time (``add``), the first one
+    ``first``: the type checks and the copy of a chunk read its objects while they are in the
+    cache, so values scattered over the heap (a state's dicts) cost one cache miss each,
+    not one per pass. Chunks of ``INT_ROWS_CHUNK`` values suit it best."""
+
+    def __init__(self, n: int, first: Any) -> None:
+        self._at = 0
+        self._width = 0 if type(first) is int else len(first) if type(first) is tuple else -1
+        self._ints: np.ndarray | None = None
+        if self._width == 0 or 0 < self._width <= 64:
+            self._ints = np.empty((n, max(self._width, 1)), dtype=np.int64)
+
+    def add(self, chunk: Sequence[Any]) -> bool:
+        """Append ``chunk``; False (and no rows) when a value is not of the first one's kind."""
+        ints, width, at = self._ints, self._width, self._at
+        c = len(chunk)
+        if ints is None or at + c > len(ints):
+            self._ints = None
+            return False
+        # the checks are C-level loops (``set(map(...))``), as is the copy
+        if width == 0:
+            flat = chunk
+            ok = set(map(type, chunk)) == {int}
+        else:
+            ok = set(map(type, chunk)) == {tuple} and set(map(len, chunk)) == {width}
+            flat = list(chain.from_iterable(chunk)) if ok else []
+            ok = ok and set(map(type, flat)) == {int}
+        w = ints.shape[1]
+        copied = ok and _int64s(flat, ints.reshape(-1)[at * w : (at + c) * w])
+        if not copied:
+            self._ints = None
+            return False
+        self._at = at + c
+        return True
+
+    def rows(self) -> np.ndarray | None:
+        """The rows, once every value was added; None when one did not fit."""
+        ints = self._ints
+        if ints is None or self._at != len(ints):
+            return None
+        if self._width == 0:
+            return _int_columns(ints, b"")
+        return _int_columns(ints, b"\x07" + _L.pack(self._width))
+
+
+def _int64s(values: Sequence[int], out: np.ndarray) -> bool:
+    """Copy ``values`` into ``out``; False when one is outside int64 (it has its own tag)."""
     try:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
+        out[:] = np.fromiter(values, dtype=np.int64, count=len(values))
     except OverflowError:
-        return None  # an int outside int64 has its own tag: one by one
+        return False
+    return True
 
 
 def _int_columns(ints: np.ndarray, header: bytes) -> np.ndarray:

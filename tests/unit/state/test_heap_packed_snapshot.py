@@ -34,8 +34,8 @@ def _in_a_child(work: Callable[[], bytes]) -> bytes:
     return b"".join(chunks)
 
 
-def _backend(fill: Callable[[HeapKeyedStateBackend], None]) -> HeapKeyedStateBackend:
-    backend = HeapKeyedStateBackend("op", 128, KeyGroupRange(0, 127))
+def _backend(fill: Callable[[HeapKeyedStateBackend], None], max_parallelism: int) -> HeapKeyedStateBackend:
+    backend = HeapKeyedStateBackend("op", max_parallelism, KeyGroupRange(0, max_parallelism - 1))
     fill(backend)
     return backend
 
@@ -78,6 +78,22 @@ def _text(backend: HeapKeyedStateBackend) -> None:
     backend.get_state(ReducingStateDescriptor("sum", lambda a, b: a)).add(("x", 1))
 
 
+def _odd_value(value: Any) -> Callable[[HeapKeyedStateBackend], None]:
+    """The sums, and one more key (the last one added, so in a late chunk) holding ``value``."""
+
+    def fill(backend: HeapKeyedStateBackend) -> None:
+        backend.set_current_key(10**6)
+        backend.get_state(ReducingStateDescriptor("sum", lambda a, b: a)).add(value)
+
+    return _with(fill)
+
+
+def _int_keys_and_tuple_key(backend: HeapKeyedStateBackend) -> None:
+    backend.set_current_key((1, 2))
+    backend.get_state(ReducingStateDescriptor("sum", lambda a, b: a)).add((1, 2))
+
+
+@pytest.mark.parametrize("max_parallelism", [128, 1])
 @pytest.mark.parametrize(
     ("fill", "packs"),
     [
@@ -86,10 +102,17 @@ def _text(backend: HeapKeyedStateBackend) -> None:
         (_with(_second_value), False),
         (_with(_ttl), False),
         (_with(_text), False),
+        (_odd_value((1, True)), False),
+        (_odd_value((1, 2**70)), False),
+        (_odd_value((1, 2, 3)), False),
+        (_odd_value((1, 2.0)), False),
+        (_odd_value((-(2**63), 2**63 - 1)), True),
+        (_with(_int_keys_and_tuple_key), False),
     ],
 )
-def test_the_packed_state_file_is_the_entry_by_entry_one(fill: Any, packs: bool) -> None:
-    backend = _backend(fill)
+def test_the_packed_state_file_is_the_entry_by_entry_one(fill: Any, packs: bool, max_parallelism: int) -> None:
+    """At max parallelism 1 every key is in one table, so an odd value sits in a later chunk."""
+    backend = _backend(fill, max_parallelism)
     pending = backend.snapshot_async()
 
     def both() -> bytes:

@@ -110,7 +110,9 @@ def _int_keys_and_tuple_key(backend: HeapKeyedStateBackend) -> None:
         (_with(_int_keys_and_tuple_key), False),
     ],
 )
-def test_the_packed_state_file_is_the_entry_by_entry_one(fill: Any, packs: bool, max_parallelism: int) -> None:
+def test_the_packed_state_file_is_the_entry_by_entry_one(
+    fill: Any, packs: bool, max_parallelism: int
+) -> None:
     """At max parallelism 1 every key is in one table, so an odd value sits in a later chunk."""
     backend = _backend(fill, max_parallelism)
     pending = backend.snapshot_async()

@@ -79,6 +79,7 @@ from pathlib import Path
 from typing import Any
 
 import lmdb
+import numpy as np
 
 from weir.core.state import (
     AggregatingState,
@@ -104,6 +105,7 @@ from weir.state.backend import (
     KeyedStateBackend,
     KeyedStateBackendStatistics,
     KeyedStateSnapshot,
+    PackedKeyedStateSnapshot,
     PendingKeyedStateSnapshot,
     ReducingStateLogic,
     SnapshotEntry,
@@ -288,9 +290,27 @@ def _never_closing() -> bool:
 class PendingLmdbSnapshot(PendingKeyedStateSnapshot):
     """A full snapshot whose entries are read from a pinned view (``PinnedView``)."""
 
-    def __init__(self, view: PinnedView, entries: int = 0) -> None:
+    def __init__(
+        self,
+        view: PinnedView,
+        entries: int = 0,
+        packed: Callable[..., PackedKeyedStateSnapshot | None] | None = None,
+    ) -> None:
         self._view = view
         self._entries = entries
+        self._packed = packed  # packed(txn, dbs): the state file's form from columns, or None
+
+    def for_file(self) -> KeyedStateSnapshot | PackedKeyedStateSnapshot:
+        """What the state file holds: ``result()``, or, in the forked child that pinned the
+        view, the same packed from columns when ``_read_packed`` can (one single-value state,
+        int keys, entries of one width)."""
+        child = self._view._child
+        if self._packed is not None and child is not None and os.getpid() != self._view.owner:
+            _, txn, dbs = child
+            packed = self._packed(txn, dbs)
+            if packed is not None:
+                return packed
+        return self.result()
 
     def __len__(self) -> int:
         """Entries in the backend at the barrier (an estimate of the asynchronous phase's work)."""
@@ -366,6 +386,63 @@ def _read_full(
             key_groups.append((kg, tuple(entries)))
     return KeyedStateSnapshot(
         empty.operator_id, empty.max_parallelism, empty.key_group_range, empty.states, tuple(key_groups)
+    )
+
+
+def _read_packed(
+    rtxn: Any,
+    dbs: dict[str, Any],
+    *,
+    rng: KeyGroupRange,
+    kinds: dict[str, str],
+    limits: dict[str, int],
+    empty: KeyedStateSnapshot,
+) -> PackedKeyedStateSnapshot | None:
+    """``_read_full``'s snapshot in its state-file form, built from columns, when exactly one
+    state holds entries, it is a single-value state without TTL, every key is an encoded int64
+    and every LMDB key and value has one length: an LMDB key is the key group, the key and the
+    namespace, in the order a state file lists them, so its bytes after the key group are the
+    entry's. Else None (``_read_full`` then reads entry by entry)."""
+    from weir.state.state_file import pack_uniform_entries
+
+    held = [name for name, db in dbs.items() if rtxn.stat(db)["entries"]]
+    if len(held) != 1:
+        return None
+    (name,) = held
+    if kinds[name] in ("list", "map") or name in limits:
+        return None
+    cursor = rtxn.cursor(db=dbs[name])
+    keys = list(cursor.iternext(keys=True, values=False))
+    values = list(cursor.iternext(keys=False, values=True))
+    n = len(keys)
+    if n != len(values) or len(set(map(len, keys))) != 1 or len(set(map(len, values))) != 1:
+        return None
+    width = len(keys[0])
+    if width < 2 + 9:
+        return None
+    raw = np.frombuffer(b"".join(keys), dtype=np.uint8).reshape(n, width)
+    if not (raw[:, 2] == _INT_TAG).all():
+        return None
+    groups = raw[:, :2].copy().view(">u2").ravel().astype(np.int32)
+    if groups[0] < rng.start_key_group or groups[-1] > rng.end_key_group:
+        return None  # keys outside the snapshot's range: entry by entry, which skips them
+    namespaces = raw[:, 11:]
+    if (namespaces == namespaces[0]).all():
+        rank = np.zeros(n, np.int64)
+    else:  # the namespaces' byte order (fixed-width byte strings compare as memcmp does here)
+        rank = np.unique(
+            np.ascontiguousarray(namespaces).view(f"S{width - 11}").ravel(), return_inverse=True
+        )[1]
+    value_rows = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, -1)
+    number_of_groups, packed = pack_uniform_entries(groups, raw[:, 2:11], namespaces, rank, value_rows)
+    return PackedKeyedStateSnapshot(
+        empty.operator_id,
+        empty.max_parallelism,
+        empty.key_group_range,
+        empty.states,
+        (name,),
+        number_of_groups,
+        packed,
     )
 
 
@@ -933,7 +1010,8 @@ class LmdbKeyedStateBackend(KeyedStateBackend):
         limits = {name: ttl_now[1] - ttl_now[0] for name, ttl_now in cleanup.items()}
         empty = self._make_snapshot(rng, [])
         view = self._pin_view(names, partial(_read_full, rng=rng, kinds=kinds, limits=limits, empty=empty))
-        return PendingLmdbSnapshot(view, self.number_of_keys())  # O(states): LMDB keeps the counts
+        packed = partial(_read_packed, rng=rng, kinds=kinds, limits=limits, empty=empty)
+        return PendingLmdbSnapshot(view, self.number_of_keys(), packed)  # O(states): LMDB keeps the counts
 
     def _pin_view(self, names: Iterable[str], reader: Callable[..., Any]) -> PinnedView:
         """Pin a read transaction of the committed state for ``reader`` (``PinnedView``).

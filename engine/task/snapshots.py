@@ -56,6 +56,7 @@ def write_operator_snapshots(
     from weir.state.backend import PendingKeyedStateSnapshot
     from weir.state.heap import PendingHeapSnapshot
     from weir.state.incremental import PendingIncrementalSnapshot
+    from weir.state.lmdb_backend import PendingLmdbSnapshot
     from weir.state.panes import _MergedKeyedSnapshot
     from weir.time.timers import PendingTimerSnapshot
 
@@ -64,7 +65,7 @@ def write_operator_snapshots(
     for snap in snapshots:
         keyed = snap.keyed
         shared: tuple[Any, ...] = ()
-        if isinstance(keyed, (_MergedKeyedSnapshot, PendingHeapSnapshot)):
+        if isinstance(keyed, (_MergedKeyedSnapshot, PendingHeapSnapshot, PendingLmdbSnapshot)):
             keyed = keyed.for_file()  # packed from columns where the entries allow it
         elif isinstance(keyed, PendingKeyedStateSnapshot):
             keyed = keyed.result()  # encoded here, off the job's thread (copy-on-write, pinned view)

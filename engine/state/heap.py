@@ -625,10 +625,8 @@ class PendingHeapSnapshot(PendingKeyedStateSnapshot):
         groups = np.repeat(
             np.array([idx + self._start_kg for idx, _ in tables], np.int32), [len(t) for _, t in tables]
         )
-        namespaces = np.broadcast_to(np.frombuffer(_VOID_BYTES, dtype=np.uint8), (n, len(_VOID_BYTES)))
-        number_of_groups, packed = pack_uniform_entries(
-            groups, key_rows, namespaces, np.zeros(n, np.int64), value_rows
-        )
+        void = np.frombuffer(_VOID_BYTES, dtype=np.uint8).reshape(1, -1)
+        number_of_groups, packed = pack_uniform_entries(groups, key_rows, void, None, np.zeros(1), value_rows)
         e = self._empty
         return PackedKeyedStateSnapshot(
             e.operator_id, e.max_parallelism, e.key_group_range, e.states, (name,), number_of_groups, packed

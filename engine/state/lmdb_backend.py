@@ -428,13 +428,16 @@ def _read_packed(
         return None  # keys outside the snapshot's range: entry by entry, which skips them
     namespaces = raw[:, 11:]
     if (namespaces == namespaces[0]).all():
-        rank = np.zeros(n, np.int64)
-    else:  # the namespaces' byte order (fixed-width byte strings compare as memcmp does here)
-        rank = np.unique(
+        table, namespace_of = namespaces[:1], None
+    else:  # the distinct namespaces in byte order (fixed-width byte strings compare as memcmp here)
+        distinct, namespace_of = np.unique(
             np.ascontiguousarray(namespaces).view(f"S{width - 11}").ravel(), return_inverse=True
-        )[1]
+        )
+        table = np.frombuffer(distinct.tobytes(), dtype=np.uint8).reshape(len(distinct), width - 11)
     value_rows = np.frombuffer(b"".join(values), dtype=np.uint8).reshape(n, -1)
-    number_of_groups, packed = pack_uniform_entries(groups, raw[:, 2:11], namespaces, rank, value_rows)
+    number_of_groups, packed = pack_uniform_entries(
+        groups, raw[:, 2:11], table, namespace_of, np.arange(len(table)), value_rows
+    )
     return PackedKeyedStateSnapshot(
         empty.operator_id,
         empty.max_parallelism,

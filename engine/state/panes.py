@@ -55,7 +55,7 @@ from weir.state.backend import (
     SnapshotEntry,
 )
 from weir.state.incremental import run_entry_bytes, run_entry_head
-from weir.state.serde import encode_key, encode_many, encode_rows
+from weir.state.serde import encode_key, encode_many, encode_rows, int64_rows, split_rows
 from weir.state.state_file import pack_uniform_entries, uniform_rows
 from weir.time.timers import PendingTimerSnapshot, Timer, TimerColumns, TimerSnapshot
 
@@ -66,6 +66,18 @@ IMMUTABLE_TYPES = frozenset({int, float, str, bytes, bool, complex, type(None)})
 #: Panes encoded per batch in the asynchronous phase (the job's thread gets the GIL between batches).
 BATCH = 1 << 15
 _SCALARS = IMMUTABLE_TYPES
+
+
+#: ``uniform_rows``' columns: key groups, keys, namespace table, each entry's row in it, the
+#: table's byte order, values
+_Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _namespace_table(encoded: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """Encoded namespaces of one width as a table of rows, and each row's rank in byte order."""
+    rank = {ns: i for i, ns in enumerate(sorted(set(encoded)))}
+    table = np.frombuffer(b"".join(encoded), dtype=np.uint8).reshape(len(encoded), -1)
+    return table, np.array([rank[ns] for ns in encoded], dtype=np.int64)
 
 
 class MutableAccumulatorError(UsageError):
@@ -258,10 +270,10 @@ class PaneSnapshot:
         columns = self._uniform_columns()
         if columns is None:
             return None
-        key_groups, keys, namespaces, rank, values = columns
+        key_groups, keys, namespaces, namespace_of, rank, values = columns
         head = run_entry_head(index, 2 + keys.shape[1] + namespaces.shape[1], values.shape[1])
         groups, bounds, rows = uniform_rows(
-            key_groups, keys, namespaces, rank, values, head, key_group_prefix=True
+            key_groups, keys, namespaces, namespace_of, rank, values, head, key_group_prefix=True
         )
         theirs: dict[int, list[tuple[int, bytes, bytes | None]]] = {}
         for entry in entries:  # the backend's other states, sorted by key group, state, key
@@ -277,10 +289,10 @@ class PaneSnapshot:
             time.sleep(0)
         return out
 
-    def _uniform_columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """The in-memory panes as columns of rows of bytes (key groups, keys, namespaces with
-        their byte order, accumulators), when no pane is in the backend and each column has
-        one width; else None."""
+    def _uniform_columns(self) -> _Columns | None:
+        """The in-memory panes as columns of rows of bytes (``uniform_rows``' key groups, keys,
+        namespace table, each pane's namespace in it, the table's byte order, accumulators),
+        when no pane is in the backend and each column has one width; else None."""
         windows = self._frozen()
         if any(backed for _, _, _, backed in windows):
             return None
@@ -308,14 +320,14 @@ class PaneSnapshot:
             return None
         if len(set(map(len, encoded_namespaces))) > 1:
             return None
-        rank = {ns: i for i, ns in enumerate(sorted(set(encoded_namespaces)))}
         window_of = np.repeat(np.arange(len(counts)), np.array(counts, dtype=np.int64))
-        namespace_rows = np.frombuffer(b"".join(encoded_namespaces), dtype=np.uint8).reshape(len(counts), -1)
+        table, rank = _namespace_table(encoded_namespaces)
         return (
             np.concatenate(group_parts),
             np.concatenate(key_parts),
-            namespace_rows[window_of],
-            np.array([rank[ns] for ns in encoded_namespaces], dtype=np.int64)[window_of],
+            table,
+            window_of,
+            rank,
             np.concatenate(value_parts),
         )
 
@@ -481,7 +493,7 @@ class ColumnPaneSnapshot(PaneSnapshot):
         size: int,
         pane_keys: np.ndarray,
         slot_keys: list[Any] | None,
-        accumulators: Callable[[], Sequence[Any]],
+        accumulators: Callable[[], Sequence[Any] | np.ndarray],
         fired: np.ndarray | None,
         lateness: int,
         event_time: bool,
@@ -498,6 +510,8 @@ class ColumnPaneSnapshot(PaneSnapshot):
         self._fired = fired
         self._lateness = lateness
         self._windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] | None = None
+        self._values: Sequence[Any] | np.ndarray | None = None
+        self._groups: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self._starts)
@@ -518,18 +532,48 @@ class ColumnPaneSnapshot(PaneSnapshot):
                 self._windows = self._build_windows()
             return self._windows
 
-    def _keys(self) -> list[Any]:
+    def _keys(self, panes: np.ndarray | None = None) -> list[Any]:
+        """The keys of every pane (of ``panes``, positions, if given), in that order."""
+        picked = self._pane_keys if panes is None else self._pane_keys[panes]
         if self._slot_keys is None:
-            keys: list[Any] = self._pane_keys.tolist()
+            keys: list[Any] = picked.tolist()
             return keys
-        return list(map(self._slot_keys.__getitem__, self._pane_keys.tolist()))
+        return list(map(self._slot_keys.__getitem__, picked.tolist()))
+
+    def _accumulator_values(self) -> Sequence[Any] | np.ndarray:
+        """``accumulators()``, built once: a list, or (encoded) rows of bytes."""
+        with self._lock:
+            if self._values is None:
+                self._values = self._accumulators()
+            return self._values
+
+    def _pane_groups(self) -> np.ndarray:
+        """Every pane's key group, hashed once per key slot when the keys are slots."""
+        with self._lock:
+            if self._groups is None:
+                if self._slot_keys is None:
+                    self._groups = key_groups_for_hashes(
+                        java_hash_array(self._pane_keys), self.max_parallelism
+                    )
+                else:
+                    self._groups = self._key_groups(self._slot_keys)[self._pane_keys]
+            return self._groups
+
+    def _window_columns(self) -> tuple[list[TimeWindow], np.ndarray]:
+        """The windows in firing order, and every pane's position among them."""
+        starts = self._starts
+        firsts = np.flatnonzero(np.diff(starts, prepend=starts[0] - 1))
+        windows = [TimeWindow(start, start + self._size) for start in starts[firsts].tolist()]
+        return windows, np.repeat(np.arange(len(firsts)), np.diff(np.append(firsts, len(starts))))
 
     def _build_windows(self) -> list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
         starts = self._starts
         if not len(starts):
             return []
         keys = self._keys()
-        values = self._accumulators()
+        values = self._accumulator_values()
+        if isinstance(values, np.ndarray):
+            values = split_rows(values)
         firsts = np.flatnonzero(np.diff(starts, prepend=starts[0] - 1)).tolist()
         bounds = [*firsts, len(starts)]
         windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] = []
@@ -540,6 +584,27 @@ class ColumnPaneSnapshot(PaneSnapshot):
             if j % 64 == 63:
                 time.sleep(0)
         return windows
+
+    def _uniform_columns(self) -> _Columns | None:
+        """The base class's columns, built from the copied columns without a dict per window."""
+        n = len(self._starts)
+        if not n:
+            return None
+        if self._slot_keys is None:
+            key_rows: np.ndarray | None = int64_rows(self._pane_keys)
+        else:
+            slot_rows = encode_rows(self._slot_keys)
+            key_rows = None if slot_rows is None else slot_rows[self._pane_keys]
+        values = self._accumulator_values()
+        value_rows = values if isinstance(values, np.ndarray) else self._value_rows(list(values))
+        if key_rows is None or value_rows is None:
+            return None
+        windows, window_of = self._window_columns()
+        encoded = [encode_key(window) for window in windows]
+        if len(set(map(len, encoded))) > 1:
+            return None
+        table, rank = _namespace_table(encoded)
+        return self._pane_groups(), key_rows, table, window_of, rank, value_rows
 
     def _value_rows(self, values: list[Any]) -> np.ndarray | None:
         if not self._encoded:
@@ -555,20 +620,13 @@ class ColumnPaneSnapshot(PaneSnapshot):
     def _encode_values(self, values: list[Any]) -> list[bytes]:
         return values if self._encoded else encode_many(values)
 
-    def timer_columns(self) -> Sequence[Timer]:
-        return tuple(self.timers())
-
-    def timers(self) -> Iterator[Timer]:
-        """The panes' timers (the class docstring's rules), by time, ties in registration order."""
-        order = self._order()
-        if not order:
-            return iter(())
-        keys = list(chain.from_iterable(k for k, _ in order))
-        groups = np.concatenate([g for _, g in order]).tolist()
-        windows = self._frozen()
-        namespaces = list(chain.from_iterable(repeat(w[0], len(k)) for w, (k, _) in zip(windows, order)))
+    def timer_columns(self) -> TimerColumns:
+        """The panes' timers (the class docstring's rules) by time, ties in registration order,
+        as columns; the windows listed in order of first use, as ``TimerSnapshot`` packs them."""
+        n = len(self._starts)
+        if not n:
+            return TimerColumns(np.empty(0, np.int64), [], (), np.empty(0, np.uint32), np.empty(0, np.int32))
         deadlines = self._starts + (self._size - 1)
-        n = len(deadlines)
         trigger = np.ones(n, np.bool_) if self._fired is None else ~self._fired
         if self._lateness:  # registered per pane: the trigger's timer, then the cleanup timer
             stamps = np.stack([deadlines, deadlines + self._lateness], axis=1).ravel()
@@ -578,15 +636,24 @@ class ColumnPaneSnapshot(PaneSnapshot):
             stamps, wanted, panes = deadlines, trigger, np.arange(n)
         stamps, panes = stamps[wanted], panes[wanted]
         by_time = np.argsort(stamps, kind="stable")
-        stamps_list = stamps[by_time].tolist()
-        picked = panes[by_time].tolist()
-        return map(
-            Timer,
-            stamps_list,
-            map(keys.__getitem__, picked),
-            map(namespaces.__getitem__, picked),
-            map(groups.__getitem__, picked),
+        stamps, panes = stamps[by_time], panes[by_time]
+        windows, window_of = self._window_columns()
+        used = window_of[panes]
+        distinct, first = np.unique(used, return_index=True)
+        in_order = distinct[np.argsort(first, kind="stable")]
+        slot = np.empty(len(windows), np.uint32)
+        slot[in_order] = np.arange(len(in_order), dtype=np.uint32)
+        return TimerColumns(
+            stamps.astype(np.int64),
+            self._keys(panes),
+            tuple(windows[i] for i in in_order.tolist()),
+            slot[used],
+            self._pane_groups()[panes],
         )
+
+    def timers(self) -> Iterator[Timer]:
+        """The panes' timers (the class docstring's rules), by time, ties in registration order."""
+        return iter(self.timer_columns())
 
 
 def _timestamp(timer: Timer) -> int:

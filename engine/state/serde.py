@@ -327,6 +327,16 @@ class IntRows:
         return _int_columns(ints, b"\x07" + _L.pack(self._width))
 
 
+def int64_rows(ints: np.ndarray) -> np.ndarray:
+    """``encode_rows`` of the values of an int64 array: one row of bytes per value."""
+    return _int_columns(np.ascontiguousarray(ints, np.int64).reshape(-1, 1), b"")
+
+
+def split_rows(rows: np.ndarray) -> list[bytes]:
+    """Each row of an ``(n, width)`` uint8 array as bytes."""
+    return _split(rows, len(rows))
+
+
 def _int64s(values: Sequence[int], out: np.ndarray) -> bool:
     """Copy ``values`` into ``out``; False when one is outside int64 (it has its own tag)."""
     try:

@@ -119,27 +119,44 @@ def _sortable(rows: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(rows).view(f"S{width}").ravel()
 
 
+def _entry_order(key_groups: np.ndarray, keys: np.ndarray, rank: np.ndarray | None) -> np.ndarray:
+    """The order of entries by key group, key (``_sortable``) and namespace rank (None: one
+    namespace). Entries are distinct, so any sort will do; when the three fit in one uint64
+    (int keys over a span below 2**64 / (groups x namespaces)) one argsort of that does."""
+    if keys.dtype == np.uint64 and len(keys):
+        low = keys.min()
+        key_span = int(keys.max() - low) + 1
+        rank_span = 1 if rank is None else int(rank.max()) + 1
+        if (int(key_groups.max()) + 1) * key_span * rank_span < 1 << 64:
+            combined = key_groups.astype(np.uint64) * np.uint64(key_span) + (keys - low)
+            if rank is not None:
+                combined = combined * np.uint64(rank_span) + rank.astype(np.uint64)
+            order: np.ndarray = np.argsort(combined)
+            return order
+    return np.lexsort((keys, key_groups) if rank is None else (rank, keys, key_groups))
+
+
 def uniform_rows(
     key_groups: np.ndarray,
     keys: np.ndarray,
     namespaces: np.ndarray,
+    namespace_of: np.ndarray | None,
     namespace_rank: np.ndarray,
     values: np.ndarray,
     head: bytes,
     key_group_prefix: bool = False,
 ) -> tuple[list[int], list[int], np.ndarray]:
     """Entries of one width as rows of bytes, ``head`` + (the key group, 2 bytes big endian,
-    if ``key_group_prefix``) + key + namespace + value, sorted by key group, key, namespace
-    (``namespace_rank`` orders the namespaces as their bytes do; keys, namespaces and values
-    are ``(n, width)`` uint8 arrays); returns the key groups, where each one's rows start
-    (one more at the end: the number of rows) and the rows."""
+    if ``key_group_prefix``) + key + namespace + value, sorted by key group, key, namespace;
+    returns the key groups, where each one's rows start (one more at the end: the number of
+    rows) and the rows. Keys and values are ``(n, width)`` uint8 arrays; ``namespaces`` is a
+    table of the distinct namespaces' bytes, ``namespace_of`` each entry's row in it (None:
+    the table's only namespace) and ``namespace_rank`` orders the table's rows as their bytes do."""
     n = len(key_groups)
     k, ns, v = keys.shape[1], namespaces.shape[1], values.shape[1]
-    one_namespace = not n or (namespace_rank == namespace_rank[0]).all()
-    sort_keys = (
-        (_sortable(keys), key_groups) if one_namespace else (namespace_rank, _sortable(keys), key_groups)
-    )
-    order = np.lexsort(sort_keys)
+    one_namespace = namespace_of is None or not n or len(namespaces) == 1
+    rank = None if one_namespace else namespace_rank[namespace_of]
+    order = _entry_order(key_groups, _sortable(keys), rank)
     sorted_groups = key_groups[order]
     at = len(head)
     kg = 2 if key_group_prefix else 0
@@ -148,9 +165,14 @@ def uniform_rows(
     if kg:
         rows[:, at : at + 2] = sorted_groups.astype(">u2").view(np.uint8).reshape(n, 2)
     at += kg
-    rows[:, at : at + k] = _take_rows(keys, order)
-    rows[:, at + k : at + k + ns] = namespaces[:1] if one_namespace else _take_rows(namespaces, order)
-    rows[:, at + k + ns :] = _take_rows(values, order)
+    # rows gathered by fancy indexing of the 2-D arrays (numpy's fastest take of byte rows)
+    rows[:, at : at + k] = keys[order]
+    if one_namespace:
+        rows[:, at + k : at + k + ns] = namespaces[:1]
+    else:
+        assert namespace_of is not None
+        rows[:, at + k : at + k + ns] = namespaces[namespace_of[order]]
+    rows[:, at + k + ns :] = values[order]
     starts = np.flatnonzero(np.diff(sorted_groups, prepend=sorted_groups[:1] - 1)) if n else order
     return sorted_groups[starts].tolist(), [*starts.tolist(), n], rows
 
@@ -159,24 +181,21 @@ def pack_uniform_entries(
     key_groups: np.ndarray,
     keys: np.ndarray,
     namespaces: np.ndarray,
+    namespace_of: np.ndarray | None,
     namespace_rank: np.ndarray,
     values: np.ndarray,
 ) -> tuple[int, bytes]:
     """``(groups, packed)`` of ``_pack_entries`` for entries of one state (index 0) whose
     keys, namespaces and values are each of one width (``uniform_rows``). Empty user keys."""
     head = _ENTRY.pack(0, keys.shape[1], namespaces.shape[1], 0, values.shape[1])
-    groups, bounds, rows = uniform_rows(key_groups, keys, namespaces, namespace_rank, values, head)
+    groups, bounds, rows = uniform_rows(
+        key_groups, keys, namespaces, namespace_of, namespace_rank, values, head
+    )
     parts = []
     for group, start, end in zip(groups, bounds, bounds[1:]):
         parts.append(_GROUP.pack(group, end - start))
         parts.append(rows[start:end].tobytes())
     return len(groups), b"".join(parts)
-
-
-def _take_rows(rows: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """``rows[order]`` for an ``(n, width)`` uint8 array, each row moved as one item."""
-    width = rows.shape[1]
-    return np.ascontiguousarray(rows).view(f"V{width}").ravel()[order].view(np.uint8).reshape(-1, width)
 
 
 def _pack_timers(timers: Sequence[Timer]) -> tuple[Any, ...]:

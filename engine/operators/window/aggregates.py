@@ -248,10 +248,11 @@ def canonical_accumulators(
     return out
 
 
-def encoded_accumulators(plan: AggregatesPlan, counts: np.ndarray, iaccs: Any, faccs: Any) -> list[bytes]:
-    """``encode_value`` of every row's ``canonical_accumulators`` list, byte for byte, built by
-    numpy: a list tag and length, then per item the int64 (``02`` + biased big-endian) or
-    float64 (``04`` + big-endian) cell, so every row has the same width."""
+def encoded_accumulators(plan: AggregatesPlan, counts: np.ndarray, iaccs: Any, faccs: Any) -> np.ndarray:
+    """``encode_value`` of every row's ``canonical_accumulators`` list, byte for byte, as one
+    row of a uint8 array per pane, built by numpy: a list tag and length, then per item the
+    int64 (``02`` + biased big-endian) or float64 (``04`` + big-endian) cell, so every row
+    has the same width."""
     n, width = len(counts), 1 + len(plan.floats)
     rows = np.empty((n, 5 + 9 * width), np.uint8)
     rows[:, 0] = 9
@@ -273,7 +274,7 @@ def encoded_accumulators(plan: AggregatesPlan, counts: np.ndarray, iaccs: Any, f
     for j, is_float in enumerate(plan.floats, 1):
         put(j, faccs[:, jf] if is_float else iaccs[:, ji], is_float)
         jf, ji = jf + is_float, ji + (not is_float)
-    return serde._split(rows, n)
+    return rows
 
 
 def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, list[int], list[float]]:

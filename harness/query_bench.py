@@ -321,14 +321,20 @@ def run_query_bench(
     # its timing: the first job of a process loads weir's kernels from numba's cache
     for way in ("columnar", "per_record"):
         weir_query(way, WARM_UP_EVENTS, keys, parallelism, "off", backend)
-    ways = ("columnar", "per_record", "numba", "python")
+    ways: tuple[str, ...] = ("columnar", "per_record", "numba", "python")
+    if checkpointing != "off":
+        # the columnar way without checkpoints too, in the same rounds: what checkpoints cost
+        # is a ratio of this run, not of two commands on a machine whose speed moves between them
+        ways = ("columnar_off", *ways)
     runs: dict[str, list[tuple[float, int | None, bool, Checksum]]] = {w: [] for w in ways}
     for round_ in range(repeat):
         for way in ways:
             say(f"  {way} ({round_ + 1}/{repeat}) ...")
             gc.collect()  # the garbage of the runs before is not collected inside this one's timing
             checkpoints = None
-            if way in ("columnar", "per_record"):
+            if way == "columnar_off":
+                got, seconds, _ = weir_query("columnar", events, keys, parallelism, "off", backend)
+            elif way in ("columnar", "per_record"):
                 got, seconds, checkpoints = weir_query(way, events, keys, parallelism, checkpointing, backend)
             elif way == "numba":
                 got, seconds = numba_query(events, keys)
@@ -377,6 +383,14 @@ def run_query_bench(
         "checkpoints_completed": {
             w: figures[w].get("checkpoints_completed") for w in ("columnar", "per_record")
         },
+        **(
+            {
+                "columnar_off_eps": figures["columnar_off"]["eps"],
+                "columnar_checkpoint_ratio": figures["columnar"]["eps"] / figures["columnar_off"]["eps"],
+            }
+            if "columnar_off" in figures
+            else {}
+        ),
         "checksum_ok": ok,
     }
 
@@ -389,7 +403,9 @@ def format_query_report(report: dict[str, Any]) -> str:
         f"checkpoints {p['checkpointing']}" + (f" ({p['backend']})" if p["checkpointing"] != "off" else ""),
         f"  {'way':<11} {'events/s':>12} {'seconds':>8}  checksum",
     ]
-    for way in ("columnar", "per_record", "numba", "python"):
+    for way in ("columnar_off", "columnar", "per_record", "numba", "python"):
+        if way not in f:
+            continue
         fig = f[way]
         done = fig.get("checkpoints_completed")
         note = "" if done is None or p["checkpointing"] == "off" else f"  {done} checkpoints"
@@ -401,4 +417,6 @@ def format_query_report(report: dict[str, Any]) -> str:
         f"columnar / per_record = {report['columnar_eps'] / report['per_record_eps']:.1f}x, "
         f"per_record / python = {report['per_record_eps'] / report['python_eps']:.0%}"
     )
+    if "columnar_checkpoint_ratio" in report:
+        lines.append(f"  columnar with / without checkpoints = {report['columnar_checkpoint_ratio']:.2f}x")
     return "\n".join(lines)

@@ -50,6 +50,35 @@ def test_every_way_gives_the_exact_answer(parallelism: int) -> None:
         assert report[f"{way}_eps"] == 20_000 / figure["seconds"]
 
 
+def test_with_checkpoints_the_columnar_way_also_runs_without_them_in_the_same_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ratio of checkpoints' cost comes from runs of one command, round by round."""
+    calls: list[tuple[str, str]] = []
+    seconds = {
+        ("columnar", "off"): 2.0,
+        ("columnar", "aligned"): 2.5,
+        ("per_record", "off"): 8.0,
+        ("per_record", "aligned"): 9.0,
+    }
+
+    def fake(way: str, events: int, keys: int, parallelism: int, checkpointing: str, backend: str) -> Any:
+        calls.append((way, checkpointing))
+        done = 0 if checkpointing == "off" else 2
+        return qb.exact_answer(events, keys), seconds[(way, checkpointing)], done
+
+    monkeypatch.setattr(qb, "weir_query", fake)
+    report = qb.run_query_bench(100, 1, 20_000, "aligned", "lmdb", repeat=2)
+    timed = calls[2:]  # after one warm-up run of each weir way
+    assert timed == [("columnar", "off"), ("columnar", "aligned"), ("per_record", "aligned")] * 2
+    assert report["columnar_off_eps"] == 20_000 / 2.0
+    assert report["columnar_checkpoint_ratio"] == pytest.approx(2.0 / 2.5)
+    assert report["checkpoints_completed"] == {"columnar": 2, "per_record": 2}
+    assert "with / without checkpoints = 0.80x" in qb.format_query_report(report)
+    off = qb.run_query_bench(100, 1, 20_000, "off", "heap", repeat=1)
+    assert "columnar_off" not in off["figures"] and "columnar_checkpoint_ratio" not in off
+
+
 def test_a_wrong_answer_fails_the_command(monkeypatch: pytest.MonkeyPatch) -> None:
     right_query = qb.python_query
 

@@ -664,6 +664,9 @@ def bench_network(
               help="Records of each sweep run at least, whatever the state size.")  # fmt: skip
 @click.option("--sweep-job", type=click.Choice(["reduce", "window"]), default="reduce", show_default=True,
               help="The sweep's job: keyed rolling reduce, or a 1 s tumbling event-time window reduce.")  # fmt: skip
+@click.option("--sweep-repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs of each sweep point with and without checkpoints, alternating; each keeps its "
+                   "fastest.")  # fmt: skip
 @click.option("--sweep/--no-sweep", default=True, show_default=True, help="Run the state-size sweep.")
 @click.option("--sweep-only", is_flag=True, help="Run only the state-size sweep.")
 @click.option("--output", type=click.Path(dir_okay=False), help="Write the results as JSON here.")
@@ -678,6 +681,7 @@ def bench_checkpoint(
     records_per_key: int,
     sweep_records: int,
     sweep_job: str,
+    sweep_repeat: int,
     sweep: bool,
     sweep_only: bool,
     output: str | None,
@@ -722,12 +726,14 @@ def bench_checkpoint(
                 sweep_job,
                 click.echo,
                 sweep_records,
+                sweep_repeat,
             )
         except WeirError as e:
             raise click.ClickException(str(e)) from None
         report["state_size_sweep"] = {
             "parameters": {"state_sizes": list(sizes), "records_per_key": records_per_key, "min_records": sweep_records,
-                           "parallelism": parallelism, "interval_ms": interval_ms, "job": sweep_job},
+                           "parallelism": parallelism, "interval_ms": interval_ms, "job": sweep_job,
+                           "repeats": sweep_repeat},
             "points": points,
             "text": format_sweep(points, interval_ms),
         }  # fmt: skip

@@ -1042,7 +1042,7 @@ class VectorWindowOperator(WindowOperatorBase):
     def _freeze_panes(
         self,
         panes: PaneColumns,
-        accumulators: Callable[[], Sequence[Any]],
+        accumulators: Callable[[], Sequence[Any] | np.ndarray],
         lateness: int = 0,
         encoded: bool = False,
     ) -> ColumnPaneSnapshot:

@@ -289,9 +289,15 @@ class IntRows:
 
     def __init__(self, n: int, first: Any) -> None:
         self._at = 0
-        self._width = 0 if type(first) is int else len(first) if type(first) is tuple else -1
+        # 0: ints; w: tuples of w ints (1 <= w <= 64); -1: neither, so no rows
+        if type(first) is int:
+            self._width = 0
+        elif type(first) is tuple and 1 <= len(first) <= 64:
+            self._width = len(first)
+        else:
+            self._width = -1
         self._ints: np.ndarray | None = None
-        if self._width == 0 or 0 < self._width <= 64:
+        if self._width >= 0:
             self._ints = np.empty((n, max(self._width, 1)), dtype=np.int64)
 
     def add(self, chunk: Sequence[Any]) -> bool:

@@ -762,6 +762,8 @@ def bench_checkpoint(
               help="--timeouts: the latency runs' rate as a fraction of the maximum.")  # fmt: skip
 @click.option("--one-process", is_flag=True,
               help="--timeouts: the same runs on one process (one TaskManager of P slots), to compare.")  # fmt: skip
+@click.option("--repeat", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Rounds of one process and TaskManager processes; the figures are medians.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON line instead of the table.")
 def bench_processes(
     keys: int,
@@ -772,6 +774,7 @@ def bench_processes(
     seconds: float,
     fraction: float,
     one_process: bool,
+    repeat: int,
     as_json: bool,
 ) -> None:
     """The window query and a keyed shuffle at parallelism P on one process and on P TaskManager
@@ -796,7 +799,7 @@ def bench_processes(
         return
     if one_process:
         raise click.UsageError("--one-process goes with --timeouts")
-    report = run_process_bench(events, keys, parallelism, jobs or WAYS, echo)
+    report = run_process_bench(events, keys, parallelism, jobs or WAYS, echo, repeat)
     click.echo(json.dumps(report, sort_keys=True) if as_json else format_process_report(report))
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import platform
+import statistics
 import tempfile
 import time
 from operator import itemgetter
@@ -135,20 +136,36 @@ async def _run_on_one_cluster(
 
 
 def run_process_bench(
-    events: int, keys: int, parallelism: int, ways: tuple[str, ...] = WAYS, echo: Any = None
+    events: int,
+    keys: int,
+    parallelism: int,
+    ways: tuple[str, ...] = WAYS,
+    echo: Any = None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
-    """Every job in one process, then on ``parallelism`` TaskManager processes; one report."""
+    """Every job in one process, then on ``parallelism`` TaskManager processes, ``repeat``
+    rounds of both (a slow spell of the machine falls on both); a figure is the median of a
+    job's runs. One report, with every run's rate."""
+    if repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, got {repeat}")
     report: dict[str, Any] = {
-        "parameters": {"events": events, "keys": keys, "parallelism": parallelism, "ways": list(ways)},
+        "parameters": {"events": events, "keys": keys, "parallelism": parallelism, "ways": list(ways),
+                       "repeat": repeat},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
-    }
-    for processes in (False, True):
-        label = "processes" if processes else "one_process"
-        if echo is not None:
-            echo(
-                f"running {', '.join(ways)} on {'TaskManager processes' if processes else 'one process'} ..."
-            )
-        report[label] = trio.run(_run_on_one_cluster, ways, events, keys, parallelism, processes)
+    }  # fmt: skip
+    runs: dict[str, dict[str, list[float]]] = {"one_process": {}, "processes": {}}
+    for round_ in range(repeat):
+        for processes in (False, True):
+            label = "processes" if processes else "one_process"
+            if echo is not None:
+                where = "TaskManager processes" if processes else "one process"
+                echo(f"running {', '.join(ways)} on {where} ({round_ + 1}/{repeat}) ...")
+            rates = trio.run(_run_on_one_cluster, ways, events, keys, parallelism, processes)
+            for way, rate in rates.items():
+                runs[label].setdefault(way, []).append(rate)
+    for label, by_way in runs.items():
+        report[label] = {way: statistics.median(rates) for way, rates in by_way.items()}
+        report[f"{label}_runs"] = by_way
     report["ratio"] = {w: report["processes"][w] / report["one_process"][w] for w in ways}
     return report
 
@@ -156,8 +173,8 @@ def run_process_bench(
 def format_process_report(report: dict[str, Any]) -> str:
     p = report["parameters"]
     lines = [
-        f"events {p['events']:,}, keys {p['keys']:,}, parallelism {p['parallelism']} "
-        f"({report['machine']['cpus']} CPUs, Python {report['machine']['python']})",
+        f"events {p['events']:,}, keys {p['keys']:,}, parallelism {p['parallelism']}, "
+        f"median of {p.get('repeat', 1)} rounds ({report['machine']['cpus']} CPUs, Python {report['machine']['python']})",
         f"{'job':<15}{'one process':>16}{'TM processes':>16}{'ratio':>8}",
     ]
     for way in p["ways"]:

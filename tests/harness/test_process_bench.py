@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from weir.cli import main
 from weir.codec.batch import Batch, TupleColumns
 from weir.errors import UsageError
+from weir.harness import process_bench as pb
 from weir.harness.process_bench import (
     BATCH_WAIT_MS,
     CATCH_UP_BEHIND_MS,
@@ -205,3 +206,25 @@ def test_one_small_run_on_taskmanager_processes_reports_both_timeouts(processes:
     text = format_timeout_report(report)
     assert "100 ms" in text and "1 ms / 100 ms max throughput" in text
     assert ("2 TaskManager processes" if processes else "one process (1 TaskManager, 2 slots)") in text
+
+
+def test_rounds_alternate_one_process_and_processes_and_report_medians(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each round runs both; a figure is the median of a job's runs, the ratio of medians."""
+    order: list[bool] = []
+    rates = {False: iter([100.0, 300.0, 200.0]), True: iter([150.0, 180.0, 900.0])}
+
+    async def fake(ways: Any, events: int, keys: int, parallelism: int, processes: bool) -> dict[str, float]:
+        order.append(processes)
+        return {"columnar": next(rates[processes])}
+
+    monkeypatch.setattr(pb, "_run_on_one_cluster", fake)
+    report = pb.run_process_bench(10_000, 10, 2, ("columnar",), repeat=3)
+    assert order == [False, True] * 3
+    assert report["one_process"] == {"columnar": 200.0} and report["processes"] == {"columnar": 180.0}
+    assert report["one_process_runs"] == {"columnar": [100.0, 300.0, 200.0]}
+    assert report["ratio"] == {"columnar": 0.9}
+    assert "median of 3 rounds" in pb.format_process_report(report)
+    with pytest.raises(UsageError, match="--repeat must be at least 1"):
+        pb.run_process_bench(10_000, 10, 2, ("columnar",), repeat=0)

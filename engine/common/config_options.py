@@ -297,7 +297,7 @@ ASYNC_SNAPSHOT = _opt(
     "weir.checkpointing.async-snapshot", "enum", "AUTO",
     "Where a task writes its checkpoint files while the job goes on: PROCESS, a forked child with its own "
     "core and GIL (POSIX; LMDB's pinned view is still read in the job's process); THREAD, a worker thread of the "
-    "job's process; AUTO, a child for snapshots of 50,000 entries or more, else a thread.",
+    "job's process; AUTO, a child for snapshots of 20,000 entries or more, else a thread.",
     choices=("AUTO", "PROCESS", "THREAD"),
 )  # fmt: skip
 SAVEPOINT_DIRECTORY = _opt(

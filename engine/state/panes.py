@@ -559,31 +559,48 @@ class ColumnPaneSnapshot(PaneSnapshot):
                     self._groups = self._key_groups(self._slot_keys)[self._pane_keys]
             return self._groups
 
-    def _window_columns(self) -> tuple[list[TimeWindow], np.ndarray]:
-        """The windows in firing order, and every pane's position among them."""
+    def _window_bounds(self) -> tuple[list[TimeWindow], list[int]]:
+        """The windows in firing order, and where each one's panes start (one more at the end:
+        the number of panes)."""
         starts = self._starts
         firsts = np.flatnonzero(np.diff(starts, prepend=starts[0] - 1))
         windows = [TimeWindow(start, start + self._size) for start in starts[firsts].tolist()]
-        return windows, np.repeat(np.arange(len(firsts)), np.diff(np.append(firsts, len(starts))))
+        return windows, [*firsts.tolist(), len(starts)]
+
+    def _window_columns(self) -> tuple[list[TimeWindow], np.ndarray]:
+        """The windows in firing order, and every pane's position among them."""
+        windows, bounds = self._window_bounds()
+        return windows, np.repeat(np.arange(len(windows)), np.diff(bounds))
 
     def _build_windows(self) -> list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]]:
-        starts = self._starts
-        if not len(starts):
+        if not len(self._starts):
             return []
         keys = self._keys()
         values = self._accumulator_values()
         if isinstance(values, np.ndarray):
             values = split_rows(values)
-        firsts = np.flatnonzero(np.diff(starts, prepend=starts[0] - 1)).tolist()
-        bounds = [*firsts, len(starts)]
-        windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] = []
-        for j, start in enumerate(starts[firsts].tolist()):
+        built: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] = []
+        windows, bounds = self._window_bounds()
+        for j, window in enumerate(windows):
             a, b = bounds[j], bounds[j + 1]
-            window = TimeWindow(start, start + self._size)
-            windows.append((window, window.max_timestamp(), dict(zip(keys[a:b], values[a:b])), None))
+            built.append((window, window.max_timestamp(), dict(zip(keys[a:b], values[a:b])), None))
             if j % 64 == 63:
                 time.sleep(0)
-        return windows
+        return built
+
+    def _order(self) -> list[tuple[list[Any], np.ndarray]]:
+        """The base class's per-window keys and key groups, from ``_pane_groups`` (hashed once,
+        for the timers and the entries alike)."""
+        with self._lock:
+            if self._ordered is None:
+                groups = self._pane_groups()
+                _, bounds = self._window_bounds() if len(self._starts) else ([], [0])
+                frozen = self._frozen()
+                self._ordered = [
+                    (list(in_memory), groups[a:b])
+                    for (_, _, in_memory, _), a, b in zip(frozen, bounds, bounds[1:])
+                ]
+            return self._ordered
 
     def _uniform_columns(self) -> _Columns | None:
         """The base class's columns, built from the copied columns without a dict per window."""

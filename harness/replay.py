@@ -50,6 +50,7 @@ import trio
 import trio.testing
 
 from weir.codec.batch import Batch, TupleColumns
+from weir.codec.strings import Strings
 from weir.common.typeinfo import TypeInformation, Types
 from weir.core.connectors import Source
 from weir.errors import UsageError
@@ -338,7 +339,7 @@ class _Chunk:
 
     __slots__ = (
         "arrays", "intended", "intended_array", "lap", "lists", "next", "rows", "schedule",
-        "shift", "size",
+        "shift", "size", "strings",
     )  # fmt: skip
 
     def __init__(
@@ -352,6 +353,7 @@ class _Chunk:
         self.next = 0
         self.lists: dict[str, list[Any]] = {}
         self.arrays: dict[str, np.ndarray | None] = {}
+        self.strings: dict[str, Strings | None] = {}
         # open loop: every row's intended time (ns), and rows [0, len(intended)) of it as ints
         self.intended_array: np.ndarray | None = None
         self.intended: list[int] = []
@@ -380,6 +382,10 @@ class _Chunk:
             array = self._array(c)
             if array is not None:
                 out.append(array[start:end])
+                continue
+            strings = self._strings(c)
+            if strings is not None:
+                out.append(strings[start:end])
             else:
                 out.append(self._list(c, end)[start:end])
         out.append(np.array(intended, dtype=np.int64))
@@ -400,6 +406,25 @@ class _Chunk:
                     array = array + self.shift[1]
             arrays[c] = array
         return arrays[c]
+
+    def _strings(self, c: str) -> Strings | None:
+        """Column ``c`` of the whole chunk as ``Strings`` sharing Arrow's bytes (a batch takes a
+        slice: no ``str`` is built unless the query reads records), or None for a column that
+        is not of strings without nulls."""
+        strings = self.strings
+        if c not in strings:
+            column = self.rows.column(c)
+            found = None
+            if (
+                pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+            ) and not column.null_count:
+                found = Strings.from_arrow(
+                    column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+                )
+                if found is not None:
+                    found.has_no_nul()  # once per chunk: slices know it
+            strings[c] = found
+        return strings[c]
 
     def _list(self, c: str, end: int) -> list[Any]:
         """Column ``c`` as Python values, at least rows [0, end), a piece at a time."""

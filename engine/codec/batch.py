@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from weir.codec.strings import Strings
+
 NO_TIMESTAMP = np.iinfo(np.int64).min  # a record without an event timestamp
 
 #: Tuples of at least this many records are built with the garbage collector paused (a
@@ -28,7 +30,7 @@ _GC_PAUSE_RECORDS = 700
 
 
 class TupleColumns(Sequence[tuple[Any, ...]]):
-    """Records that are tuples, held as one column per field (numpy arrays or lists).
+    """Records that are tuples, held as one column per field (numpy arrays, ``Strings`` or lists).
 
     A sequence of tuples to whoever reads records (iteration, indexing, ``len``); the
     tuples are built once, the first time records are read. A serializer or a sink that
@@ -39,7 +41,7 @@ class TupleColumns(Sequence[tuple[Any, ...]]):
 
     __slots__ = ("_records", "columns")
 
-    def __init__(self, columns: Sequence[np.ndarray | list[Any]]) -> None:
+    def __init__(self, columns: Sequence[np.ndarray | Strings | list[Any]]) -> None:
         if not columns or len({len(c) for c in columns}) != 1:
             raise ValueError(
                 f"TupleColumns needs one or more columns of one length, got lengths {[len(c) for c in columns]}"
@@ -50,7 +52,7 @@ class TupleColumns(Sequence[tuple[Any, ...]]):
     def records(self) -> list[tuple[Any, ...]]:
         """The records as tuples of Python values (numpy scalars become ints/floats/bools)."""
         if self._records is None:
-            columns = [c.tolist() if isinstance(c, np.ndarray) else c for c in self.columns]
+            columns = [c.tolist() if isinstance(c, np.ndarray | Strings) else c for c in self.columns]
             if len(columns[0]) < _GC_PAUSE_RECORDS:
                 self._records = list(zip(*columns))
             else:  # many new tuples: a collection would walk them all for nothing
@@ -78,7 +80,14 @@ class TupleColumns(Sequence[tuple[Any, ...]]):
         """The records at ``indices``, still as columns."""
         picked = indices.tolist()
         return TupleColumns(
-            [c[indices] if isinstance(c, np.ndarray) else [c[i] for i in picked] for c in self.columns]
+            [
+                c[indices]
+                if isinstance(c, np.ndarray)
+                else c.take(indices)
+                if isinstance(c, Strings)
+                else [c[i] for i in picked]
+                for c in self.columns
+            ]
         )
 
     def __eq__(self, other: object) -> bool:

@@ -59,6 +59,7 @@ import numpy as np
 import numpy.typing as npt
 
 from weir.codec import kernels
+from weir.codec.strings import Strings
 from weir.common.time import Instant
 from weir.common.typeinfo import (
     BasicArrayTypeInfo,
@@ -391,6 +392,10 @@ class ColumnCodec(ABC):
         """The decoded column as ``Batch.values`` of a stream of this type."""
         return self.to_python(raw)
 
+    def to_column(self, raw: Any) -> Any:
+        """The decoded column as a column of ``TupleColumns``."""
+        return self.to_batch_values(raw)
+
     def describe(self) -> str:
         return type_expr(self.type_info)
 
@@ -655,31 +660,62 @@ class _StringPrepared(Prepared):
         self, channels: np.ndarray, permutation: Int64Array, offsets: Int64Array, counts: Int64Array
     ) -> ColumnPlan:
         blob = np.frombuffer(self.blob, dtype=np.uint8)
-        num_channels = len(counts)
         lengths = self.code_point_lengths
         if lengths is None:
             starts, ends = kernels.separator_bounds(blob, self.n, 0)
-            separator = 0
         else:
             starts, ends = kernels.utf8_bounds(blob, lengths)
-            separator = -1
-        blob_sizes = kernels.sum_by_channel(ends - starts, channels, num_channels)
-        if lengths is None:
-            blob_sizes += np.maximum(counts - 1, 0)  # the separators
-        lengths_plan = (
-            None if lengths is None else fixed_plan(lengths.astype(_U32), permutation, offsets, counts)
-        )
+        return _strings_plan(blob, starts, ends, lengths, channels, permutation, offsets, counts)
 
-        def write(out: ByteArray, positions: Int64Array, nonempty: np.ndarray) -> None:
-            p = positions
-            if lengths_plan is not None:
-                lengths_plan.write(out, p, nonempty)
-                p = p + lengths_plan.sizes
-            put_u32(out, p[nonempty], blob_sizes[nonempty])
-            kernels.gather_strings(out, p + 4, blob, starts, ends, permutation, offsets, separator)
 
-        sizes = 4 + blob_sizes + (0 if lengths_plan is None else lengths_plan.sizes)
-        return ColumnPlan(sizes, write)
+def _strings_plan(
+    blob: ByteArray,
+    starts: Int64Array,
+    ends: Int64Array,
+    lengths: Int64Array | None,
+    channels: np.ndarray,
+    permutation: Int64Array,
+    offsets: Int64Array,
+    counts: Int64Array,
+) -> ColumnPlan:
+    """Each channel's STRING column body: the strings ``blob[starts[i]:ends[i]]`` NUL-separated
+    (``lengths`` None) or after their code point lengths."""
+    blob_sizes = kernels.sum_by_channel(ends - starts, channels, len(counts))
+    if lengths is None:
+        blob_sizes += np.maximum(counts - 1, 0)  # the separators
+    lengths_plan = None if lengths is None else fixed_plan(lengths.astype(_U32), permutation, offsets, counts)
+    separator = 0 if lengths is None else -1
+
+    def write(out: ByteArray, positions: Int64Array, nonempty: np.ndarray) -> None:
+        p = positions
+        if lengths_plan is not None:
+            lengths_plan.write(out, p, nonempty)
+            p = p + lengths_plan.sizes
+        put_u32(out, p[nonempty], blob_sizes[nonempty])
+        kernels.gather_strings(out, p + 4, blob, starts, ends, permutation, offsets, separator)
+
+    sizes = 4 + blob_sizes + (0 if lengths_plan is None else lengths_plan.sizes)
+    return ColumnPlan(sizes, write)
+
+
+class _StringsPrepared(Prepared):
+    """A ``Strings`` column without U+0000: its bytes go to the frames as they are."""
+
+    def __init__(self, values: Strings) -> None:
+        self.values = values
+
+    def parts(self) -> list[Buffer]:
+        blob = self.values.joined()
+        return [np.array([len(blob)], dtype=_U32), blob]
+
+    def select(self, rows: np.ndarray) -> Prepared:
+        return _StringsPrepared(self.values.take(rows))
+
+    def plan(
+        self, channels: np.ndarray, permutation: Int64Array, offsets: Int64Array, counts: Int64Array
+    ) -> ColumnPlan:
+        v = self.values
+        return _strings_plan(v.data, v.starts, v.ends, None, channels, permutation, offsets, counts)
 
 
 class StringColumn(ColumnCodec):
@@ -694,10 +730,19 @@ class StringColumn(ColumnCodec):
         return f"{type_expr(self.type_info)} as a UTF-8 blob"
 
     def prepare(self, values: Values) -> Prepared:
+        if isinstance(values, Strings):
+            return _StringsPrepared(values) if values.has_no_nul() else _StringPrepared(values.tolist())
         return _StringPrepared(values.tolist() if isinstance(values, np.ndarray) else values)
 
     def check_types(self, values: Values) -> None:
-        _check_classes(values, str, "")
+        if not isinstance(values, Strings):  # Strings hold str only
+            _check_classes(values, str, "")
+
+    def to_python(self, raw: Any) -> list[Any]:
+        return raw.tolist() if isinstance(raw, Strings) else list(raw)
+
+    def to_column(self, raw: Any) -> Any:
+        return raw  # Strings stay bytes until something reads them
 
     def decode(self, payload: memoryview, pos: int, n: int, flags: int) -> tuple[Any, int]:
         what = "a STRING column"
@@ -712,6 +757,15 @@ class StringColumn(ColumnCodec):
         except UnicodeDecodeError as e:
             raise ProtocolViolation(f"{what} is not valid UTF-8: {e}") from None
         pos += size
+        if lengths is None and n:
+            # the frame's bytes as they are: the values are built when something reads them
+            blob = np.frombuffer(payload, np.uint8, count=size, offset=pos - size).copy()
+            starts, ends = kernels.separator_bounds(blob, n, 0)
+            if len(starts) != n:
+                raise ProtocolViolation(
+                    f"{what} holds {blob.tolist().count(0) + 1} strings, the frame header says {n} records"
+                )
+            return Strings(blob, starts, ends, nul_free=True), pos
         if lengths is None:
             values = text.split("\x00") if n else []
             if len(values) != n:

@@ -111,6 +111,7 @@ from weir.codec.frame import (
     pack_header,
 )
 from weir.codec.small import SMALL_BATCH_RECORDS, SmallCodec
+from weir.codec.strings import Strings
 from weir.common.typeinfo import PickledBytesTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.common.types import Row, RowKind
 from weir.errors import ProtocolViolation, UsageError
@@ -754,7 +755,7 @@ class ColumnarSerializer(BatchSerializer):
         if self._is_tuple and all(mask is None for _, mask in raws):
             # tuples stay columns: a columnar operator reads them as such, and the tuples are
             # built only if something reads records (TupleColumns.records)
-            return TupleColumns([codec.to_batch_values(raw) for codec, (raw, _) in zip(self.columns, raws)])
+            return TupleColumns([codec.to_column(raw) for codec, (raw, _) in zip(self.columns, raws)])
         columns = []
         for codec, (raw, mask) in zip(self.columns, raws):
             values = codec.to_python(raw)
@@ -776,7 +777,9 @@ _GC_PAUSE_RECORDS = 700
 
 
 def _may_hold_none(column: Any) -> bool:
-    """False for a numpy column of numbers, which cannot hold None (no need to look)."""
+    """False for a numpy column of numbers or ``Strings``, which cannot hold None (no need to look)."""
+    if isinstance(column, Strings):
+        return False
     return not isinstance(column, np.ndarray) or column.dtype.kind == "O"
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from weir.codec.strings import Strings
 from weir.common.typeinfo import RowTypeInfo, TupleTypeInfo, TypeInformation
 
 
@@ -127,7 +128,7 @@ class FieldColumn:
             if (
                 columns is None
                 or not field < len(columns)
-                or not isinstance(columns[field], np.ndarray | list)
+                or not isinstance(columns[field], np.ndarray | list | Strings)
             ):
                 return None
             column = columns[field]

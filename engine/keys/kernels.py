@@ -35,6 +35,7 @@ __all__ = [
     "hash_bool_array",
     "hash_float64_array",
     "hash_int64_array",
+    "hash_utf8_strings",
     "hash_utf16_strings",
     "java_hash_array",
     "key_groups_for_hashes",
@@ -206,6 +207,60 @@ def hash_utf16_strings(code_units: npt.NDArray[np.uint16], offsets: npt.NDArray[
 
 
 @njit(cache=True)
+def hash_utf8_strings(
+    data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64], ends: npt.NDArray[np.int64]
+) -> Int32Array:
+    """``String.hashCode`` of each string ``data[starts[i]:ends[i]]`` (UTF-8, ``surrogatepass``).
+
+    The bytes are decoded to code points and hashed as Java's UTF-16 code units: a code
+    point above U+FFFF counts as its surrogate pair, a lone surrogate as itself. The bytes
+    must be valid UTF-8 (as Arrow and the frame decoder leave them).
+    """
+    n = starts.shape[0]
+    out = np.empty(n, np.int32)
+    for i in range(n):
+        start = starts[i]
+        end = ends[i]
+        if start < 0 or end < start or end > data.shape[0]:
+            raise UsageError(
+                "string " + str(i) + " spans bytes " + str(start) + ".." + str(end)
+                + ", outside the " + str(data.shape[0]) + " bytes of the column"
+            )  # fmt: skip
+        h = np.int64(0)
+        p = start
+        while p < end:
+            b = np.int64(data[p])
+            if b < 0x80:
+                code = b
+                p += 1
+            elif b < 0xE0:
+                code = ((b & 0x1F) << 6) | (np.int64(data[p + 1]) & 0x3F)
+                p += 2
+            elif b < 0xF0:
+                code = (
+                    ((b & 0x0F) << 12)
+                    | ((np.int64(data[p + 1]) & 0x3F) << 6)
+                    | (np.int64(data[p + 2]) & 0x3F)
+                )
+                p += 3
+            else:
+                code = (
+                    ((b & 0x07) << 18)
+                    | ((np.int64(data[p + 1]) & 0x3F) << 12)
+                    | ((np.int64(data[p + 2]) & 0x3F) << 6)
+                    | (np.int64(data[p + 3]) & 0x3F)
+                )
+                p += 4
+            if code >= 0x10000:
+                code -= 0x10000
+                h = (31 * h + (0xD800 + (code >> 10))) & 0xFFFFFFFF
+                code = 0xDC00 + (code & 0x3FF)
+            h = (31 * h + code) & 0xFFFFFFFF
+        out[i] = _signed32(h)
+    return out
+
+
+@njit(cache=True)
 def key_groups_for_hashes(hashes: Int32Array, max_parallelism: int) -> Int32Array:
     """The key group of every key hash: ``murmur_hash(h) % max_parallelism``."""
     _check_max_parallelism(max_parallelism)
@@ -291,6 +346,10 @@ def java_hash_array(keys: Sequence[object] | np.ndarray) -> Int32Array:
     """
     if isinstance(keys, np.ndarray):
         return _hash_ndarray(keys)
+    hashes_of_column = getattr(keys, "java_hashes", None)  # weir.codec's Strings: hashed from its bytes
+    if hashes_of_column is not None:
+        column_hashes: Int32Array = hashes_of_column()
+        return column_hashes
     if len(keys) == 0:
         return np.empty(0, np.int32)
     types = set(map(type, keys))

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch, TupleColumns
+from weir.codec.strings import Strings
 from weir.columnar.functions import columns_of
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.errors import UsageError
@@ -78,7 +79,7 @@ class ColumnMapOperator(_ColumnOperator):
     def _process_columns(self, batch: Batch, columns: tuple[Any, ...], n: int) -> None:
         out = self.function.map_columns(columns)
         if isinstance(out, tuple | list) and out and not isinstance(out[0], int | float | bool | str):
-            output = [c if isinstance(c, np.ndarray | list) else np.asarray(c) for c in out]
+            output = [c if isinstance(c, np.ndarray | list | Strings) else np.asarray(c) for c in out]
             self._check_lengths(output, n)
             values: Any = TupleColumns(output)
         else:

@@ -22,6 +22,7 @@ import numpy as np
 import trio
 
 from weir.codec.batch import Batch, TupleColumns
+from weir.codec.strings import Strings
 from weir.columnar.connectors import ARROW_TYPE_NAMES
 from weir.columnar.functions import columns_of
 from weir.common.typeinfo import BasicTypeInfo, TupleTypeInfo
@@ -39,16 +40,16 @@ _CANDIDATE_DTYPES = [
 
 def _check_column(api: str, j: int, t: BasicTypeInfo, column: Any, n: int) -> np.ndarray | list[Any]:
     """Field ``j``'s column as a batch holds it: a numpy array of the type's dtype, or a list
-    (strings). Converts without loss where numpy can; else a UsageError naming what fits."""
+    or ``Strings`` (strings). Converts without loss where numpy can; else a UsageError naming what fits."""
     what = f"{api}: field {j} ({t!r})"
     if t.numpy_dtype is None or t.python_type is str:  # strings: a list
         if isinstance(column, np.ndarray) and column.dtype.kind in "UO" and column.ndim == 1:
             column = column.tolist()
         elif isinstance(column, tuple):
             column = list(column)
-        elif not isinstance(column, list):
+        elif not isinstance(column, list | Strings):
             raise UsageError(
-                f"{what} is {type(column).__name__}; a string column is a list or a numpy str array"
+                f"{what} is {type(column).__name__}; a string column is a list, a numpy str array or Strings"
             )
     else:
         target = np.dtype(t.numpy_dtype)
@@ -108,12 +109,15 @@ class ColumnGeneratorReader(DataGeneratorReader):
         return Batch(checked_values("ColumnGeneratorSource", self.field_types, self.single, out, len(at)))
 
 
-def arrow_column(chunked: Any) -> np.ndarray | list[Any]:
-    """One column of an Arrow table slice: numpy (no copy where Arrow allows), or a list for
-    strings and for a numeric column that holds nulls."""
+def arrow_column(chunked: Any) -> np.ndarray | Strings | list[Any]:
+    """One column of an Arrow table slice: numpy (no copy where Arrow allows), ``Strings``
+    for strings without nulls, or a list for other strings and a numeric column with nulls."""
     import pyarrow as pa
 
     array = chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
+    strings = Strings.from_arrow(array)  # strings without nulls: Arrow's bytes, no str each
+    if strings is not None:
+        return strings
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type) or array.null_count:
         return array.to_pylist()
     return array.to_numpy(zero_copy_only=False)

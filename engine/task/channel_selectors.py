@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch
+from weir.codec.strings import Strings
 from weir.columnar.probe import FieldColumn
 from weir.core import functions as fn
 from weir.errors import UsageError
@@ -87,6 +88,9 @@ class KeyGroupSelector(ChannelSelector):
         column = self.key_column(batch.values)
         if isinstance(column, np.ndarray):  # a key field of a columnar batch: one hashing call
             return self._channels(column, num_channels)
+        if isinstance(column, Strings):  # strings as bytes: hashed by one kernel, no str built
+            hashes = column.java_hashes()
+            return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
         keys = column if isinstance(column, list) else self.keys(batch)  # a column of strings, or records
         cache = self._cache.get(num_channels)
         if cache is None:

@@ -92,6 +92,20 @@ def test_string_hashes_agree_with_the_reference(strings: list[str]) -> None:
     assert kernels.java_hash_array(strings).tolist() == expected
 
 
+@KERNEL_SETTINGS
+@given(st.lists(TEXT, max_size=32), st.data())
+def test_utf8_string_hashes_agree_with_the_reference(strings: list[str], data: st.DataObject) -> None:
+    """``hash_utf8_strings`` over UTF-8 bytes (``surrogatepass``), values in any order."""
+    encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+    order = data.draw(st.permutations(range(len(strings))))
+    blob = b"".join(encoded[i] for i in order)
+    placed = dict(zip(order, itertools.accumulate((len(encoded[i]) for i in order), initial=0)))
+    starts = np.array([placed[i] for i in range(len(strings))], np.int64)
+    ends = starts + np.array([len(b) for b in encoded], np.int64)
+    hashes = kernels.hash_utf8_strings(np.frombuffer(blob, np.uint8), starts, ends)
+    assert hashes.tolist() == [reference.java_hash(s) for s in strings]
+
+
 SCALAR_KEYS = st.one_of(st.none(), st.booleans(), INT64, st.integers(), FLOAT64, TEXT, st.binary(max_size=8))
 KEYS = st.recursive(SCALAR_KEYS, lambda inner: st.lists(inner, max_size=4).map(tuple), max_leaves=8)
 

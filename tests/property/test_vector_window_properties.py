@@ -194,6 +194,62 @@ def test_int_key_slots_agrees_with_the_reference(keys: list[int], direct: int) -
     assert state[1] == max(keys, default=-(2**63))
 
 
+@KERNEL_SETTINGS
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.booleans(),
+            st.lists(st.sampled_from(["a", "b", "é", "", "a\x00", "😀", "k1", "k2"]), max_size=30),
+        ),
+        max_size=8,
+    ),
+    compact_after=st.integers(0, 8),
+)
+def test_string_keys_get_the_slots_of_their_str(
+    batches: list[tuple[bool, list[str]]], compact_after: int
+) -> None:
+    """``_ObjectKeys``: keys that come as ``Strings`` (looked up by their bytes through
+    ``string_key_slots``) and keys that come as str (the dict) share one set of slots, also
+    after compaction."""
+    from weir.codec.strings import Strings
+    from weir.operators.window.vector import _ObjectKeys
+
+    class Checks:
+        def check_new_keys(self, keys: list[object]) -> None:
+            pass
+
+    keys, reference = _ObjectKeys(), _ObjectKeys()
+    for i, (as_bytes, batch) in enumerate(batches):
+        if i == compact_after and len(keys):
+            used = np.arange(0, len(keys), 2, dtype=np.int64)  # keep every other slot
+            assert keys.compact(used).tolist() == reference.compact(used).tolist()
+        got = (
+            keys.string_slots(Strings.from_list(batch), Checks()) if as_bytes else keys.slots(batch, Checks())
+        )
+        assert got.tolist() == reference.slots(batch, Checks()).tolist()
+        assert keys.objects == reference.objects
+
+
+@KERNEL_SETTINGS
+@given(st.lists(st.sampled_from(["a", "b", "é", "", "a\x00", "k1"]), max_size=20), st.sets(st.integers(0, 5)))
+def test_string_key_slots_agrees_with_the_reference(keys: list[str], held: set[int]) -> None:
+    from weir.codec.strings import Strings
+
+    pool = ["a", "b", "é", "", "a\x00", "k1"]
+    table = {pool[i].encode(): slot for slot, i in enumerate(sorted(held))}
+    stored = Strings.from_list([pool[i] for i in sorted(held)])
+    size = 1 << (2 * len(table) + 1).bit_length()
+    table_slots, table_hashes = np.full(size, -1, np.int64), np.zeros(size, np.int64)
+    stored_hashes = stored.java_hashes().astype(np.int64)
+    wk.insert_string_keys(table_slots, table_hashes, stored_hashes, np.arange(len(table), dtype=np.int64))
+    strings = Strings.from_list(keys)
+    slots = wk.string_key_slots(
+        strings.data, strings.starts, strings.ends, strings.java_hashes().astype(np.int64),
+        table_slots, table_hashes, stored.data, stored.starts, stored.ends,
+    )  # fmt: skip
+    assert slots.tolist() == wk.string_key_slots_reference([k.encode() for k in keys], table)
+
+
 # -- the operators and the oracle ------------------------------------------------------------------
 
 

@@ -100,6 +100,7 @@ __all__ = [
     "fold_reference",
     "hash_aggregate_fire_reference",
     "insert_panes",
+    "insert_string_keys",
     "int_key_slots",
     "int_key_slots_reference",
     "local_aggregate",
@@ -107,6 +108,8 @@ __all__ = [
     "rebuild_int_key_table",
     "reinsert",
     "running_aggregate",
+    "string_key_slots",
+    "string_key_slots_reference",
     "window_starts_reference",
 ]
 
@@ -614,6 +617,71 @@ def rebuild_int_key_table(
             h = np.int64((np.uint64(h) + _ONE) & mask)
         table_slots[h] = slot
         table_keys[h] = key
+
+
+@njit(cache=True)
+def string_key_slots(
+    data: Any,
+    starts: Int64Array,
+    ends: Int64Array,
+    hashes: Any,
+    table_slots: Int64Array,
+    table_hashes: Any,
+    key_data: Any,
+    key_starts: Int64Array,
+    key_ends: Int64Array,
+) -> Int64Array:
+    """The slot of every string ``data[starts[i]:ends[i]]`` the table holds, -1 for the others.
+
+    ``hashes`` are the strings' hashes. The table is open addressing with linear probing:
+    ``table_slots[h]`` is a slot (-1: empty), ``table_hashes[h]`` its key's hash, and the key's
+    bytes are ``key_data[key_starts[slot]:key_ends[slot]]``. The caller inserts the missing
+    keys (``insert_string_keys``) once it has given them slots.
+    """
+    n = starts.shape[0]
+    out = np.empty(n, np.int64)
+    mask = np.uint64(table_slots.shape[0] - 1)
+    for i in range(n):
+        h = hashes[i]
+        s = starts[i]
+        size = ends[i] - s
+        pos = np.int64(_key_hash(h) & mask)
+        while True:
+            slot = table_slots[pos]
+            if slot < 0:
+                out[i] = -1
+                break
+            if table_hashes[pos] == h:
+                k = key_starts[slot]
+                if key_ends[slot] - k == size:
+                    same = True
+                    for j in range(size):
+                        if key_data[k + j] != data[s + j]:
+                            same = False
+                            break
+                    if same:
+                        out[i] = slot
+                        break
+            pos = np.int64((np.uint64(pos) + _ONE) & mask)
+    return out
+
+
+@njit(cache=True)
+def insert_string_keys(table_slots: Int64Array, table_hashes: Any, hashes: Any, slots: Int64Array) -> None:
+    """Add keys the table does not hold yet: slot ``slots[i]`` with hash ``hashes[i]``
+    (the caller keeps the table at most half full)."""
+    mask = np.uint64(table_slots.shape[0] - 1)
+    for i in range(slots.shape[0]):
+        pos = np.int64(_key_hash(hashes[i]) & mask)
+        while table_slots[pos] >= 0:
+            pos = np.int64((np.uint64(pos) + _ONE) & mask)
+        table_slots[pos] = slots[i]
+        table_hashes[pos] = hashes[i]
+
+
+def string_key_slots_reference(keys: list[bytes], table: dict[bytes, int]) -> list[int]:
+    """Twin of ``string_key_slots``: the slot of every key ``table`` holds, -1 for the others."""
+    return [table.get(key, -1) for key in keys]
 
 
 def int_key_slots_reference(keys: list[int], slots: dict[int, int]) -> list[int]:

@@ -75,8 +75,10 @@ from typing import Any
 
 import numpy as np
 
+from weir.codec import kernels
 from weir.codec.batch import Batch, TupleColumns
 from weir.codec.serializers import _gc_paused  # output records are built with the collector paused
+from weir.codec.strings import Strings
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, TypeInformation
 from weir.core.aggregators import Count, FieldAggregator, Mean
 from weir.core.state import AggregatingStateDescriptor, ReducingStateDescriptor
@@ -210,12 +212,89 @@ def check_key_groups(operator_name: str, keys: Any, max_parallelism: int, key_gr
         )
 
 
+class _StringKeyTable:
+    """The slots of string keys by their UTF-8 bytes (``kernels.string_key_slots``): a batch's
+    ``Strings`` find their slots without a ``str`` per record. It holds the keys that came as
+    ``Strings``; ``_ObjectKeys`` gives the slots."""
+
+    def __init__(self) -> None:
+        self.table_slots = np.full(2 * _MIN_TABLE, -1, np.int64)
+        self.table_hashes = np.zeros(2 * _MIN_TABLE, np.int64)
+        self.key_data = np.zeros(1024, np.uint8)
+        self.used_bytes = 0
+        self.key_starts = np.zeros(_MIN_TABLE, np.int64)
+        self.key_ends = np.zeros(_MIN_TABLE, np.int64)
+        self.slots_held: list[np.ndarray] = []  # the slots the table holds, a batch at a time
+        self.hashes_held: list[np.ndarray] = []
+        self.held = 0
+
+    def lookup(self, strings: Strings, hashes: np.ndarray) -> np.ndarray:
+        """The slot of every value, -1 where the table does not hold it."""
+        return wk.string_key_slots(
+            strings.data, strings.starts, strings.ends, hashes, self.table_slots, self.table_hashes,
+            self.key_data, self.key_starts, self.key_ends,
+        )  # fmt: skip
+
+    def insert(self, strings: Strings, hashes: np.ndarray, slots: np.ndarray) -> None:
+        """Add distinct keys the table does not hold, with their slots."""
+        sizes = strings.ends - strings.starts
+        total = int(sizes.sum())
+        if self.used_bytes + total > len(self.key_data):
+            self.key_data = np.resize(self.key_data, max(self.used_bytes + total, 2 * len(self.key_data)))
+        top = int(slots.max()) + 1 if len(slots) else 0
+        if top > len(self.key_starts):
+            size = max(top, 2 * len(self.key_starts))
+            self.key_starts = np.resize(self.key_starts, size)
+            self.key_ends = np.resize(self.key_ends, size)
+        new_starts = self.used_bytes + np.concatenate(([0], np.cumsum(sizes)[:-1])) if len(sizes) else sizes
+        order = np.arange(len(sizes), dtype=np.int64)
+        kernels.gather_strings(
+            self.key_data, np.array([self.used_bytes], np.int64), strings.data, strings.starts, strings.ends,
+            order, np.array([0, len(sizes)], np.int64), -1,
+        )  # fmt: skip
+        self.key_starts[slots] = new_starts
+        self.key_ends[slots] = new_starts + sizes
+        self.used_bytes += total
+        self.slots_held.append(slots)
+        self.hashes_held.append(hashes)
+        self.held += len(slots)
+        if 2 * self.held > len(self.table_slots):  # grow, and put every key back
+            size = 1 << (2 * self.held - 1).bit_length()
+            self.table_slots = np.full(size, -1, np.int64)
+            self.table_hashes = np.zeros(size, np.int64)
+            self.slots_held = [np.concatenate(self.slots_held)]
+            self.hashes_held = [np.concatenate(self.hashes_held)]
+            wk.insert_string_keys(
+                self.table_slots, self.table_hashes, self.hashes_held[0], self.slots_held[0]
+            )
+        else:
+            wk.insert_string_keys(self.table_slots, self.table_hashes, hashes, slots)
+
+
 class _ObjectKeys:
-    """Keys that are not int64s, as dense slots ``0 .. n - 1`` (a dict; one C lookup per record)."""
+    """Keys that are not int64s, as dense slots ``0 .. n - 1`` (a dict; one C lookup per record;
+    string keys held as ``Strings`` are looked up by their bytes instead)."""
 
     def __init__(self) -> None:
         self.ids: dict[Any, int] = {}
         self.objects: list[Any] = []
+        self._strings: _StringKeyTable | None = None
+
+    def string_slots(self, keys: Strings, operator: Any) -> np.ndarray:
+        """The slot of every key of a ``Strings`` column; keys not seen before get new slots."""
+        table = self._strings
+        if table is None:
+            table = self._strings = _StringKeyTable()
+        hashes = keys.java_hashes().astype(np.int64)
+        slots = table.lookup(keys, hashes)
+        missing = np.flatnonzero(slots < 0)
+        if len(missing):  # new keys, or keys that came as str: the dict decides their slots
+            found = self.slots(keys.take(missing).tolist(), operator)
+            slots[missing] = found
+            distinct, first = np.unique(found, return_index=True)
+            picked = missing[first]
+            table.insert(keys.take(picked), hashes[picked], distinct)
+        return slots
 
     def __len__(self) -> int:
         return len(self.objects)
@@ -252,6 +331,7 @@ class _ObjectKeys:
         mapping[used] = np.arange(len(used), dtype=np.int64)
         self.objects = [self.objects[i] for i in used.tolist()]
         self.ids = {k: i for i, k in enumerate(self.objects)}
+        self._strings = None  # refilled by the next batches' lookups
         return mapping
 
 
@@ -915,6 +995,8 @@ class VectorWindowOperator(WindowOperatorBase):
             if isinstance(values, TupleColumns) and field not in (None, IDENTITY)
             else None
         )
+        if self._objects is None and isinstance(column, Strings):
+            self._to_object_keys()  # string keys
         if self._objects is None:
             try:
                 if isinstance(values, np.ndarray):
@@ -932,6 +1014,8 @@ class VectorWindowOperator(WindowOperatorBase):
             keys_list = [key_of(v) for v in records]
         elif field == IDENTITY:
             keys_list = values.tolist() if isinstance(values, np.ndarray) else list(values)
+        elif isinstance(column, Strings):
+            return self._objects.string_slots(column, self)
         elif column is not None:
             keys_list = column.tolist() if isinstance(column, np.ndarray) else list(column)
         else:

@@ -68,6 +68,13 @@ CHUNK_ROWS = 16_384
 #: 4,096 rows, 14.4 ms with 1,024, 13.8 ms with 512. Throughput mode keeps the source's
 #: batch size, and so does a reader further behind than ``CATCH_UP_BEHIND_MS``.
 OPEN_LOOP_BATCH_ROWS = 1_024
+#: The same for a query written with ``weir.columnar``: the source's whole batch. Its rows
+#: cost the thread about a tenth of a per-record query's (4,096 rows of the columnar keyed
+#: shuffle take about 1 ms), while a batch's fixed cost along the path stays: in 1,024-row
+#: batches the columnar keyed shuffle at half its maximum (2.1 M records/s, 1 ms timeout)
+#: paid it so often that its readers fell behind until ``CATCH_UP_BEHIND_MS`` gave them full
+#: batches, p50 51 ms and p99 56 ms, against 3-4 ms and 7-12 ms in 4,096-row batches.
+COLUMNAR_OPEN_LOOP_BATCH_ROWS = DEFAULT_BATCH_SIZE
 #: How far behind its schedule (ms) an open-loop reader goes back to the source's full
 #: batches (``DEFAULT_BATCH_SIZE``): rows that late are past any latency target already, and
 #: a reader that far behind is overloaded or in a long stall, where what counts is how fast

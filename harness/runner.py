@@ -34,7 +34,13 @@ from weir.datastream import StreamExecutionEnvironment
 from weir.errors import UsageError
 from weir.harness.latency import LatencyHistogram, warm_up
 from weir.harness.queries import Query, get_query
-from weir.harness.replay import DEFAULT_BATCH_WAIT_MS, ReplayRun, ReplaySource
+from weir.harness.replay import (
+    COLUMNAR_OPEN_LOOP_BATCH_ROWS,
+    DEFAULT_BATCH_WAIT_MS,
+    OPEN_LOOP_BATCH_ROWS,
+    ReplayRun,
+    ReplaySource,
+)
 from weir.harness.sink import EventTimeMapping, LatencySink
 from weir.harness.steadiness import HostProbe
 from weir.workloads import dataset
@@ -289,6 +295,7 @@ class Run:
             schedule_limit=limit,
             max_duration_s=seconds if rate is None else None,
             batch_wait_ns=int(batch_wait_ms * 1e6),
+            open_loop_batch_rows=COLUMNAR_OPEN_LOOP_BATCH_ROWS if query.columnar else OPEN_LOOP_BATCH_ROWS,
             # a run of given seconds replays the data set as often as they take: a benchmark
             # measures for its configured time, however fast the machine (docs/harness.md)
             lap_schedule_units=None if seconds is None else ds.schedule_span,

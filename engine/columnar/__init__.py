@@ -13,10 +13,13 @@ Declarative aggregates (``weir.columnar.aggregates``)
     count, sum, min, max, mean, first, last
 Sources and sinks (``weir.columnar.connectors``)
     ColumnGeneratorSource, ArrowFileSource, BatchSinkFunction
+String columns (``weir.codec.strings``)
+    Strings: UTF-8 bytes that a function over columns reads as a sequence of str
 """
 
 from __future__ import annotations
 
+from weir.codec.strings import Strings
 from weir.columnar.aggregates import (
     Aggregates,
     RunningAggregates,
@@ -47,6 +50,7 @@ __all__ = [
     "BatchSinkFunction",
     "ColumnGeneratorSource",
     "RunningAggregates",
+    "Strings",
     "batch_filter",
     "batch_map",
     "count",

@@ -3,7 +3,8 @@
 Each is a PyFlink function class as well (``MapFunction``, ``FilterFunction``, ``KeySelector``,
 ``TimestampAssigner``), so wherever weir cannot hand it columns it runs record by record with
 the same results. On a typed stream of tuples (or of one basic type) weir hands it the batch's
-columns: numpy arrays for numbers and booleans, lists for strings and other fields.
+columns: numpy arrays for numbers and booleans, lists for other fields, and for strings a list
+or a ``weir.codec.strings.Strings`` (UTF-8 bytes that read as a sequence of ``str``).
 
 - ``batch_map(f)``: ``f(*columns)`` returns the output's columns (a tuple of arrays, or one
   array for a stream of one basic type), all as long as the input. PyFlink's pandas UDFs

@@ -126,6 +126,18 @@ async def test_a_reader_far_behind_catches_up_in_the_sources_full_batches(
     assert sizes[:3] == [64, 30, 6]
 
 
+@pytest.mark.parametrize(("query", "rows"), [("keyed-shuffle", 1_024), ("keyed-shuffle-columnar", 4_096)])
+def test_a_columnar_query_replays_open_loop_in_the_sources_whole_batches(
+    keyed_dir: Path, query: str, rows: int
+) -> None:
+    """Open-loop batches of a per-record query stop at ``OPEN_LOOP_BATCH_ROWS``; a columnar
+    query's rows cost the thread a tenth as much and take the source's batch size."""
+    from weir.harness.runner import Run, RunConfig
+
+    run = Run(DataSet(keyed_dir), RunConfig(query, parallelism=1, buffer_timeout_ms=1), 1000.0, 1.0)
+    assert run.run.open_loop_batch_rows == rows
+
+
 def test_rates_are_records_per_second_of_the_replayed_tables(keyed_dir: Path) -> None:
     ds = DataSet(keyed_dir)
     rate, limit = schedule_for(ds, get_query("keyed-window"), 250.0, 2.0)

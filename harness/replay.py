@@ -380,10 +380,11 @@ class _Chunk:
             intended.extend(self.intended_array[have : min(self.size, max(stop, have + PIECE_ROWS))].tolist())
         return intended
 
-    def values(self, start: int, end: int, columns: list[str], intended: list[int]) -> TupleColumns:
+    def values(self, start: int, end: int, columns: list[str], intended: np.ndarray) -> TupleColumns:
         """Rows [start, end) as columns, ``intended`` the last: numbers as numpy arrays (views
-        of one conversion per chunk, no Python object per value), strings as lists (converted
-        a piece at a time). A per-record query builds its tuples from them when it reads them."""
+        of one conversion per chunk, no Python object per value), strings as ``Strings`` over
+        Arrow's bytes (as lists, converted a piece at a time, where they hold nulls). A
+        per-record query builds its tuples from them when it reads them."""
         out: list[Any] = []
         for c in columns:
             array = self._array(c)
@@ -395,7 +396,7 @@ class _Chunk:
                 out.append(strings[start:end])
             else:
                 out.append(self._list(c, end)[start:end])
-        out.append(np.array(intended, dtype=np.int64))
+        out.append(intended)
         return TupleColumns(out)
 
     def _array(self, c: str) -> np.ndarray | None:
@@ -738,7 +739,12 @@ class ReplayReader(SourceReader):
                 self.stats.max_behind_ns = behind
         end = start + n
         chunk.next = end
-        values = chunk.values(start, end, self.source.columns, intended)
+        # the intended times as a column: a view of the chunk's array (the list is for bisect)
+        if chunk.intended_array is None:  # throughput mode: all now
+            column = np.full(n, now, np.int64)
+        else:
+            column = chunk.intended_array[start:end]
+        values = chunk.values(start, end, self.source.columns, column)
         self.emitted += n
         stats = self.stats
         stats.emitted += n

@@ -29,6 +29,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.operators.test_vector_window import MAX_WM, Run
+from weir.codec.batch import Batch, TupleColumns
+from weir.codec.strings import Strings
 from weir.columnar import (
     Aggregates,
     RunningAggregates,
@@ -494,17 +496,19 @@ def builtins_max(a: int, b: int) -> int:
     return a if a >= b else b
 
 
-def window_pair(drawn: list[tuple[str, int]], assigner: Any, lateness: int, tag: Any) -> tuple[Any, Any]:
+def window_pair(
+    drawn: list[tuple[str, int]], assigner: Any, lateness: int, tag: Any, row: Any = ROW
+) -> tuple[Any, Any]:
     agg = Aggregates(*outputs_of(drawn, True))
     trigger = assigner.get_default_trigger()
     per_record = WindowOperator(
         "w", wrap_key_selector(lambda r: r[0]), assigner, trigger, lateness, tag, "aggregate", agg,
         AggregatesWindowFunction(agg.spec), None,
     )  # fmt: skip
-    plan, reason = aggregates_plan({"spec": agg.spec, "input_type": ROW}, assigner, trigger, None)
+    plan, reason = aggregates_plan({"spec": agg.spec, "input_type": row}, assigner, trigger, None)
     assert plan is not None, reason
     vector = AggregatesWindowOperator(
-        "w", wrap_key_selector(lambda r: r[0]), assigner, plan, ROW, tag, agg, lateness
+        "w", wrap_key_selector(lambda r: r[0]), assigner, plan, row, tag, agg, lateness
     )
     return per_record, vector
 
@@ -568,6 +572,74 @@ def test_vectorized_aggregates_equal_the_per_record_path(
             first_run.op.current_watermark
         )  # a task restores no watermark: the next one comes
         play([second], [*steps[cut:], ([], MAX_WM)])
+    assert first_run.records() + second.records() == per_record.records()
+
+
+STRING_ROW = Types.TUPLE([Types.STRING(), Types.LONG(), Types.DOUBLE(), Types.INT()])
+
+
+def _string_keyed(steps: list[tuple[list[tuple[Any, int]], int]]) -> list[tuple[list[tuple[Any, int]], int]]:
+    """The same steps with string keys (one of them beyond ASCII)."""
+    return [([((f"k{r[0]}" + "é" * (r[0] == 3), *r[1:]), t) for r, t in batch], wm) for batch, wm in steps]
+
+
+def _play_columns(run: Run, steps: list[tuple[list[tuple[Any, int]], int]], as_columns: list[bool]) -> None:
+    """``play`` for one run, a step's batch as columns with its keys as ``Strings`` (as a
+    frame decodes them) where ``as_columns`` says so, else as records."""
+    for i, (events, watermark) in enumerate(steps):
+        if events and as_columns[i % len(as_columns)]:
+            key, a, b, c = zip(*(v for v, _ in events))
+            columns = TupleColumns([Strings.from_list(list(key)), np.array(a), np.array(b), np.array(c)])
+            run.op.process_batch(Batch(columns, np.array([t for _, t in events], dtype=np.int64)))
+        else:
+            run.batch(events)
+        run.watermark(watermark)
+
+
+@OPERATOR_SETTINGS
+@given(
+    drawn=OUTPUTS, shape=shapes(), run=runs(), as_columns=st.lists(st.booleans(), min_size=1, max_size=6),
+    vector_first=st.booleans(), lmdb=st.booleans(),
+)  # fmt: skip
+def test_vectorized_aggregates_over_string_columns_equal_the_per_record_path(
+    drawn: list[tuple[str, int]],
+    shape: tuple[int, int, int],
+    run: tuple[list[tuple[list[tuple[Any, int]], int]], int],
+    as_columns: list[bool],
+    vector_first: bool,
+    lmdb: bool,
+    tmp_path_factory: Any,
+) -> None:
+    """String keys reaching the vectorized window as ``Strings`` (looked up by their bytes)
+    or as str, batch by batch: the per-record path's records, and a checkpoint of either
+    restores into the other."""
+    size, slide, offset = shape
+    assigner = (
+        TumblingEventTimeWindows(size, offset)
+        if size == slide
+        else SlidingEventTimeWindows(size, slide, offset)
+    )
+    steps, cut = run
+    steps = _string_keyed(steps)
+    per_record, vector = (Run(op) for op in window_pair(drawn, assigner, 30, None, STRING_ROW))
+    play([per_record], [*steps, ([], MAX_WM)])
+    _play_columns(vector, [*steps, ([], MAX_WM)], as_columns)
+    assert vector.records() == per_record.records()
+    first_op, second_op = window_pair(drawn, assigner, 30, None, STRING_ROW)[:: 1 if not vector_first else -1]
+    path = tmp_path_factory.mktemp("strings")
+    first_run = Run(
+        first_op,
+        create_keyed_backend(
+            "lmdb" if lmdb else "hashmap", "op", 128, KeyGroupRange(0, 127), path=path / "a"
+        ),
+    )
+    _play_columns(first_run, steps[:cut], as_columns)
+    snapshot = first_run.checkpoint()
+    second = Run(
+        second_op, create_keyed_backend("hashmap", "op", 128, KeyGroupRange(0, 127)), restore=[snapshot]
+    )
+    second.op.current_watermark = first_run.op.current_watermark
+    _play_columns(second, [*steps[cut:], ([], MAX_WM)], as_columns)
     assert first_run.records() + second.records() == per_record.records()
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from weir.codec.batch import Batch, TupleColumns
+from weir.codec.strings import Strings
 from weir.columnar.aggregates import RunningAggregates
 from weir.common.typeinfo import BasicTypeInfo, RowTypeInfo, TupleTypeInfo, Types
 from weir.core.state import ValueStateDescriptor
@@ -153,7 +154,7 @@ class RunningAggregatesOperator(_KeyedOperator):
         return self._objects.keys(slots)
 
     def _slots(self, values: Any, n: int) -> tuple[np.ndarray, Any]:
-        """The key slot of every record, and the keys (an int64 array or a list)."""
+        """The key slot of every record, and the keys (an int64 array, ``Strings`` or a list)."""
         field = self._key_field
         if field is not None:
             getter = identity if field == IDENTITY else self._key_getter
@@ -165,6 +166,11 @@ class RunningAggregatesOperator(_KeyedOperator):
             if isinstance(values, TupleColumns) and field not in (None, IDENTITY)
             else None
         )
+        if isinstance(column, Strings):  # string keys by their bytes; the output keeps the column
+            if self._int_keys is not None:
+                self._to_object_keys()
+            assert self._objects is not None
+            return self._objects.string_slots(column, self), column
         if self._int_keys is not None:
             try:
                 if isinstance(values, np.ndarray):

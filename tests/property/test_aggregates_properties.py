@@ -671,3 +671,45 @@ def test_running_aggregates_equal_the_per_record_path(
     second = Run(make(not vector_first), backend)
     play([second], steps[cut:])
     assert first_run.records() + second.records() == per_record.records()
+
+
+@OPERATOR_SETTINGS
+@given(
+    drawn=OUTPUTS,
+    run=runs(),
+    as_columns=st.lists(st.booleans(), min_size=1, max_size=6),
+    vector_first=st.booleans(),
+)
+def test_running_aggregates_over_string_columns_equal_the_per_record_path(
+    drawn: list[tuple[str, int]],
+    run: tuple[list[tuple[list[tuple[Any, int]], int]], int],
+    as_columns: list[bool],
+    vector_first: bool,
+) -> None:
+    """String keys reaching ``RunningAggregatesOperator`` as ``Strings`` or as str, batch by
+    batch: the per-record path's records; a checkpoint crosses both ways."""
+    steps, cut = run
+    steps = _string_keyed(steps)
+    function = RunningAggregates(*outputs_of(drawn, False))
+    plan, reason = slot_layout(function.spec, STRING_ROW)
+    assert plan is not None, reason
+
+    def make(vectorized: bool) -> Any:
+        if vectorized:
+            return RunningAggregatesOperator("k", wrap_key_selector(lambda r: r[0]), plan, STRING_ROW)
+        return KeyedProcessOperator(
+            "k", wrap_key_selector(lambda r: r[0]), wrap_keyed_process(RunningAggregates(*function.outputs))
+        )
+
+    per_record, vector = Run(make(False)), Run(make(True))
+    play([per_record], steps)
+    _play_columns(vector, steps, as_columns)
+    assert vector.records() == per_record.records()
+    first_run = Run(make(vector_first))
+    _play_columns(first_run, steps[:cut], as_columns)
+    first_run.op.prepare_snapshot_pre_barrier(1)
+    backend = create_keyed_backend("hashmap", "op", 128, KeyGroupRange(0, 127))
+    backend.restore([first_run.backend.snapshot()])
+    second = Run(make(not vector_first), backend)
+    _play_columns(second, steps[cut:], as_columns)
+    assert first_run.records() + second.records() == per_record.records()

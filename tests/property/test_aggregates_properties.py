@@ -643,23 +643,30 @@ def test_vectorized_aggregates_over_string_columns_equal_the_per_record_path(
     assert first_run.records() + second.records() == per_record.records()
 
 
+def running_pair(drawn: list[tuple[str, int]], row: Any) -> Any:
+    """``make(vectorized)``: a ``RunningAggregatesOperator``, or the per-record
+    ``KeyedProcessOperator`` running the same ``RunningAggregates``, over records of ``row``."""
+    function = RunningAggregates(*outputs_of(drawn, False))
+    plan, reason = slot_layout(function.spec, row)
+    assert plan is not None, reason
+
+    def make(vectorized: bool) -> Any:
+        if vectorized:
+            return RunningAggregatesOperator("k", wrap_key_selector(lambda r: r[0]), plan, row)
+        return KeyedProcessOperator(
+            "k", wrap_key_selector(lambda r: r[0]), wrap_keyed_process(RunningAggregates(*function.outputs))
+        )
+
+    return make
+
+
 @OPERATOR_SETTINGS
 @given(drawn=OUTPUTS, run=runs(), vector_first=st.booleans())
 def test_running_aggregates_equal_the_per_record_path(
     drawn: list[tuple[str, int]], run: tuple[list[tuple[list[tuple[Any, int]], int]], int], vector_first: bool
 ) -> None:
     steps, cut = run
-    function = RunningAggregates(*outputs_of(drawn, False))
-    plan, reason = slot_layout(function.spec, ROW)
-    assert plan is not None, reason
-
-    def make(vectorized: bool) -> Any:
-        if vectorized:
-            return RunningAggregatesOperator("k", wrap_key_selector(lambda r: r[0]), plan, ROW)
-        return KeyedProcessOperator(
-            "k", wrap_key_selector(lambda r: r[0]), wrap_keyed_process(RunningAggregates(*function.outputs))
-        )
-
+    make = running_pair(drawn, ROW)
     per_record, vector = Run(make(False)), Run(make(True))
     play([per_record, vector], steps)
     assert vector.records() == per_record.records()
@@ -690,17 +697,7 @@ def test_running_aggregates_over_string_columns_equal_the_per_record_path(
     batch: the per-record path's records; a checkpoint crosses both ways."""
     steps, cut = run
     steps = _string_keyed(steps)
-    function = RunningAggregates(*outputs_of(drawn, False))
-    plan, reason = slot_layout(function.spec, STRING_ROW)
-    assert plan is not None, reason
-
-    def make(vectorized: bool) -> Any:
-        if vectorized:
-            return RunningAggregatesOperator("k", wrap_key_selector(lambda r: r[0]), plan, STRING_ROW)
-        return KeyedProcessOperator(
-            "k", wrap_key_selector(lambda r: r[0]), wrap_keyed_process(RunningAggregates(*function.outputs))
-        )
-
+    make = running_pair(drawn, STRING_ROW)
     per_record, vector = Run(make(False)), Run(make(True))
     play([per_record], steps)
     _play_columns(vector, steps, as_columns)

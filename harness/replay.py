@@ -422,15 +422,11 @@ class _Chunk:
         strings = self.strings
         if c not in strings:
             column = self.rows.column(c)
-            found = None
-            if (
-                pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
-            ) and not column.null_count:
-                found = Strings.from_arrow(
-                    column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-                )
-                if found is not None:
-                    found.has_no_nul()  # once per chunk: slices know it
+            found = Strings.from_arrow(
+                column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+            )
+            if found is not None:
+                found.has_no_nul()  # once per chunk: slices know it
             strings[c] = found
         return strings[c]
 

@@ -86,11 +86,8 @@ class KeyGroupSelector(ChannelSelector):
 
     def select(self, batch: Batch, num_channels: int) -> np.ndarray:
         column = self.key_column(batch.values)
-        if isinstance(column, np.ndarray):  # a key field of a columnar batch: one hashing call
-            return self._channels(column, num_channels)
-        if isinstance(column, Strings):  # strings as bytes: hashed by one kernel, no str built
-            hashes = column.java_hashes()
-            return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
+        if isinstance(column, np.ndarray | Strings):  # a key field of a columnar batch: one hashing call
+            return self._channels(column, num_channels)  # (Strings: hashed from their bytes)
         keys = column if isinstance(column, list) else self.keys(batch)  # a column of strings, or records
         cache = self._cache.get(num_channels)
         if cache is None:
@@ -113,7 +110,7 @@ class KeyGroupSelector(ChannelSelector):
         cache.update(zip(missing, self._channels(missing, num_channels).tolist()))
         return np.fromiter(map(cache.__getitem__, keys), np.int32, len(keys))
 
-    def _channels(self, keys: list[Any] | np.ndarray, num_channels: int) -> np.ndarray:
+    def _channels(self, keys: list[Any] | np.ndarray | Strings, num_channels: int) -> np.ndarray:
         hashes = java_hash_array(keys)
         return np.asarray(channels_for_hashes(hashes, self.max_parallelism, num_channels), dtype=np.int32)
 

@@ -93,6 +93,8 @@ class JobMaster:
         #: the plan's slots, (taskmanager index, slot index), and the slot the job holds for each
         self.placement: dict[tuple[int, int], SlotId] = {}
         self.handles: dict[str, TaskHandle] = {}
+        #: each attempt's last statistics, kept when the job ended and its tasks were let go
+        self._final_statistics: dict[str, Any] | None = None
         self.executions: dict[str, Execution] = {}
         self.failure: BaseException | None = None
         self._changed = trio.Event()
@@ -242,6 +244,7 @@ class JobMaster:
             self.rm.remove_listener(self._on_taskmanager_lost)
             self.rm.release_slots(self.job_id)
             self._release_partitions(eg)
+            self._archive_tasks()
         await self._apply_checkpoint_retention()
         runtime_ms = int((trio.current_time() - started) * 1000)
         accumulators: dict[str, Any] = {"restarts": self.restarts}
@@ -735,13 +738,24 @@ class JobMaster:
         self._changed.set()
 
     def statistics(self) -> list[Any]:
-        stats = [h.task.statistics() for h in self.handles.values() if h.task is not None]
-        return [s for s in stats if s is not None]  # a remote task's come every second
+        return list(self.task_statistics().values())
 
     def task_statistics(self) -> dict[str, Any]:
-        """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these)."""
+        """Each deployed attempt's ``TaskStatistics`` by execution id (the dashboard reads these);
+        once the job ended, those of its last attempts."""
+        if self._final_statistics is not None:
+            return self._final_statistics
         stats = {eid: h.task.statistics() for eid, h in self.handles.items() if h.task is not None}
         return {eid: s for eid, s in stats.items() if s is not None}  # a remote task's come every second
+
+    def _archive_tasks(self) -> None:
+        """At the job's end, keep its tasks' last statistics and let the tasks go. A cluster
+        keeps its ended jobs for their results and the dashboard (as Flink's Dispatcher keeps
+        an archived execution graph); a task holds its operators, and so every pane and table
+        of their state, which would stay in memory for as long as the cluster runs."""
+        self._final_statistics = self.task_statistics()
+        for handle in self.handles.values():
+            handle.task = None
 
 
 def raise_for_result(result: JobResult) -> None:

@@ -8,9 +8,11 @@ the answers against the job's own JobGraph, its records and checkpoints, and the
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from weir.datastream import StreamExecutionEnvironment
 from weir.datastream.connectors.builtin import CollectSink
 from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.connectors.number_seq import NumberSequenceSource
+from weir.datastream.functions import SinkFunction
 from weir.graph.job_graph import generate_job_graph
 from weir.graph.status import JobStatus
 
@@ -141,6 +144,39 @@ async def test_a_finished_job_is_described_with_flink_shapes_and_its_own_numbers
     assert overview["taskmanagers"] == 2 and overview["slots-total"] == 4
     assert overview["slots-available"] == 4  # the finished job gave its slots back
     assert (overview["jobs-running"], overview["jobs-finished"]) == (0, 1)
+
+
+_OPENED_SINKS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+class _RememberedSink(SinkFunction):
+    """A sink whose open instances the test can see go away with their operators."""
+
+    def open(self, runtime_context: Any) -> None:
+        _OPENED_SINKS.add(self)
+
+    def invoke(self, value: Any, context: Any) -> None:
+        pass
+
+
+async def test_an_ended_job_keeps_its_numbers_but_lets_its_operators_go(dashboard: Dashboard) -> None:
+    # the cluster keeps ended jobs for the dashboard; each of their operators held its state
+    # (a window's panes), so kept tasks grew a long-lived process by a job's state per job
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(2)
+    env.from_source(NumberSequenceSource(0, 999), WatermarkStrategy.no_watermarks(), "numbers").key_by(
+        lambda n: n % 7, key_type=Types.LONG()
+    ).add_sink(_RememberedSink()).name("remember")
+    job_graph = generate_job_graph(env.get_stream_graph("remembered"))
+    handle = dashboard.cluster.submit(job_graph, job_settings_for(env))
+    with trio.fail_after(120):
+        assert (await handle.wait()).status is JobStatus.FINISHED
+    gc.collect()
+    assert len(_OPENED_SINKS) == 0, "the ended job's operators are still referenced"
+    sink = job_graph.vertices[-1].id
+    vertex = await ok(f"{dashboard.url}/jobs/{handle.job_id}/vertices/{sink}")
+    assert sum(s["metrics"]["read-records"] for s in vertex["subtasks"]) == 1_000
+    assert sum(s.records_in for s in handle.job_master.statistics()) >= 1_000
 
 
 def backpressured_job() -> tuple[StreamExecutionEnvironment, Any, int]:

@@ -16,6 +16,8 @@ Events:
   before, and is reported exactly once; after that it stays known as timed out (its
   heartbeats are refused) until it is unregistered or registered again.
 - ``unregister(target)`` stops watching it.
+- ``extend(by_ms)`` moves every live deadline: the watcher itself was stalled for that long
+  (its event loop blocked), so it could not have read a heartbeat.
 
 ``next_deadline()`` is the earliest deadline of a live target, so a driver can sleep
 exactly until the next possible timeout. Time never goes backwards: an event with a
@@ -177,6 +179,15 @@ class HeartbeatMonitor:
             del self._deadlines[target_id]
             self._timed_out[target_id] = None
         return expired
+
+    def extend(self, by_ms: float) -> None:
+        """The watcher could not hear anyone for ``by_ms`` (its own thread stalled): every
+        live deadline moves by that much. A heartbeat that arrived meanwhile waits, unread,
+        behind the stall, so the stall does not count against its sender."""
+        if not math.isfinite(by_ms) or by_ms < 0:
+            raise UsageError(f"heartbeat monitor: extend by_ms must be a finite number >= 0, got {by_ms!r}")
+        for target_id in self._deadlines:
+            self._deadlines[target_id] += by_ms
 
     def next_deadline(self) -> float | None:
         """The earliest deadline (ms) of a live target, or ``None`` when none is watched."""

@@ -23,7 +23,11 @@ job logic; it deals purely in slots (as Flink's ResourceManager).
   deadline passed dead: its slots leave the inventory and each listener added with
   ``add_listener`` is called with the TaskManager's id and the lost slots per job, so
   the affected JobMasters can fail over. An explicit ``unregister_task_executor`` (a
-  clean disconnect) does the same without waiting for the timeout.
+  clean disconnect) does the same without waiting for the timeout. When ``run()`` wakes
+  later than it asked, its loop was blocked and could read no heartbeat meanwhile, so the
+  deadlines move by the delay: a TaskManager in the same process as a task that held the
+  loop for a minute (a snapshot's synchronous part over millions of entries) is not
+  declared dead for it.
 
 Time is ``trio.current_time()`` in milliseconds, never the wall clock, so tests drive it
 with ``MockClock``; so even the synchronous methods must be called inside ``trio.run``.
@@ -355,6 +359,10 @@ class ResourceManager:
                     wake_ms = min(wake_ms, deadline_ms)
                 await trio.sleep_until(wake_ms / 1000)
                 self._clock_floor_ms = max(self._clock_floor_ms, wake_ms)
+                # woken late: the loop was blocked (a long synchronous step of a task in this
+                # process), and no heartbeat could be read meanwhile, not even an in-process
+                # TaskManager's; that time does not count against anyone
+                self._monitor.extend(max(0.0, self._now_ms() - wake_ms))
         finally:
             self._running = False
 

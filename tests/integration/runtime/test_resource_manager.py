@@ -305,3 +305,30 @@ def test_heartbeat_settings_are_validated_and_read_from_config() -> None:
         ResourceManager(heartbeat_interval_ms=10_000, heartbeat_timeout_ms=1_000)
     rm = ResourceManager.from_config({"heartbeat.interval": "1 s", "heartbeat.timeout": "5 s"})
     assert (rm.heartbeat_interval_ms, rm.heartbeat_timeout_ms) == (1_000, 5_000)
+
+
+async def test_a_loop_blocked_past_the_timeout_does_not_count_against_a_taskmanager_of_the_process() -> None:
+    # real time: the loop blocks, as under a task's long synchronous step; the TaskManager's
+    # heartbeats could not be sent, and the ResourceManager could not have read them either
+    import time
+
+    rm = ResourceManager(heartbeat_interval_ms=20, heartbeat_timeout_ms=100)
+    lost = Lost()
+    rm.add_listener(lost)
+    rm.register_task_executor("tm0", 1)
+
+    async def beat() -> None:
+        while True:
+            await trio.sleep(0.02)
+            rm.heartbeat_from_task_executor("tm0")
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(rm.run)
+        nursery.start_soon(beat)
+        await trio.sleep(0.05)
+        time.sleep(0.4)  # the loop is blocked for 4 timeouts
+        await trio.sleep(0.15)
+        assert lost.calls == [] and rm.slot_manager.is_registered("tm0")
+        rm.unregister_task_executor("tm0")  # a real loss is still one, at once
+        assert [tm for _, tm, _ in lost.calls] == ["tm0"]
+        nursery.cancel_scope.cancel()

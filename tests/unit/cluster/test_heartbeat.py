@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from weir.cluster.heartbeat import (
@@ -138,3 +140,20 @@ def test_settings_from_flink_keys() -> None:
     assert HeartbeatSettings.from_config({}) == HeartbeatSettings()
     with pytest.raises(UsageError, match=r"heartbeat\.timeout: expected a duration"):
         HeartbeatSettings.from_config({"heartbeat.timeout": "soon"})
+
+
+def test_a_stalled_watcher_moves_every_live_deadline_by_the_stall() -> None:
+    m = HeartbeatMonitor(timeout_ms=100)
+    m.register("a", now_ms=0)
+    m.register("gone", now_ms=0)
+    m.register("b", now_ms=50)
+    assert m.check(now_ms=100) == ["a", "gone"]
+    m.register("a", now_ms=100)  # reconnected
+    m.extend(400)  # the watcher's loop was blocked for 400 ms
+    assert (m.deadline_of("a"), m.deadline_of("b"), m.deadline_of("gone")) == (600, 550, None)
+    assert m.check(now_ms=549) == [] and m.check(now_ms=550) == ["b"]
+    m.extend(0)
+    assert m.deadline_of("a") == 600
+    for bad in (-1, math.inf, math.nan):
+        with pytest.raises(UsageError, match="extend by_ms"):
+            m.extend(bad)

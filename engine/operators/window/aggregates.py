@@ -71,7 +71,7 @@ from weir.operators.window.vector import (
     _PaneStore,
     numeric_column,
 )
-from weir.state import serde
+from weir.state import serde, unforked
 from weir.time.timers import InternalTimerService
 
 __all__ = ["AggregatesPlan", "AggregatesWindowOperator", "aggregates_plan", "slot_layout"]
@@ -331,10 +331,10 @@ class _AggregatePanes(_DensePanes):
         self.win_live = np.zeros(windows, np.bool_)
         self.win_fired = np.zeros(windows, np.bool_)
         self.win_count = np.zeros(windows, np.int64)
-        self.count = np.zeros((windows, keys), np.int64)
-        self.order = np.zeros((windows, keys), np.int32)
-        self.iacc = np.zeros((windows, keys, self.mi), np.int64)
-        self.facc = np.zeros((windows, keys, self.mf), np.float64)
+        self.count = unforked.zeros((windows, keys), np.int64)
+        self.order = unforked.zeros((windows, keys), np.int32)
+        self.iacc = unforked.zeros((windows, keys, self.mi), np.int64)
+        self.facc = unforked.zeros((windows, keys, self.mf), np.float64)
         self.firsts = None
         if old is not None:
             win_start, win_live, win_fired, win_count, count, order, iacc, facc = old
@@ -509,11 +509,15 @@ class _AggregatePaneLog(_PaneStore):
         self.sparse_firings = 0  # firings in a row that found the rows 32 times too many
 
     def _use(self, rows: np.ndarray) -> None:
-        """Take ``rows`` (its first ``state[ROWS]`` rows in use) and index them anew."""
+        """Take ``rows`` (its first ``state[ROWS]`` rows in use) and index them anew; an
+        index of the right size is reused (its pages are there), else a new one is kept
+        from checkpoint children (``weir.state.unforked``)."""
         self.rows = rows
         self.frows = rows.view(np.float64)
-        self.index = np.empty(2 * len(rows), np.int64)  # rebuild_index clears it
-        pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index)
+        index = getattr(self, "index", None)
+        if index is None or len(index) != 2 * len(rows):
+            self.index = unforked.empty(2 * len(rows), np.int64)
+        pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index)  # clears the index first
 
     @property
     def live(self) -> int:
@@ -535,7 +539,11 @@ class _AggregatePaneLog(_PaneStore):
 
     def _relayout(self, capacity: int) -> None:
         """Keep only the live rows, in order, in ``capacity`` rows."""
-        rows = self.rows if capacity == len(self.rows) else np.empty((capacity, self.rows.shape[1]), np.int64)
+        rows = (
+            self.rows
+            if capacity == len(self.rows)
+            else unforked.empty((capacity, self.rows.shape[1]), np.int64)
+        )
         self.state[pl.ROWS] = pl.compact(self.rows, int(self.state[pl.ROWS]), rows)
         self.state[pl.DEAD] = 0
         self._use(rows)

@@ -60,6 +60,8 @@ import numpy as np
 import numpy.typing as npt
 from numba import njit
 
+from weir.state import unforked
+
 __all__ = [
     "COUNT",
     "FIRES",
@@ -140,8 +142,9 @@ _ONE = np.uint64(1)
 
 
 def empty_table(size: int, dtype: np.dtype[Any]) -> np.ndarray:
-    """A pane table of ``size`` (a power of two) empty rows."""
-    table = np.zeros(size, dtype)
+    """A pane table of ``size`` (a power of two) empty rows, kept from checkpoint children
+    (``weir.state.unforked``)."""
+    table = unforked.zeros(size, dtype)
     table["seq"] = -1
     return table
 

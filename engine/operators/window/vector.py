@@ -98,6 +98,7 @@ from weir.keys import java_hash_array, key_groups_for_hashes
 from weir.operators.keyed import _check_key, _key_function
 from weir.operators.window import kernels as wk
 from weir.operators.window.shared import IDENTITY, WindowOperatorBase, identity, probe_agrees, probe_key_field
+from weir.state import unforked
 from weir.state.panes import ColumnPaneSnapshot
 from weir.time.timers import InternalTimerService
 
@@ -594,9 +595,9 @@ class _DensePanes(_PaneStore):
         self.win_start = np.zeros(windows, np.int64)
         self.win_live = np.zeros(windows, np.bool_)
         self.win_count = np.zeros(windows, np.int64)
-        self.acc = np.zeros((windows, keys), self.dtype)
-        self.count = np.zeros((windows, keys), np.int64)
-        self.order = np.zeros((windows, keys), np.int32)
+        self.acc = unforked.zeros((windows, keys), self.dtype)
+        self.count = unforked.zeros((windows, keys), np.int64)
+        self.order = unforked.zeros((windows, keys), np.int32)
         self.firsts = np.empty((windows, keys), dtype=object) if self.keeps_first else None
         if old is not None:
             win_start, win_live, win_count, acc, count, order = old

@@ -69,3 +69,120 @@ async def test_a_job_whose_checkpoints_children_write_commits_exactly_the_oracle
     stats = [s for s in result.accumulators["checkpoint_stats"] if s["status"] == "COMPLETED"]
     assert all(s["fork_ms"] > 0 for s in stats), stats  # how many complete before the end varies
     assert describe_difference(committed_lines(tmp_path), exact_oracle(case, 8_000)) == ""
+
+
+# -- a vectorized window whose pane tables children do not inherit ------------------------------
+PANE_KEYS = 20_000  # one event per key and 1 s window: tables past unforked.MIN_BYTES
+PANE_EVENTS = 100_000
+
+
+def pane_event(i: int) -> tuple[int, int, int]:
+    """(key, value, event time ms): PANE_KEYS events per second of event time, in order."""
+    return i % PANE_KEYS, i % 100, i * 1000 // PANE_KEYS
+
+
+def pane_oracle() -> Counter:
+    counts: Counter = Counter()
+    sums: Counter = Counter()
+    for i in range(PANE_EVENTS):
+        k, v, t = pane_event(i)
+        counts[(k, t - t % 1000)] += 1
+        sums[(k, t - t % 1000)] += v
+    return Counter((k, start, n, sums[(k, start)]) for (k, start), n in counts.items())
+
+
+def pane_job(out: list, parallelism: int, savepoint: str | None = None) -> tuple:
+    from weir.columnar import Aggregates, count, key, sum, window_start
+    from weir.common import Duration, Time, Types, WatermarkStrategy
+    from weir.datastream import StreamExecutionEnvironment
+    from weir.datastream.connectors.datagen import DataGeneratorSource
+    from weir.datastream.window import TumblingEventTimeWindows
+    from weir.graph.job_graph import generate_job_graph
+
+    env = StreamExecutionEnvironment.get_execution_environment()
+    env.set_parallelism(parallelism)
+    children_write(env)
+    event_type = Types.TUPLE([Types.LONG(), Types.LONG(), Types.LONG()])
+    watermarks = WatermarkStrategy.for_bounded_out_of_orderness(
+        Duration.of_millis(50)
+    ).with_timestamp_assigner(lambda e, _: e[2])
+    (
+        env.from_source(
+            DataGeneratorSource(pane_event, PANE_EVENTS, rate_limit=40_000.0, type_info=event_type),
+            watermarks,
+            "events",
+        )
+        .uid("events")
+        .key_by(lambda e: e[0], key_type=Types.LONG())
+        .window(TumblingEventTimeWindows.of(Time.seconds(1)))
+        .aggregate(Aggregates(key(), window_start(), count(), sum(1)))
+        .uid("panes")
+        .map(tuple)
+        .add_sink(out.append)
+        .set_parallelism(1)
+    )
+    if savepoint is not None:
+        env._restore_from(savepoint, False)
+    return env, generate_job_graph(env.get_stream_graph("unforked panes"))
+
+
+def _pane_stores(handle: object) -> list[object]:
+    from weir.operators.window.aggregates import AggregatesWindowOperator
+
+    tasks = [h.task for h in handle.job_master.handles.values() if h.task is not None]  # type: ignore[attr-defined]
+    ops = [op for task in tasks for op in task.chain.operators if isinstance(op, AggregatesWindowOperator)]
+    return [op.panes for op in ops]
+
+
+@pytest.mark.parametrize(
+    ("parallelism", "dense_cells", "store"),
+    # the window keeps its panes in dense arrays until they would outgrow DENSE_CELLS, then
+    # in the pane log: a small bound moves them there early
+    [(1, None, "_AggregatePanes"), (2, 1 << 12, "_AggregatePaneLog")],
+)
+async def test_a_vectorized_windows_savepoint_written_by_a_child_restores_though_it_never_saw_the_panes(
+    parallelism: int,
+    dense_cells: int | None,
+    store: str,
+    tmp_path: Path,
+    autojump_clock: object,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from weir.operators.window import vector
+    from weir.state import unforked
+
+    if dense_cells is not None:
+        monkeypatch.setattr(vector, "DENSE_CELLS", dense_cells)
+    first: list = []
+    env, graph = pane_job(first, parallelism)
+    async with open_minicluster(ClusterConfig(taskmanagers=1, slots_per_taskmanager=4)) as cluster:
+        handle = cluster.submit(graph, job_settings_for(env))
+        await trio.sleep(1.6)
+        stores = _pane_stores(handle)
+        assert len(stores) == parallelism and store in {type(s).__name__ for s in stores}
+        tables = [
+            getattr(s, name)
+            for s in stores
+            for name in ("rows", "index", "count", "iacc")
+            if hasattr(s, name)
+        ]
+        assert sum(s.live for s in stores) > 10_000  # type: ignore[attr-defined]
+        assert (
+            all(unforked.is_unforked(t) for t in tables if t.nbytes >= unforked.MIN_BYTES)
+            is unforked.SUPPORTED
+        )
+        assert any(t.nbytes >= unforked.MIN_BYTES for t in tables)
+        path = await handle.job_master.trigger_savepoint(
+            str(tmp_path / "savepoints"), "canonical", "no_drain"
+        )
+        result = await handle.wait()
+    assert result.status.name == "FINISHED", result.failure
+    stats = result.accumulators["checkpoint_stats"]
+    assert [s["kind"] for s in stats] == ["savepoint"] and stats[0]["fork_ms"] > 0, stats
+    assert 0 < len(first) < len(pane_oracle())
+    second: list = []
+    env, graph = pane_job(second, parallelism, savepoint=path)
+    async with open_minicluster(ClusterConfig(taskmanagers=1, slots_per_taskmanager=4)) as cluster:
+        result = await cluster.submit(graph, job_settings_for(env)).wait()
+    assert result.status.name == "FINISHED", result.failure
+    assert Counter(first) + Counter(second) == pane_oracle()

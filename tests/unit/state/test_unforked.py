@@ -1,0 +1,73 @@
+"""Arrays kept from forked checkpoint children (``weir.state.unforked``)."""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from weir.operators.window import kernels as wk
+from weir.state import unforked
+
+BIG = unforked.MIN_BYTES // 8  # int64s in the smallest array kept from children
+
+
+@pytest.mark.parametrize("make", [unforked.zeros, unforked.empty])
+def test_a_big_array_is_a_zeroed_writable_numpy_array_of_its_own_mapping(make: object) -> None:
+    a = make((BIG // 4, 4), np.int64)  # type: ignore[operator]
+    assert (a.shape, a.dtype, a.flags.c_contiguous, a.flags.writeable) == (
+        (BIG // 4, 4),
+        np.int64,
+        True,
+        True,
+    )
+    assert unforked.is_unforked(a) is unforked.SUPPORTED
+    assert not a.any()
+    a[:, 2] = np.arange(BIG // 4)
+    assert int(a.sum()) == (BIG // 4) * (BIG // 4 - 1) // 2
+    assert unforked.is_unforked(a[10:, 1:]) is unforked.SUPPORTED  # a view too
+
+
+def test_small_and_object_arrays_stay_numpys_own() -> None:
+    assert not unforked.is_unforked(unforked.zeros(BIG - 1, np.int64))
+    assert not unforked.is_unforked(unforked.empty((BIG // 2 - 1, 2), np.int64))
+    objects = unforked.zeros(BIG, object)
+    assert not unforked.is_unforked(objects) and objects[0] == 0
+    assert not unforked.is_unforked(np.zeros(BIG, np.int64))
+
+
+def test_a_pane_table_is_kept_from_children_once_it_is_big() -> None:
+    table = wk.empty_table(1 << 16, wk.PANE_INT)
+    assert unforked.is_unforked(table) is unforked.SUPPORTED
+    assert (table["seq"] == -1).all() and not table["count"].any()
+    assert not unforked.is_unforked(wk.empty_table(16, wk.PANE_INT))
+
+
+def _child_reads(array: np.ndarray) -> int:
+    """Fork; the child sums ``array`` and exits with 7 if the sum is right. Its wait status."""
+    expected = int(array.sum())
+    pid = os.fork()
+    if pid == 0:  # the child: never return into pytest
+        code = 1
+        try:
+            faulthandler.disable()  # a crash is what the test may expect, not worth a traceback
+            code = 7 if int(array.sum()) == expected else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return status
+
+
+def test_a_forked_child_has_no_mapping_where_the_array_is_but_reads_a_copy() -> None:
+    live = unforked.zeros(BIG, np.int64)
+    live[::512] = 5
+    copy = live.copy()  # what a snapshot takes at the barrier
+    assert os.waitstatus_to_exitcode(_child_reads(copy)) == 7
+    status = _child_reads(live)
+    if unforked.SUPPORTED:
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV, status
+    else:
+        assert os.waitstatus_to_exitcode(status) == 7

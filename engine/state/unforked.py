@@ -19,6 +19,12 @@ checkpoint. From ``HUGE_PAGES_FROM`` the mapping also asks for transparent huge 
 as numpy does for its own big arrays. Smaller arrays, and every array where ``madvise``
 lacks these advices (not Linux), are numpy's own.
 
+A mapping whose array is gone stays with the process for the next array of its size, up
+to ``KEPT_BYTES`` in all (``release()`` gives them back): a table that grows maps fresh
+memory, whose first touch costs the kernel a fault and a zeroing per page, and a process
+that runs one job after another (a test session, a benchmark's rounds) would pay that for
+every table of every job, as ``weir.loop.heap_memory`` keeps freed heap for the same reason.
+
 The rule that comes with it: nothing a checkpoint child reads may be, or view, such an
 array. Snapshots copy on the task's thread before the fork. A child that read one anyway
 would die of SIGSEGV, which declines that checkpoint, never the job.
@@ -28,11 +34,14 @@ from __future__ import annotations
 
 import math
 import mmap
+import threading
+import weakref
 from typing import Any
 
 import numpy as np
 
-__all__ = ["HUGE_PAGES_FROM", "MIN_BYTES", "SUPPORTED", "empty", "is_unforked", "zeros"]
+__all__ = ["HUGE_PAGES_FROM", "KEPT_BYTES", "MIN_BYTES", "SUPPORTED", "empty", "is_unforked", "kept_bytes",
+           "release", "zeros"]  # fmt: skip
 
 #: arrays at least this big are kept from forked children (smaller ones cost a child little)
 MIN_BYTES = 1 << 20
@@ -41,32 +50,85 @@ HUGE_PAGES_FROM = 4 << 20
 SUPPORTED = hasattr(mmap, "MADV_DONTFORK") and hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS")
 
 
-def _mapped(nbytes: int) -> mmap.mmap:
+#: the most bytes of mappings whose arrays are gone the process keeps for reuse
+KEPT_BYTES = 1 << 30
+
+_lock = threading.Lock()
+_kept: dict[int, list[mmap.mmap]] = {}  # free mappings by size, oldest first
+_kept_total = 0
+
+
+def _mapped(nbytes: int) -> tuple[mmap.mmap, bool]:
+    """A mapping of ``nbytes`` and whether it is fresh (zeros) rather than a kept one."""
+    global _kept_total
+    with _lock:
+        free = _kept.get(nbytes)
+        if free:
+            _kept_total -= nbytes
+            return free.pop(), False
     region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     region.madvise(mmap.MADV_DONTFORK)
     if nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):
         region.madvise(mmap.MADV_HUGEPAGE)
-    return region
+    return region, True
+
+
+def _keep(region: mmap.mmap) -> None:
+    """An array's mapping, once the array is gone: kept for the next array of its size while
+    the kept ones stay within ``KEPT_BYTES`` (the oldest go first)."""
+    global _kept_total
+    nbytes = len(region)
+    with _lock:
+        _kept.setdefault(nbytes, []).append(region)
+        _kept_total += nbytes
+        while _kept_total > KEPT_BYTES:  # a dropped mapping is unmapped once nothing holds it
+            size = next(iter(_kept))  # the size kept longest
+            del _kept[size][0]
+            _kept_total -= size
+            if not _kept[size]:
+                del _kept[size]
+
+
+def _array(dims: tuple[int, ...], dtype: np.dtype[Any], zero: bool) -> np.ndarray:
+    nbytes = math.prod(dims) * dtype.itemsize
+    region, fresh = _mapped(nbytes)
+    flat = np.frombuffer(region, dtype)
+    # every view of the array keeps ``flat`` alive; when it goes, the mapping is kept
+    weakref.finalize(flat, _keep, region)
+    if zero and not fresh:
+        flat.fill(0)
+    return flat.reshape(dims)
 
 
 def zeros(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """``np.zeros(shape, dtype)``, kept from forked children from ``MIN_BYTES`` (module docstring)."""
     dtype = np.dtype(dtype)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    nbytes = math.prod(dims) * dtype.itemsize
-    if not SUPPORTED or dtype.hasobject or nbytes < MIN_BYTES:
+    if not SUPPORTED or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
         return np.zeros(dims, dtype)
-    # a fresh anonymous mapping reads as zeros; the array keeps it mapped while it lives
-    return np.frombuffer(_mapped(nbytes), dtype).reshape(dims)
+    return _array(dims, dtype, zero=True)
 
 
 def empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
-    """``np.empty(shape, dtype)``, kept from forked children from ``MIN_BYTES`` (zeroed there)."""
+    """``np.empty(shape, dtype)``, kept from forked children from ``MIN_BYTES``."""
     dtype = np.dtype(dtype)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
     if not SUPPORTED or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
         return np.empty(dims, dtype)
-    return zeros(dims, dtype)
+    return _array(dims, dtype, zero=False)
+
+
+def kept_bytes() -> int:
+    """Bytes of mappings kept for reuse."""
+    return _kept_total
+
+
+def release() -> None:
+    """Give every kept mapping back to the kernel."""
+    global _kept_total
+    with _lock:  # each mapping is unmapped as its last reference goes
+        _kept.clear()
+        _kept_total = 0
 
 
 def is_unforked(array: np.ndarray) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import faulthandler
+import gc
 import os
 import signal
 
@@ -16,7 +17,7 @@ BIG = unforked.MIN_BYTES // 8  # int64s in the smallest array kept from children
 
 
 @pytest.mark.parametrize("make", [unforked.zeros, unforked.empty])
-def test_a_big_array_is_a_zeroed_writable_numpy_array_of_its_own_mapping(make: object) -> None:
+def test_a_big_array_is_a_writable_numpy_array_of_its_own_mapping(make: object) -> None:
     a = make((BIG // 4, 4), np.int64)  # type: ignore[operator]
     assert (a.shape, a.dtype, a.flags.c_contiguous, a.flags.writeable) == (
         (BIG // 4, 4),
@@ -25,9 +26,9 @@ def test_a_big_array_is_a_zeroed_writable_numpy_array_of_its_own_mapping(make: o
         True,
     )
     assert unforked.is_unforked(a) is unforked.SUPPORTED
-    assert not a.any()
+    assert make is unforked.empty or not a.any()
     a[:, 2] = np.arange(BIG // 4)
-    assert int(a.sum()) == (BIG // 4) * (BIG // 4 - 1) // 2
+    assert int(a[:, 2].sum()) == (BIG // 4) * (BIG // 4 - 1) // 2
     assert unforked.is_unforked(a[10:, 1:]) is unforked.SUPPORTED  # a view too
 
 
@@ -71,3 +72,35 @@ def test_a_forked_child_has_no_mapping_where_the_array_is_but_reads_a_copy() -> 
         assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSEGV, status
     else:
         assert os.waitstatus_to_exitcode(status) == 7
+
+
+def test_a_gone_arrays_mapping_is_kept_for_the_next_of_its_size_and_zeroed_for_zeros(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not unforked.SUPPORTED:
+        assert not unforked.is_unforked(unforked.zeros(BIG, np.int64))
+        return
+    gc.collect()  # arrays of earlier tests go to the kept ones first
+    unforked.release()
+    monkeypatch.setattr(unforked, "KEPT_BYTES", 3 * unforked.MIN_BYTES)
+    a = unforked.zeros(BIG, np.int64)
+    a[:] = 9
+    view = a[::2]
+    del a
+    assert unforked.kept_bytes() == 0  # a view still holds it
+    del view
+    gc.collect()
+    assert unforked.kept_bytes() == unforked.MIN_BYTES
+    again = unforked.zeros(BIG, np.int64)  # the same mapping, zeroed
+    assert unforked.kept_bytes() == 0 and not again.any() and unforked.is_unforked(again)
+    other = unforked.empty(2 * BIG, np.int64)  # another size: a mapping of its own
+    assert unforked.kept_bytes() == 0
+    del again, other
+    gc.collect()
+    assert unforked.kept_bytes() == 3 * unforked.MIN_BYTES
+    more = unforked.zeros(BIG // 2 * 3, np.int64)  # past KEPT_BYTES: the oldest kept one goes
+    del more
+    gc.collect()
+    assert unforked.kept_bytes() <= unforked.KEPT_BYTES
+    unforked.release()
+    assert unforked.kept_bytes() == 0

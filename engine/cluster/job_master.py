@@ -686,6 +686,7 @@ class JobMaster:
             aligned_timeout_ms=0 if s.checkpoint_config is None else s.checkpoint_config.aligned_timeout_ms,
             debloat=s.debloat,
             async_snapshot=s.async_snapshot,
+            periodic_checkpoints=s.checkpoint_config is not None,
         )
         self.executions[execution.attempt_id] = execution
         self.deploy_order.append(ev.task_name_with_subtask)

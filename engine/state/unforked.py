@@ -12,12 +12,17 @@ of the 0.15-0.2 s a checkpoint took from a one-second interval, for memory the c
 reads: at the barrier the operator exported its panes into fresh arrays (``export``), and
 only those go into the snapshot.
 
-So the pane stores allocate their tables here. From ``MIN_BYTES`` an array lives in a
+So the pane stores allocate their tables here. Once ``enable()`` was called (by a task
+whose checkpoints may be written by children: ``async-snapshot`` ``PROCESS``, or ``AUTO``
+with periodic checkpoints), from ``MIN_BYTES`` an array lives in a
 private anonymous mapping of its own marked ``MADV_DONTFORK``: the child has no mapping
 there at all, and the job writes its tables at full speed while a child writes the
 checkpoint. From ``HUGE_PAGES_FROM`` the mapping also asks for transparent huge pages,
-as numpy does for its own big arrays. Smaller arrays, and every array where ``madvise``
-lacks these advices (not Linux), are numpy's own.
+as numpy does for its own big arrays. Smaller arrays, every array of a process that never
+forks a checkpoint child (mappings of their own bought nothing there, and two TaskManager
+processes running the shared query without checkpoints went from 1.02x to 0.83x of one
+process with them), and every array where ``madvise`` lacks these advices (not Linux), are
+numpy's own.
 
 A mapping whose array is gone stays with the process for the next array of its size, up
 to ``KEPT_BYTES`` in all (``release()`` gives them back): a table that grows maps fresh
@@ -40,14 +45,29 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["HUGE_PAGES_FROM", "KEPT_BYTES", "MIN_BYTES", "SUPPORTED", "empty", "is_unforked", "kept_bytes",
-           "release", "zeros"]  # fmt: skip
+__all__ = ["HUGE_PAGES_FROM", "KEPT_BYTES", "MIN_BYTES", "SUPPORTED", "empty", "enable", "enabled",
+           "is_unforked", "kept_bytes", "release", "zeros"]  # fmt: skip
 
 #: arrays at least this big are kept from forked children (smaller ones cost a child little)
 MIN_BYTES = 1 << 20
 #: arrays at least this big ask for transparent huge pages (numpy's own bound)
 HUGE_PAGES_FROM = 4 << 20
 SUPPORTED = hasattr(mmap, "MADV_DONTFORK") and hasattr(mmap, "MAP_PRIVATE") and hasattr(mmap, "MAP_ANONYMOUS")
+
+
+_enabled = False
+
+
+def enable() -> None:
+    """From now on, this process keeps its big pane tables from forked children (for good,
+    as ``weir.loop.heap_memory`` keeps freed memory)."""
+    global _enabled
+    _enabled = True
+
+
+def enabled() -> bool:
+    """Whether big arrays made here are kept from forked children."""
+    return SUPPORTED and _enabled
 
 
 #: the most bytes of mappings whose arrays are gone the process keeps for reuse
@@ -104,7 +124,7 @@ def zeros(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """``np.zeros(shape, dtype)``, kept from forked children from ``MIN_BYTES`` (module docstring)."""
     dtype = np.dtype(dtype)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not SUPPORTED or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
+    if not enabled() or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
         return np.zeros(dims, dtype)
     return _array(dims, dtype, zero=True)
 
@@ -113,7 +133,7 @@ def empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """``np.empty(shape, dtype)``, kept from forked children from ``MIN_BYTES``."""
     dtype = np.dtype(dtype)
     dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not SUPPORTED or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
+    if not enabled() or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
         return np.empty(dims, dtype)
     return _array(dims, dtype, zero=False)
 

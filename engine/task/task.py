@@ -46,6 +46,7 @@ from weir.network.environment import ChannelSpec
 from weir.network.events import CheckpointBarrier
 from weir.network.flusher import run_output_flusher
 from weir.operators.factory import SourceOperator
+from weir.state import unforked
 from weir.task.chain import OperatorChain
 from weir.task.channel_state import check_partial_rows, replay_output_state
 from weir.task.checkpointing import SubtaskCheckpointCoordinator
@@ -93,6 +94,13 @@ class TaskDeployment:
     async_snapshot: str = (
         "thread"  # weir.checkpointing.async-snapshot: "auto" | "process" (a forked child) | "thread"
     )
+    periodic_checkpoints: bool = False  # execution.checkpointing.interval is set
+
+    @property
+    def forks_snapshots(self) -> bool:
+        """Whether this task's checkpoints may be written by forked children."""
+        mode = self.async_snapshot.lower()
+        return mode == "process" or (mode == "auto" and self.periodic_checkpoints)
 
     @property
     def name_with_subtask(self) -> str:
@@ -171,6 +179,8 @@ class Task:
     def __init__(self, deployment: TaskDeployment, network: Any) -> None:
         self.d = deployment
         self.network = network
+        if deployment.forks_snapshots:  # pane tables a child does not inherit (docs/state.md)
+            unforked.enable()
         self.chain = OperatorChain(deployment, network, self._create_keyed_backend)
         self._flushed_by_timer: list[Any] = []  # partitions the TaskManager's shared flusher flushes
         self.keyed_backends: list[Any] = []

@@ -16,6 +16,24 @@ from weir.state import unforked
 BIG = unforked.MIN_BYTES // 8  # int64s in the smallest array kept from children
 
 
+@pytest.fixture(autouse=True)
+def _enabled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in a process whose tasks' checkpoints children may write (``unforked.enable``)."""
+    monkeypatch.setattr(unforked, "_enabled", True)
+
+
+def test_a_process_that_forks_no_checkpoint_child_keeps_numpys_arrays(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(unforked, "_enabled", False)
+    assert not unforked.enabled()
+    assert not unforked.is_unforked(unforked.zeros(4 * BIG, np.int64))
+    assert not unforked.is_unforked(unforked.empty(4 * BIG, np.int64))
+    unforked.enable()
+    assert unforked.enabled() is unforked.SUPPORTED
+    assert unforked.is_unforked(unforked.zeros(4 * BIG, np.int64)) is unforked.SUPPORTED
+
+
 @pytest.mark.parametrize("make", [unforked.zeros, unforked.empty])
 def test_a_big_array_is_a_writable_numpy_array_of_its_own_mapping(make: object) -> None:
     a = make((BIG // 4, 4), np.int64)  # type: ignore[operator]

@@ -120,22 +120,22 @@ def _array(dims: tuple[int, ...], dtype: np.dtype[Any], zero: bool) -> np.ndarra
     return flat.reshape(dims)
 
 
+def _make(shape: int | tuple[int, ...], dtype: Any, zero: bool) -> np.ndarray:
+    dt = np.dtype(dtype)
+    dims = (shape,) if isinstance(shape, int) else tuple(shape)
+    if not enabled() or dt.hasobject or math.prod(dims) * dt.itemsize < MIN_BYTES:
+        return np.zeros(dims, dt) if zero else np.empty(dims, dt)
+    return _array(dims, dt, zero)
+
+
 def zeros(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """``np.zeros(shape, dtype)``, kept from forked children from ``MIN_BYTES`` (module docstring)."""
-    dtype = np.dtype(dtype)
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not enabled() or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
-        return np.zeros(dims, dtype)
-    return _array(dims, dtype, zero=True)
+    return _make(shape, dtype, zero=True)
 
 
 def empty(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """``np.empty(shape, dtype)``, kept from forked children from ``MIN_BYTES``."""
-    dtype = np.dtype(dtype)
-    dims = (shape,) if isinstance(shape, int) else tuple(shape)
-    if not enabled() or dtype.hasobject or math.prod(dims) * dtype.itemsize < MIN_BYTES:
-        return np.empty(dims, dtype)
-    return _array(dims, dtype, zero=False)
+    return _make(shape, dtype, zero=False)
 
 
 def kept_bytes() -> int:

@@ -23,6 +23,18 @@ def children_write(env: object) -> None:
     conf.set_string("execution.checkpointing.timeout", f"{10**11} ms")
 
 
+async def stop_with_a_childs_savepoint(handle: object, tmp_path: Path) -> str:
+    """Stop the job with a savepoint, check that it finished and that a child wrote the savepoint."""
+    path: str = await handle.job_master.trigger_savepoint(  # type: ignore[attr-defined]
+        str(tmp_path / "savepoints"), "canonical", "no_drain"
+    )
+    result = await handle.wait()  # type: ignore[attr-defined]
+    assert result.status.name == "FINISHED", result.failure
+    stats = result.accumulators["checkpoint_stats"]
+    assert [s["kind"] for s in stats] == ["savepoint"] and stats[0]["fork_ms"] > 0, stats
+    return path
+
+
 @pytest.mark.parametrize(("backend", "new_backend"), [("hashmap", "lmdb"), ("lmdb", "hashmap")])
 async def test_a_savepoint_written_by_children_restores_at_another_parallelism(
     backend: str, new_backend: str, tmp_path: Path, autojump_clock: object
@@ -33,13 +45,7 @@ async def test_a_savepoint_written_by_children_restores_at_another_parallelism(
     async with open_minicluster(ClusterConfig(taskmanagers=2, slots_per_taskmanager=4)) as cluster:
         handle = cluster.submit(graph, job_settings_for(env))
         await trio.sleep(1.2)
-        path = await handle.job_master.trigger_savepoint(
-            str(tmp_path / "savepoints"), "canonical", "no_drain"
-        )
-        result = await handle.wait()
-    assert result.status.name == "FINISHED", result.failure
-    stats = result.accumulators["checkpoint_stats"]
-    assert [s["kind"] for s in stats] == ["savepoint"] and stats[0]["fork_ms"] > 0, stats
+        path = await stop_with_a_childs_savepoint(handle, tmp_path)
     assert 0 < len(first) < len(oracle())
     second: list = []
     env, graph = build(3, new_backend, second, savepoint=path)
@@ -172,13 +178,7 @@ async def test_a_vectorized_windows_savepoint_written_by_a_child_restores_though
             is unforked.SUPPORTED
         )
         assert any(t.nbytes >= unforked.MIN_BYTES for t in tables)
-        path = await handle.job_master.trigger_savepoint(
-            str(tmp_path / "savepoints"), "canonical", "no_drain"
-        )
-        result = await handle.wait()
-    assert result.status.name == "FINISHED", result.failure
-    stats = result.accumulators["checkpoint_stats"]
-    assert [s["kind"] for s in stats] == ["savepoint"] and stats[0]["fork_ms"] > 0, stats
+        path = await stop_with_a_childs_savepoint(handle, tmp_path)
     assert 0 < len(first) < len(pane_oracle())
     second: list = []
     env, graph = pane_job(second, parallelism, savepoint=path)

@@ -307,28 +307,31 @@ def test_heartbeat_settings_are_validated_and_read_from_config() -> None:
     assert (rm.heartbeat_interval_ms, rm.heartbeat_timeout_ms) == (1_000, 5_000)
 
 
-async def test_a_loop_blocked_past_the_timeout_does_not_count_against_a_taskmanager_of_the_process() -> None:
-    # real time: the loop blocks, as under a task's long synchronous step; the TaskManager's
-    # heartbeats could not be sent, and the ResourceManager could not have read them either
-    import time
-
-    rm = ResourceManager(heartbeat_interval_ms=20, heartbeat_timeout_ms=100)
+async def test_a_loop_blocked_past_the_timeout_does_not_count_against_a_taskmanager_of_the_process(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # a jump of the clock with no task run in between is a blocked loop (a task's long
+    # synchronous step): the TaskManager could not send, nor the ResourceManager read, a heartbeat
+    rm = ResourceManager(heartbeat_interval_ms=1_000, heartbeat_timeout_ms=5_000)
     lost = Lost()
     rm.add_listener(lost)
-    rm.register_task_executor("tm0", 1)
+    rm.register_task_executor("tm0", 1)  # at 0 s
 
-    async def beat() -> None:
-        while True:
-            await trio.sleep(0.02)
-            rm.heartbeat_from_task_executor("tm0")
+    async def beat(task_status: trio.TaskStatus[trio.CancelScope]) -> None:
+        with trio.CancelScope() as scope:
+            task_status.started(scope)
+            while True:
+                await trio.sleep(1)
+                rm.heartbeat_from_task_executor("tm0")
 
     async with trio.open_nursery() as nursery:
         await nursery.start(rm.run)
-        nursery.start_soon(beat)
-        await trio.sleep(0.05)
-        time.sleep(0.4)  # the loop is blocked for 4 timeouts
-        await trio.sleep(0.15)
+        beating = await nursery.start(beat)
+        await trio.sleep(2.5)  # heartbeats at 1 s and 2 s: deadline 7 s
+        beating.cancel()  # its next heartbeat would come after the ResourceManager's check
+        autojump_clock.jump(60)  # the loop is blocked for 12 timeouts
+        await trio.sleep(0.001)  # the ResourceManager runs first: it woke 56 s late
         assert lost.calls == [] and rm.slot_manager.is_registered("tm0")
-        rm.unregister_task_executor("tm0")  # a real loss is still one, at once
-        assert [tm for _, tm, _ in lost.calls] == ["tm0"]
+        await trio.sleep(10)  # silent after the stall: dead 5 s after its deadline, moved by the delay
+        assert [(round(t), tm) for t, tm, _ in lost.calls] == [(66, "tm0")]
         nursery.cancel_scope.cancel()

@@ -505,6 +505,7 @@ class _AggregatePaneLog(_PaneStore):
         self.mi, self.mf = mi, mf
         self.firsts = None
         self.state = pl.log_state()
+        self.index = np.empty(0, np.int64)  # ``_use`` sizes it
         self._use(np.empty((_MIN_TABLE, wk.ROW_SLOTS + mi + mf), np.int64))
         self.sparse_firings = 0  # firings in a row that found the rows 32 times too many
 
@@ -514,8 +515,7 @@ class _AggregatePaneLog(_PaneStore):
         from checkpoint children (``weir.state.unforked``)."""
         self.rows = rows
         self.frows = rows.view(np.float64)
-        index = getattr(self, "index", None)
-        if index is None or len(index) != 2 * len(rows):
+        if len(self.index) != 2 * len(rows):
             self.index = unforked.empty(2 * len(rows), np.int64)
         pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index)  # clears the index first
 

@@ -136,12 +136,19 @@ async def _report_statistics(executor: Any, connection: rpc.RpcConnection, inter
     """Send every running task's statistics each ``interval_s``. Cancellation: stops."""
     while True:
         await trio.sleep(interval_s)
-        for execution_id, handle in list(executor.tasks.items()):
-            if handle.task is None:
-                continue
-            blob = statistics_payload(handle.task)
-            if blob:
-                connection.send_nowait({"type": "task_statistics", "execution_id": execution_id}, blob=blob)
+        _send_statistics(executor, connection)
+
+
+def _send_statistics(executor: Any, connection: rpc.RpcConnection) -> None:
+    """One round of statistics. A function of its own: a loop variable of the coroutine would
+    hold the last task it saw, with all its operators and state, through the next sleep -- past
+    the task's end and into the next job's start."""
+    for execution_id, handle in list(executor.tasks.items()):
+        if handle.task is None:
+            continue
+        blob = statistics_payload(handle.task)
+        if blob:
+            connection.send_nowait({"type": "task_statistics", "execution_id": execution_id}, blob=blob)
 
 
 def _kill_self() -> None:

@@ -214,7 +214,7 @@ async def run_taskmanager(
     # cluster's secret; the JobManager tells each where the others listen ("peers")
     tcp = TcpNetwork(secret, host=bind_host, port=data_port)
     network = NetworkEnvironment(taskmanager_id, tcp, **(network_options or {}))
-    executor = TaskExecutor(taskmanager_id, slots, network, None)
+    executor = TaskExecutor(taskmanager_id, slots, network, None, collect_when_idle=True)
     now_ms = processing_time_source()
     injectors: dict[str, Any] = {}  # failure injectors by job id
     try:

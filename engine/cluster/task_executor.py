@@ -4,15 +4,17 @@ Each TaskExecutor is a nursery inside the cluster's nursery; each task runs in i
 cancel scope inside it. A task that fails is reported to its JobMaster through the
 ``report`` callback and never tears down the TaskExecutor or other tasks.
 
-When its last task has ended, a TaskExecutor collects garbage (``gc.collect``). A task's
-operators, state backends and network views refer to one another, so what an ended task
-held (a window's pane tables: 128 MiB per subtask in the shared query at 4 M events) is
-freed by the cycle collector, not when the task is dropped, and the collector's
-thresholds are raised while jobs run (``weir.loop.gc_pauses``). Left to it, the tables
-were still allocated when the next job's tasks started, which then took fresh memory from
-the kernel: in a TaskManager process 0.4 s of zeroing pages per run of that job, and the
-process grew by 110 MiB a job until the collector ran. The collection walks only what the
-jobs created (the process's own objects are frozen), so it is short.
+In a TaskManager process (``collect_when_idle``), a TaskExecutor collects garbage
+(``gc.collect``) when its last task has ended. A task's operators, state backends and
+network views refer to one another, so what an ended task held (a window's pane tables: 128
+MiB per subtask in the shared query at 4 M events) is freed by the cycle collector, not
+when the task is dropped, and the collector's thresholds are raised while jobs run
+(``weir.loop.gc_pauses``). Left to it, the tables were still allocated when the next job's
+tasks started, which then took fresh memory from the kernel: 0.4 s of zeroing pages per run
+of that job, and the process grew by 110 MiB a job until the collector ran. The collection
+walks only what the jobs created (the process's own objects are frozen), so it is short.
+In the embedded cluster the JobMaster holds its tasks until the job ends, and the end of
+the job collects (``weir.loop.gc_pauses.frozen_heap``).
 """
 
 from __future__ import annotations
@@ -60,12 +62,18 @@ def first_cause(exc: BaseException) -> BaseException:
 
 class TaskExecutor:
     def __init__(
-        self, taskmanager_id: str, num_slots: int, network: Any, resource_manager: Any = None
+        self,
+        taskmanager_id: str,
+        num_slots: int,
+        network: Any,
+        resource_manager: Any = None,
+        collect_when_idle: bool = False,
     ) -> None:
         self.taskmanager_id = taskmanager_id
         self.num_slots = num_slots
         self.network = network
         self.resource_manager = resource_manager
+        self.collect_when_idle = collect_when_idle  # a TaskManager process's (module docstring)
         self.heartbeats_enabled = True  # tests silence a TaskManager by turning this off
         self.tasks: dict[str, TaskHandle] = {}
         self._nursery: trio.Nursery | None = None
@@ -120,7 +128,7 @@ class TaskExecutor:
         finally:
             handle.done.set()
             self.tasks.pop(d.execution_id, None)
-            if not self.tasks:
+            if self.collect_when_idle and not self.tasks:
                 del handle, task  # this frame's references go before the collection
                 gc.collect()  # the ended tasks' cycles, before the next job allocates
 

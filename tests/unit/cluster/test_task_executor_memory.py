@@ -52,13 +52,13 @@ def collector_off() -> Any:
             gc.enable()
 
 
-async def test_the_last_task_to_end_frees_the_cycles_of_every_ended_task(
+async def test_in_a_taskmanager_process_the_last_task_to_end_frees_the_cycles_of_every_ended_task(
     monkeypatch: pytest.MonkeyPatch, collector_off: None
 ) -> None:
     monkeypatch.setattr(te, "Task", _CyclicTask)
     _TASKS.clear()
     events: list[tuple[str, str]] = []
-    executor = te.TaskExecutor("tm-0", 2, _Network(), None)  # type: ignore[arg-type]
+    executor = te.TaskExecutor("tm-0", 2, _Network(), None, collect_when_idle=True)  # type: ignore[arg-type]
     async with trio.open_nursery() as nursery:
         await nursery.start(executor.run)
         report = lambda e, what, exc: events.append((e, what))  # noqa: E731

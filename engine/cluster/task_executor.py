@@ -14,7 +14,7 @@ tasks started, which then took fresh memory from the kernel: 0.4 s of zeroing pa
 of that job, and the process grew by 110 MiB a job until the collector ran. The collection
 walks only what the jobs created (the process's own objects are frozen), so it is short.
 An executor of the embedded cluster does not collect: its JobMaster holds the tasks until
-the job's end, and a collection at that end was taken back (``docs/decisions.md``).
+the job's end (``docs/decisions.md``).
 """
 
 from __future__ import annotations

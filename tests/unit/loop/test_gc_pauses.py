@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Iterator
 
 import pytest
@@ -40,3 +41,22 @@ def test_a_failing_job_restores_the_settings() -> None:
     with pytest.raises(RuntimeError), frozen_heap():
         raise RuntimeError("the job failed")
     assert gc.get_threshold() == (700, 10, 10) and gc.get_freeze_count() == 0
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self  # operators and their state refer to one another
+
+
+def test_what_the_jobs_left_in_cycles_is_collected_when_the_last_job_ends() -> None:
+    was_enabled = gc.isenabled()
+    gc.disable()  # only the collection at the job's end may free it
+    try:
+        with frozen_heap():
+            left = _Cycle()
+            gone = weakref.ref(left)
+            del left
+        assert gone() is None
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -85,7 +85,10 @@ def _mapped(nbytes: int) -> tuple[mmap.mmap, bool]:
         free = _kept.get(nbytes)
         if free:
             _kept_total -= nbytes
-            return free.pop(), False
+            region = free.pop()
+            if not free:  # no size stays listed without a mapping: ``_keep`` drops the oldest listed
+                del _kept[nbytes]
+            return region, False
     region = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     region.madvise(mmap.MADV_DONTFORK)
     if nbytes >= HUGE_PAGES_FROM and hasattr(mmap, "MADV_HUGEPAGE"):

@@ -122,3 +122,29 @@ def test_a_gone_arrays_mapping_is_kept_for_the_next_of_its_size_and_zeroed_for_z
     assert unforked.kept_bytes() <= unforked.KEPT_BYTES
     unforked.release()
     assert unforked.kept_bytes() == 0
+
+
+def test_a_size_whose_kept_mappings_were_all_taken_again_is_no_obstacle_to_dropping_the_oldest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if not unforked.SUPPORTED:
+        return
+    gc.collect()
+    unforked.release()
+    monkeypatch.setattr(unforked, "KEPT_BYTES", 2 * unforked.MIN_BYTES)
+    first = unforked.zeros(BIG, np.int64)
+    del first
+    gc.collect()
+    taken = unforked.zeros(BIG, np.int64)  # takes the one kept mapping of its size back
+    assert unforked.kept_bytes() == 0
+    others = [unforked.empty(2 * BIG, np.int64), unforked.empty(2 * BIG, np.int64)]
+    errors: list[BaseException] = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: errors.append(u.exc_value))
+    del others  # the second goes past KEPT_BYTES: the oldest kept mapping is dropped
+    gc.collect()
+    assert errors == []
+    assert 0 < unforked.kept_bytes() <= unforked.KEPT_BYTES
+    del taken
+    gc.collect()
+    assert errors == [] and unforked.kept_bytes() <= unforked.KEPT_BYTES
+    unforked.release()

@@ -240,6 +240,7 @@ def test_log_aggregate_agrees_with_its_reference(
     mi, mf = len(iops), len(fops)
     table = np.zeros((1 << 9, wk.ROW_SLOTS + mi + mf), np.int64)  # 3 batches x 30 records x 3 windows
     index = np.zeros(2 * len(table), np.int64)
+    blocks = pl.log_blocks(len(table))
     state = pl.log_state()
     panes: dict[tuple[int, int], list[Any]] = {}
     behind: set[tuple[int, int]] = set()
@@ -262,7 +263,8 @@ def test_log_aggregate_agrees_with_its_reference(
         fire_iacc, fire_facc = np.empty((cap, mi), np.int64), np.empty((cap, mf), np.float64)
         pl.log_aggregate(
             np.array(times, np.int64), np.array(keys, np.int64), ivals, fvals, NO_WEIGHTS, iops, fops, size, slide, offset,
-            watermark, lateness, check_late, table, table.view(np.float64), index, state, new_positions, landed, *fire,
+            watermark, lateness, check_late, table, table.view(np.float64), index, blocks, state, new_positions, landed,
+            *fire,
             fire_iacc, fire_facc,
         )  # fmt: skip
         expected_new, expected_landed, expected_fires = wk.aggregate_reference(
@@ -321,10 +323,11 @@ def test_log_insert_and_compaction_keep_every_pane(data: st.DataObject) -> None:
         entry[2] = entry[2] or fired[j]
     table = np.zeros((64, wk.ROW_SLOTS + mi + mf), np.int64)
     index = np.zeros(2 * len(table), np.int64)
+    blocks = pl.log_blocks(len(table))
     state = pl.log_state()
     seqs = np.empty(n, np.int64)
     pl.log_insert(
-        table, table.view(np.float64), index, np.array([s for s, _ in panes], np.int64),
+        table, table.view(np.float64), index, blocks, np.array([s for s, _ in panes], np.int64),
         np.array([k for _, k in panes], np.int64), np.array(counts, np.int64), np.array(fired, np.bool_), iaccs, faccs,
         state, seqs,
     )  # fmt: skip
@@ -334,7 +337,7 @@ def test_log_insert_and_compaction_keep_every_pane(data: st.DataObject) -> None:
     bigger = np.zeros((128, table.shape[1]), np.int64)
     assert pl.compact(table, used, bigger) == len(expected)
     bigger_index = np.zeros(2 * len(bigger), np.int64)
-    pl.rebuild_index(bigger, len(expected), bigger_index)
+    pl.rebuild_index(bigger, len(expected), bigger_index, pl.log_blocks(len(bigger)))
     for (start, k), entry in expected.items():  # found through the index
         assert int(table[pl._find(index, table, start, k)[1], wk.ROW_SEQ]) == entry[0]
         assert int(bigger[pl._find(bigger_index, bigger, start, k)[1], wk.ROW_SEQ]) == entry[0]
@@ -361,12 +364,13 @@ def test_log_fire_agrees_with_its_reference(
 ) -> None:
     table = np.zeros((256, wk.ROW_SLOTS + 2), np.int64)
     index = np.zeros(2 * len(table), np.int64)
+    blocks = pl.log_blocks(len(table))
     state = pl.log_state()
     n = len(panes)
     starts, keys = np.array([p[0] for p in panes], np.int64), np.array([p[1] for p in panes], np.int64)
     fired = np.array([p[2] for p in panes], np.bool_)
     pl.log_insert(
-        table, table.view(np.float64), index, starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
+        table, table.view(np.float64), index, blocks, starts, keys, np.ones(n, np.int64), fired, keys.reshape(n, 1) * 3,
         starts.reshape(n, 1) / 2, state, np.empty(n, np.int64),
     )  # fmt: skip
     t, iacc, facc = fields(table[: state[pl.ROWS]], 1)
@@ -375,7 +379,7 @@ def test_log_fire_agrees_with_its_reference(
         expected.setdefault((start, k), [len(expected), 1, False])[2] |= f
     for until in sorted(untils):
         due = np.empty(n, np.int64)
-        n_due = pl.log_fire(table, size, lateness, until, due, state)
+        n_due = pl.log_fire(table, size, lateness, until, due, state, blocks)
         rows = due[:n_due]
         assert (np.diff(rows) > 0).all()  # in creation order
         rows = rows[pl.firing_order(t["start"][rows], 1)]
@@ -399,6 +403,117 @@ def test_log_fire_agrees_with_its_reference(
         for start, k in expected:  # every pane is still reachable through the index
             h = int(np.flatnonzero((t["start"] == start) & (t["key"] == k) & (t["seq"] >= 0))[0])
             assert pl._find(index, table, start, k)[1] == h
+
+
+def block_summaries(table: np.ndarray, used: int) -> np.ndarray:
+    """What ``blocks`` should say of ``table[:used]``: per block, the earliest start of its
+    live unfired and of its live fired panes."""
+    want = pl.log_blocks(len(table))
+    for r in range(used):
+        if table[r, wk.ROW_SEQ] >= 0:
+            column = pl.FIRED if table[r, wk.ROW_FIRED] else pl.UNFIRED
+            b = r >> pl.BLOCK_SHIFT
+            want[b, column] = builtins.min(want[b, column], int(table[r, wk.ROW_START]))
+    return want
+
+
+@KERNEL_SETTINGS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    behind=st.integers(1, 3),
+    lateness=st.integers(0, 30),
+    steps=st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 40)), min_size=1, max_size=5),
+)
+def test_a_firing_over_many_blocks_agrees_with_its_reference_and_leaves_each_block_summed_up(
+    seed: int, behind: int, lateness: int, steps: list[tuple[int, int]]
+) -> None:
+    """Panes of two ranges far apart (as of two source splits whose watermarks differ) land
+    in turns over several blocks; some come again fired (restored ones); firings between
+    the batches fire what the reference fires, keep every block's summary never later than
+    its panes, and leave it exact."""
+    rng = np.random.default_rng(seed)
+    size = 10
+    table = np.zeros((8 * pl.BLOCK, wk.ROW_SLOTS + 1), np.int64)
+    index = np.zeros(2 * len(table), np.int64)
+    blocks = pl.log_blocks(len(table))
+    state = pl.log_state()
+    expected: dict[tuple[int, int], list[Any]] = {}
+    until = -(1 << 40)
+    for n, advance in steps:
+        ahead = np.arange(n) < n * behind // 4  # a batch of the split far ahead, then the other's
+        starts = (rng.integers(0, 60, n) + np.where(ahead, 100_000, until // size + 5)) * size
+        keys = rng.integers(0, 50, n)
+        fired = rng.random(n) < 0.1
+        seqs = np.empty(n, np.int64)
+        pl.log_insert(
+            table, table.view(np.float64), index, blocks, starts, keys, np.ones(n, np.int64), fired,
+            keys.reshape(n, 1), np.empty((n, 0)), state, seqs,
+        )  # fmt: skip
+        for start, k, f, seq in zip(starts.tolist(), keys.tolist(), fired.tolist(), seqs.tolist()):
+            if seq >= 0:
+                assert (start, k) not in expected
+                expected[(start, k)] = [seq, 1, False]
+            expected[(start, k)][2] |= f
+        used = int(state[pl.ROWS])
+        want = block_summaries(table, used)
+        assert (blocks <= want).all()  # never later than its panes: no firing skips a due one
+        until = builtins.max(until, int(starts.min(initial=0))) + advance * size
+        due = np.empty(used, np.int64)
+        n_due = pl.log_fire(table, size, lateness, until, due, state, blocks)
+        rows = due[:n_due]
+        rows = rows[pl.firing_order(table[rows, wk.ROW_START], size)]
+        got = list(zip(table[rows, wk.ROW_START].tolist(), table[rows, wk.ROW_KEY].tolist()))
+        assert got == wk.hash_aggregate_fire_reference(expected, size, lateness, until)
+        assert (blocks == block_summaries(table, used)).all()
+        assert int(state[wk.LIVE]) == len(expected)
+        unfired = [st for (st, _), v in expected.items() if not v[2]]
+        assert int(state[wk.MIN_START]) == builtins.min(unfired, default=wk.NO_START)
+
+
+def test_a_firing_reads_no_block_whose_panes_are_all_held_back() -> None:
+    """A block whose summary says nothing in it is due is not read: a row changed behind the
+    summary's back (as no kernel does) is not fired."""
+    table = np.zeros((4 * pl.BLOCK, wk.ROW_SLOTS), np.int64)
+    index = np.zeros(2 * len(table), np.int64)
+    blocks = pl.log_blocks(len(table))
+    state = pl.log_state()
+    n = 2 * pl.BLOCK  # the first block holds back panes far ahead, the second is due
+    starts = np.where(np.arange(n) < pl.BLOCK, 10_000, 0).astype(np.int64)
+    keys = np.arange(n, dtype=np.int64)
+    pl.log_insert(
+        table, table.view(np.float64), index, blocks, starts, keys, np.ones(n, np.int64), np.zeros(n, np.bool_),
+        np.empty((n, 0), np.int64), np.empty((n, 0)), state, np.empty(n, np.int64),
+    )  # fmt: skip
+    table[5, wk.ROW_START] = 0  # due now, but its block's summary still says 10,000
+    due = np.empty(n, np.int64)
+    n_due = pl.log_fire(table, 1, 0, 0, due, state, blocks)
+    assert sorted(due[:n_due].tolist()) == list(range(pl.BLOCK, 2 * pl.BLOCK))
+    assert table[5, wk.ROW_SEQ] >= 0 and table[5, wk.ROW_FIRED] == 0
+    blocks[0, pl.UNFIRED] = pl.VISIT  # as a kernel marks a block whose summary may be late
+    assert pl.log_fire(table, 1, 0, 0, due, state, blocks) == 1 and due[0] == 5
+
+
+def test_a_pane_that_comes_again_fired_leaves_no_earlier_unfired_start_behind() -> None:
+    """The one earliest unfired pane of a block comes again fired (as a restore may bring
+    it): after a firing that has nothing else to do there, ``MIN_START`` is the next one's."""
+    table = np.zeros((2 * pl.BLOCK, wk.ROW_SLOTS), np.int64)
+    index = np.zeros(2 * len(table), np.int64)
+    blocks = pl.log_blocks(len(table))
+    state = pl.log_state()
+    n = pl.BLOCK
+    starts = np.where(np.arange(n) == 0, 9_000, 10_000).astype(np.int64)
+
+    def insert(starts: np.ndarray, keys: np.ndarray, fired: np.ndarray) -> None:
+        m = len(starts)
+        pl.log_insert(
+            table, table.view(np.float64), index, blocks, starts, keys, np.ones(m, np.int64), fired,
+            np.empty((m, 0), np.int64), np.empty((m, 0)), state, np.empty(m, np.int64),
+        )  # fmt: skip
+
+    insert(starts, np.arange(n, dtype=np.int64), np.zeros(n, np.bool_))
+    insert(starts[:1], np.zeros(1, np.int64), np.ones(1, np.bool_))
+    assert pl.log_fire(table, 1, 100_000, 0, np.empty(n, np.int64), state, blocks) == 0
+    assert int(state[wk.MIN_START]) == 10_000 and int(state[wk.MIN_FIRED]) == 9_000
 
 
 @KERNEL_SETTINGS

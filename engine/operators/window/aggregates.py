@@ -505,7 +505,8 @@ class _AggregatePaneLog(_PaneStore):
         self.mi, self.mf = mi, mf
         self.firsts = None
         self.state = pl.log_state()
-        self.index = np.empty(0, np.int64)  # ``_use`` sizes it
+        self.index = np.empty(0, np.int64)  # ``_use`` sizes it, and ``blocks``
+        self.blocks = pl.log_blocks(0)
         self._use(np.empty((_MIN_TABLE, wk.ROW_SLOTS + mi + mf), np.int64))
         self.sparse_firings = 0  # firings in a row that found the rows 32 times too many
 
@@ -517,7 +518,8 @@ class _AggregatePaneLog(_PaneStore):
         self.frows = rows.view(np.float64)
         if len(self.index) != 2 * len(rows):
             self.index = unforked.empty(2 * len(rows), np.int64)
-        pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index)  # clears the index first
+            self.blocks = pl.log_blocks(len(rows))
+        pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index, self.blocks)  # clears both first
 
     @property
     def live(self) -> int:
@@ -576,7 +578,7 @@ class _AggregatePaneLog(_PaneStore):
         iops, fops = plan_ops
         pl.log_aggregate(
             times, keys, ivals, fvals, weights, iops, fops, self.size, self.slide, self.offset, watermark, lateness,
-            check_late, self.rows, self.frows, self.index, self.state, new_positions, landed, fire_start,
+            check_late, self.rows, self.frows, self.index, self.blocks, self.state, new_positions, landed, fire_start,
             fire_key, fire_count, fire_iacc, fire_facc,
         )  # fmt: skip
         f = int(self.state[wk.FIRES])
@@ -612,12 +614,13 @@ class _AggregatePaneLog(_PaneStore):
             return None
         m = self.live
         due = np.empty(m, np.int64)
-        n = pl.log_fire(self.rows, self.size, lateness, until, due, state)
+        n = pl.log_fire(self.rows, self.size, lateness, until, due, state, self.blocks)
         columns = self._panes(due[:n], with_fired=False) if n else None
         if not self.live:  # every pane gone: start the rows afresh
             state[pl.ROWS] = 0
             state[pl.DEAD] = 0
             self.index.fill(0)
+            self.blocks.fill(wk.NO_START)
         self._settle_size(m)
         return columns
 
@@ -650,7 +653,7 @@ class _AggregatePaneLog(_PaneStore):
         iaccs, faccs = columns.accs
         fired = columns.fired if columns.fired is not None else np.zeros(n, np.bool_)
         pl.log_insert(
-            self.rows, self.frows, self.index, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
+            self.rows, self.frows, self.index, self.blocks, columns.starts.astype(np.int64), columns.keys.astype(np.int64),
             columns.counts.astype(np.int64), fired.astype(np.bool_),
             np.asarray(iaccs, np.int64).reshape(n, self.mi), np.asarray(faccs, np.float64).reshape(n, self.mf),
             self.state, np.empty(n, np.int64),

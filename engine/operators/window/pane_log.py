@@ -25,6 +25,12 @@ window's time. Here:
 - a new pane is appended; growing copies the rows in one pass and rebuilds the index;
 - firing reads the rows in order, so the panes it fires come out in creation order and
   only need a stable bucket sort by window (``by_window``) into firing order;
+- firing reads only the blocks of rows that hold something to do: ``blocks`` keeps, per
+  ``BLOCK`` rows, the earliest window start among its unfired panes and among its fired
+  ones, so a block with no pane due and none past its cleanup time is skipped. Panes
+  that the watermark holds back (a source split far ahead of the others, an idle input)
+  then cost nothing per firing; without it every firing read every live row, and with two
+  source splits 1,000 s of event time apart the firings read millions of rows each;
 - a pane past its cleanup time is marked dead (seq -1) and stays in the index as a
   tombstone (probes run past it) until the next compaction (``compact``), which happens
   when the rows are full and at least half of them are dead, or when none is live.
@@ -69,6 +75,12 @@ Int64Array = npt.NDArray[np.int64]
 ROWS, DEAD = 6, 7
 #: a slot the kernel writes what it touched to, so the loads are not optimised away
 TOUCHED = 8
+#: rows per block of the firing summary (``blocks``: a row per block, ``UNFIRED`` and
+#: ``FIRED`` columns); a block's ``UNFIRED`` at ``VISIT`` makes the next firing read it
+BLOCK_SHIFT = 10
+BLOCK = 1 << BLOCK_SHIFT
+UNFIRED, FIRED = 0, 1
+VISIT = -(1 << 63)
 
 _GOLDEN = wk._GOLDEN
 
@@ -76,6 +88,14 @@ _GOLDEN = wk._GOLDEN
 def log_state() -> np.ndarray:
     """The ``state`` of an empty log."""
     return np.array([0, NO_START, 0, 0, NO_START, 0, 0, 0, 0], np.int64)
+
+
+def log_blocks(capacity: int) -> np.ndarray:
+    """The firing summary of ``capacity`` rows, none used: per block of ``BLOCK`` rows, the
+    earliest window start of its unfired and of its fired live panes (``NO_START``: none).
+    A block's value may be too early, never too late: an early one costs a firing a read of
+    the block, which sets it right."""
+    return np.full(((capacity >> BLOCK_SHIFT) + 1, 2), NO_START, np.int64)
 
 
 @njit(cache=True, inline="always")
@@ -110,13 +130,19 @@ def _find(index: Any, rows: Any, start: Any, key: Any) -> Any:
 
 
 @njit(cache=True)
-def rebuild_index(rows: Any, n_rows: int, index: Any) -> None:
-    """``index`` anew for the live rows of ``rows[:n_rows]``."""
+def rebuild_index(rows: Any, n_rows: int, index: Any, blocks: Any) -> None:
+    """``index`` and ``blocks`` anew for the live rows of ``rows[:n_rows]``."""
     index[:] = 0
+    blocks[:] = NO_START
     mask = index.shape[0] - 1
     for r in range(n_rows):
         if rows[r, ROW_SEQ] < 0:
             continue
+        b = r >> BLOCK_SHIFT
+        if rows[r, ROW_FIRED] != 0:
+            blocks[b, FIRED] = min(blocks[b, FIRED], rows[r, ROW_START])
+        else:
+            blocks[b, UNFIRED] = min(blocks[b, UNFIRED], rows[r, ROW_START])
         x = _hash(rows[r, ROW_START], rows[r, ROW_KEY])
         h = np.int64(x & np.uint64(mask))
         while index[h] != 0:
@@ -154,6 +180,7 @@ def log_aggregate(
     rows: Any,
     frows: Any,
     index: Any,
+    blocks: Any,
     state: Int64Array,
     new_positions: Int64Array,
     landed: npt.NDArray[np.bool_],
@@ -208,6 +235,7 @@ def log_aggregate(
             hit = True
             behind = check_late and end <= watermark
             h, r, top = _find(index, rows, start, k)
+            b = (used if r < 0 else r) >> BLOCK_SHIFT
             if r < 0:
                 r = used
                 used += 1
@@ -215,17 +243,22 @@ def log_aggregate(
                 rows[r, ROW_START] = start
                 rows[r, ROW_KEY] = k
                 rows[r, ROW_SEQ] = seq
-                rows[r, ROW_FIRED] = 0
+                rows[r, ROW_FIRED] = 1 if behind else 0
                 rows[r, ROW_COUNT] = 0
                 seq += 1
                 live += 1
                 new_positions[fresh] = i
                 fresh += 1
-                if not behind and start < min_start:
-                    min_start = start
+                if not behind:
+                    blocks[b, UNFIRED] = min(blocks[b, UNFIRED], start)
+                    if start < min_start:
+                        min_start = start
             c = rows[r, ROW_COUNT]
             if behind:
+                if rows[r, ROW_FIRED] == 0:  # its block's earliest unfired start may be this one
+                    blocks[b, UNFIRED] = VISIT
                 rows[r, ROW_FIRED] = 1
+                blocks[b, FIRED] = min(blocks[b, FIRED], start)
                 if start < min_fired:
                     min_fired = start
             for s in range(mi):
@@ -261,6 +294,7 @@ def log_insert(
     rows: Any,
     frows: Any,
     index: Any,
+    blocks: Any,
     starts: Int64Array,
     keys: Int64Array,
     counts: Int64Array,
@@ -286,10 +320,17 @@ def log_insert(
         h, r, top = _find(index, rows, start, keys[j])
         if r >= 0:
             if fired[j]:
+                b = r >> BLOCK_SHIFT
+                if rows[r, ROW_FIRED] == 0:
+                    blocks[b, UNFIRED] = VISIT
                 rows[r, ROW_FIRED] = 1
+                blocks[b, FIRED] = min(blocks[b, FIRED], start)
             continue
         r = state[ROWS]
         state[ROWS] += 1
+        b = r >> BLOCK_SHIFT
+        column = FIRED if fired[j] else UNFIRED
+        blocks[b, column] = min(blocks[b, column], start)
         index[h] = top | (r + 1)
         seqs[j] = state[SEQ]
         rows[r, ROW_START] = start
@@ -306,34 +347,50 @@ def log_insert(
 
 
 @njit(cache=True)
-def log_fire(rows: Any, size: int, lateness: int, until: int, due: Int64Array, state: Int64Array) -> int:
-    """Fire the log up to time ``until`` in one pass over its rows: the rows of the panes that
-    have not fired and whose ``max_timestamp`` is at or before ``until`` go to ``due`` (in
-    creation order; returns how many) and are marked fired; panes past their cleanup time
-    (``max_timestamp + lateness <= until``) are marked dead; ``LIVE``, ``DEAD``,
-    ``MIN_START`` and ``MIN_FIRED`` follow."""
+def log_fire(
+    rows: Any, size: int, lateness: int, until: int, due: Int64Array, state: Int64Array, blocks: Any
+) -> int:
+    """Fire the log up to time ``until``, reading only the blocks with something to do: the
+    rows of the panes that have not fired and whose ``max_timestamp`` is at or before
+    ``until`` go to ``due`` (in creation order; returns how many) and are marked fired;
+    panes past their cleanup time (``max_timestamp + lateness <= until``) are marked dead;
+    the blocks read are summed up anew; ``LIVE``, ``DEAD``, ``MIN_START`` and ``MIN_FIRED``
+    follow."""
     last = size - 1
+    due_to = until - last  # a pane whose start is at most this is due
+    dead_to = due_to - lateness  # ... and past its cleanup time at most this
     n_due = 0
     removed = 0
     min_start = NO_START
     min_fired = NO_START
-    for r in range(state[ROWS]):
-        if rows[r, ROW_SEQ] < 0:
+    n_rows = state[ROWS]
+    for b in range((n_rows + BLOCK - 1) >> BLOCK_SHIFT):
+        if blocks[b, UNFIRED] > due_to and blocks[b, FIRED] > dead_to:
+            min_start = min(min_start, blocks[b, UNFIRED])
+            min_fired = min(min_fired, blocks[b, FIRED])
             continue
-        start = rows[r, ROW_START]
-        if rows[r, ROW_FIRED] == 0 and start <= until - last:
-            due[n_due] = r
-            n_due += 1
-            rows[r, ROW_FIRED] = 1
-        if start <= until - last - lateness:
-            rows[r, ROW_SEQ] = -1
-            removed += 1
-            continue
-        if rows[r, ROW_FIRED] != 0:
-            if start < min_fired:
-                min_fired = start
-        elif start < min_start:
-            min_start = start
+        block_start = NO_START
+        block_fired = NO_START
+        for r in range(b << BLOCK_SHIFT, min(n_rows, (b + 1) << BLOCK_SHIFT)):
+            if rows[r, ROW_SEQ] < 0:
+                continue
+            start = rows[r, ROW_START]
+            if rows[r, ROW_FIRED] == 0 and start <= due_to:
+                due[n_due] = r
+                n_due += 1
+                rows[r, ROW_FIRED] = 1
+            if start <= dead_to:
+                rows[r, ROW_SEQ] = -1
+                removed += 1
+                continue
+            if rows[r, ROW_FIRED] != 0:
+                block_fired = min(block_fired, start)
+            else:
+                block_start = min(block_start, start)
+        blocks[b, UNFIRED] = block_start
+        blocks[b, FIRED] = block_fired
+        min_start = min(min_start, block_start)
+        min_fired = min(min_fired, block_fired)
     state[LIVE] -= removed
     state[DEAD] += removed
     state[MIN_START] = min_start

@@ -382,7 +382,24 @@ def test_log_fire_agrees_with_its_reference(
         n_due = pl.log_fire(table, size, lateness, until, due, state, blocks)
         rows = due[:n_due]
         assert (np.diff(rows) > 0).all()  # in creation order
-        rows = rows[pl.firing_order(t["start"][rows], 1)]
+        order = pl.firing_order(t["start"][rows], 1)
+        columns = [np.empty(n_due, np.int64) for _ in range(3)]
+        iaccs, faccs, was_fired = (
+            np.empty((n_due, 1), np.int64),
+            np.empty((n_due, 1)),
+            np.empty(n_due, np.bool_),
+        )
+        pl.gather(table, table.view(np.float64), rows, order, 1, *columns, iaccs, faccs, was_fired)
+        rows = rows[order]
+        assert [c.tolist() for c in columns] == [
+            t["start"][rows].tolist(),
+            t["key"][rows].tolist(),
+            [1] * n_due,
+        ]
+        assert (
+            iaccs[:, 0].tolist() == iacc[rows, 0].tolist() and faccs[:, 0].tolist() == facc[rows, 0].tolist()
+        )
+        assert was_fired.all()  # marked fired as they fire
         assert (t["count"][rows] == 1).all() and (iacc[rows, 0] == t["key"][rows] * 3).all()
         assert (facc[rows, 0] == t["start"][rows] / 2).all()
         got_due = list(zip(t["start"][rows].tolist(), t["key"][rows].tolist()))

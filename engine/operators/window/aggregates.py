@@ -592,15 +592,13 @@ class _AggregatePaneLog(_PaneStore):
     def _panes(self, rows: np.ndarray, with_fired: bool) -> PaneColumns:
         """Rows ``rows`` (in creation order) as pane columns, in firing order (windows by
         start, then creation)."""
-        table, slots = self.rows, wk.ROW_SLOTS
-        starts = table[rows, wk.ROW_START]
-        order = pl.firing_order(starts, self.slide)
-        rows = rows[order]
-        return PaneColumns(
-            starts[order], table[rows, wk.ROW_KEY], table[rows, wk.ROW_COUNT],
-            (table[rows, slots : slots + self.mi], self.frows[rows, slots + self.mi :]),
-            None, table[rows, wk.ROW_FIRED] != 0 if with_fired else None,
-        )  # fmt: skip
+        n = len(rows)
+        order = pl.firing_order(self.rows[rows, wk.ROW_START], self.slide)
+        starts, keys, counts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+        iaccs, faccs = np.empty((n, self.mi), np.int64), np.empty((n, self.mf), np.float64)
+        fired = np.empty(n if with_fired else 0, np.bool_)
+        pl.gather(self.rows, self.frows, rows, order, self.mi, starts, keys, counts, iaccs, faccs, fired)
+        return PaneColumns(starts, keys, counts, (iaccs, faccs), None, fired if with_fired else None)
 
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None

@@ -399,6 +399,43 @@ def log_fire(
 
 
 @njit(cache=True)
+def gather(
+    rows: Any,
+    frows: Any,
+    taken: Int64Array,
+    order: Int64Array,
+    mi: int,
+    starts: Int64Array,
+    keys: Int64Array,
+    counts: Int64Array,
+    iaccs: Any,
+    faccs: Any,
+    fired: npt.NDArray[np.bool_],
+) -> None:
+    """The panes of rows ``taken`` (ascending) as columns in the order ``order`` (output ``j``
+    is row ``taken[order[j]]``), reading each row once and in row order; ``fired`` is filled
+    when it has a slot per pane."""
+    n = taken.shape[0]
+    mf = faccs.shape[1]
+    with_fired = fired.shape[0] == n
+    place = np.empty(n, np.int64)
+    for j in range(n):
+        place[order[j]] = j
+    for i in range(n):
+        r = taken[i]
+        j = place[i]
+        starts[j] = rows[r, ROW_START]
+        keys[j] = rows[r, ROW_KEY]
+        counts[j] = rows[r, ROW_COUNT]
+        for s in range(mi):
+            iaccs[j, s] = rows[r, ROW_SLOTS + s]
+        for s in range(mf):
+            faccs[j, s] = frows[r, ROW_SLOTS + mi + s]
+        if with_fired:
+            fired[j] = rows[r, ROW_FIRED] != 0
+
+
+@njit(cache=True)
 def by_window(starts: Int64Array, slide: int, order: Int64Array) -> bool:
     """Write to ``order`` the stable permutation sorting ``starts`` (window starts, which
     differ by multiples of ``slide``) by window: a counting sort, O(n + windows). False (and

@@ -484,7 +484,12 @@ class ColumnPaneSnapshot(PaneSnapshot):
     snapshot holds them by time, ties in that order, as ``InternalTimerService`` does.
 
     Everything here is read only in the asynchronous phase: the arrays and lists must be
-    copies the operator never writes again."""
+    copies the operator never writes again.
+
+    ``deferred`` builds one whose columns come from ``load()`` (``(starts, pane_keys,
+    fired)``), called once in the asynchronous phase: the operator then copies only what
+    ``load`` reads at the barrier (the pane log's live rows, one sequential pass) and the
+    sorting into firing order runs in the asynchronous phase too."""
 
     def __init__(
         self,
@@ -502,21 +507,69 @@ class ColumnPaneSnapshot(PaneSnapshot):
     ) -> None:
         super().__init__(state_name, (), event_time, max_parallelism)
         self._encoded = encoded
-        self._starts = starts
+        self._columns: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = (starts, pane_keys, fired)
+        self._load: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray | None]] | None = None
+        self._count = len(starts)
+        self._sample: list[Any] = []
         self._size = size
-        self._pane_keys = pane_keys
         self._slot_keys = slot_keys
         self._accumulators = accumulators
-        self._fired = fired
         self._lateness = lateness
         self._windows: list[tuple[Hashable, int, dict[Any, Any], dict[Any, None] | None]] | None = None
         self._values: Sequence[Any] | np.ndarray | None = None
         self._groups: np.ndarray | None = None
 
+    @classmethod
+    def deferred(
+        cls,
+        state_name: str,
+        load: Callable[[], tuple[np.ndarray, np.ndarray, np.ndarray | None]],
+        count: int,
+        sample_keys: list[Any],
+        size: int,
+        slot_keys: list[Any] | None,
+        accumulators: Callable[[], Sequence[Any] | np.ndarray],
+        lateness: int,
+        event_time: bool,
+        max_parallelism: int,
+        encoded: bool = False,
+    ) -> ColumnPaneSnapshot:
+        """The snapshot of ``count`` panes whose columns ``load()`` builds in the asynchronous
+        phase (class docstring); ``sample_keys`` are keys of some of them (``warm_up``)."""
+        empty = np.empty(0, np.int64)
+        snapshot = cls(
+            state_name, empty, size, empty, slot_keys, accumulators, None, lateness, event_time,
+            max_parallelism, encoded,
+        )  # fmt: skip
+        snapshot._columns, snapshot._load = None, load
+        snapshot._count, snapshot._sample = count, sample_keys
+        return snapshot
+
+    def _loaded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        with self._lock:
+            if self._columns is None:
+                assert self._load is not None
+                self._columns, self._load = self._load(), None
+            return self._columns
+
+    @property
+    def _starts(self) -> np.ndarray:
+        return self._loaded()[0]
+
+    @property
+    def _pane_keys(self) -> np.ndarray:
+        return self._loaded()[1]
+
+    @property
+    def _fired(self) -> np.ndarray | None:
+        return self._loaded()[2]
+
     def __len__(self) -> int:
-        return len(self._starts)
+        return self._count
 
     def sample_keys(self) -> list[Any]:
+        if self._columns is None:  # not loaded: never in the synchronous phase
+            return self._sample
         if not len(self._pane_keys):
             return []
         if self._slot_keys is None:

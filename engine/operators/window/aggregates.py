@@ -45,6 +45,8 @@ accumulator lists and timers in the asynchronous phase (``ColumnPaneSnapshot``).
 
 from __future__ import annotations
 
+import threading
+import weakref
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -72,6 +74,7 @@ from weir.operators.window.vector import (
     numeric_column,
 )
 from weir.state import serde, unforked
+from weir.state.panes import ColumnPaneSnapshot
 from weir.time.timers import InternalTimerService
 
 __all__ = ["AggregatesPlan", "AggregatesWindowOperator", "aggregates_plan", "slot_layout"]
@@ -592,13 +595,17 @@ class _AggregatePaneLog(_PaneStore):
     def _panes(self, rows: np.ndarray, with_fired: bool) -> PaneColumns:
         """Rows ``rows`` (in creation order) as pane columns, in firing order (windows by
         start, then creation)."""
-        n = len(rows)
-        order = pl.firing_order(self.rows[rows, wk.ROW_START], self.slide)
-        starts, keys, counts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
-        iaccs, faccs = np.empty((n, self.mi), np.int64), np.empty((n, self.mf), np.float64)
-        fired = np.empty(n if with_fired else 0, np.bool_)
-        pl.gather(self.rows, self.frows, rows, order, self.mi, starts, keys, counts, iaccs, faccs, fired)
-        return PaneColumns(starts, keys, counts, (iaccs, faccs), None, fired if with_fired else None)
+        return log_panes(self.rows, rows, self.slide, self.mi, self.mf, with_fired)
+
+    def copy_live(self, spare: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """A copy of the live rows, in creation order (one pass over the rows), in ``spare``
+        where it is big enough; returns the copy and the array it is the start of."""
+        live, width = self.live, self.rows.shape[1]
+        if spare is None or spare.shape[1] != width or len(spare) < live:
+            spare = np.empty((live + live // 4, width), np.int64)
+        copied = spare[:live]
+        pl.compact(self.rows, int(self.state[pl.ROWS]), copied)
+        return copied, spare
 
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
@@ -659,6 +666,49 @@ class _AggregatePaneLog(_PaneStore):
         return True
 
 
+def log_panes(
+    table: np.ndarray, rows: np.ndarray, slide: int, mi: int, mf: int, with_fired: bool
+) -> PaneColumns:
+    """Rows ``rows`` (ascending, in creation order) of a pane log's ``table`` as pane columns,
+    in firing order (windows by start, then creation)."""
+    n = len(rows)
+    order = pl.firing_order(table[rows, wk.ROW_START], slide)
+    starts, keys, counts = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    iaccs, faccs = np.empty((n, mi), np.int64), np.empty((n, mf), np.float64)
+    fired = np.empty(n if with_fired else 0, np.bool_)
+    pl.gather(table, table.view(np.float64), rows, order, mi, starts, keys, counts, iaccs, faccs, fired)
+    return PaneColumns(starts, keys, counts, (iaccs, faccs), None, fired if with_fired else None)
+
+
+class _CopiedLog:
+    """A pane log's live rows copied at a barrier (``copy_live``), turned into pane columns in
+    firing order once, in the asynchronous phase of the checkpoint. Nothing else holds the
+    copy: the columns are fresh arrays."""
+
+    def __init__(self, table: np.ndarray, slide: int, mi: int, mf: int) -> None:
+        self._table = table
+        self._shape = (slide, mi, mf)
+        self._columns: PaneColumns | None = None
+        self._lock = threading.Lock()
+
+    def columns(self) -> PaneColumns:
+        with self._lock:
+            if self._columns is None:
+                slide, mi, mf = self._shape
+                self._columns = log_panes(self._table, np.arange(len(self._table)), slide, mi, mf, True)
+                self._table = np.empty((0, self._table.shape[1]), np.int64)
+            return self._columns
+
+    def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        """``ColumnPaneSnapshot.deferred``'s columns."""
+        panes = self.columns()
+        return panes.starts, panes.keys, panes.fired
+
+    def encoded_accumulators(self, plan: AggregatesPlan) -> np.ndarray:
+        panes = self.columns()
+        return encoded_accumulators(plan, panes.counts, *panes.accs)
+
+
 # ----------------------------------------------------------------------------- the operator
 
 
@@ -695,6 +745,8 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self.timers = InternalTimerService()
         self._written: set[tuple[Any, TimeWindow]] = set()
         self._init_deferral()
+        #: arrays of barrier copies whose snapshots are gone, for the next copy (``_defer_log``)
+        self._spare_copies: list[np.ndarray] = []
         self._objects: _ObjectKeys | None = None
         self._ready = False
         self.vectorized_reason = "vectorized"
@@ -780,6 +832,9 @@ class AggregatesWindowOperator(VectorWindowOperator):
         """Copy the live panes' columns for the asynchronous phase (deferred), or write every
         live pane into the keyed backend and its timers into ``self.timers``."""
         self._setup()
+        if self.defer_pane_snapshots and isinstance(self.panes, _AggregatePaneLog):
+            self.pane_snapshot = self._defer_log(self.panes)
+            return
         panes = self.panes.export()
         iaccs, faccs = panes.accs
         if self.defer_pane_snapshots:
@@ -792,6 +847,25 @@ class AggregatesWindowOperator(VectorWindowOperator):
         windows = [TimeWindow(start, start + self.size) for start in panes.starts.tolist()]
         fired = None if panes.fired is None else panes.fired.tolist()
         self._write_and_clear(self._write_panes(zip(keys, windows, canonical), self.lateness, fired))
+
+    def _defer_log(self, log: _AggregatePaneLog) -> ColumnPaneSnapshot:
+        """The pending snapshot of a pane log's panes: its live rows copied here, in one pass;
+        their order and columns are the asynchronous phase's (``_CopiedLog``)."""
+        spares = self._spare_copies
+        table, spare = log.copy_live(spares.pop() if spares else None)
+        slot_keys = self._hand_over_panes()
+        sample = table[:1, wk.ROW_KEY].tolist()
+        if slot_keys is not None:
+            sample = [slot_keys[slot] for slot in sample]
+        copied = _CopiedLog(table, self.slide, self.mi, self.mf)
+        # once the snapshot is gone (written, or given up), its copy's memory takes the next
+        # barrier's copy: its pages are there, where a fresh array costs a fault a page
+        weakref.finalize(copied, spares.append, spare)
+        return ColumnPaneSnapshot.deferred(
+            self.contents_descriptor.name, copied.load, len(table), sample, self.size, slot_keys,
+            partial(copied.encoded_accumulators, self.aggregates), self.lateness, self.event_time,
+            self.backend.max_parallelism, encoded=True,
+        )  # fmt: skip
 
     def initialize_state(self) -> None:
         """Load the panes a restore put into the backend and timers, in firing order; a pane

@@ -1135,13 +1135,18 @@ class VectorWindowOperator(WindowOperatorBase):
         never write again) whose entries and timers the asynchronous phase builds. The backend
         keeps no pane entry: those a restore or a synchronous snapshot left there are
         cleared (the copied panes replace the live ones); ``self.timers`` starts over empty."""
-        self._write_and_clear([])
-        self.timers = InternalTimerService()
-        slot_keys = None if self._objects is None else self._objects.objects.copy()
+        slot_keys = self._hand_over_panes()
         return ColumnPaneSnapshot(
             self.contents_descriptor.name, panes.starts, self.size, panes.keys, slot_keys, accumulators,
             panes.fired, lateness, self.event_time, self.backend.max_parallelism, encoded,
         )  # fmt: skip
+
+    def _hand_over_panes(self) -> list[Any] | None:
+        """Before a pane snapshot that holds every live pane: clear the backend's pane entries
+        and the timers (``_freeze_panes``); returns a copy of the slot -> key list, if any."""
+        self._write_and_clear([])
+        self.timers = InternalTimerService()
+        return None if self._objects is None else self._objects.objects.copy()
 
     def statistics(self) -> dict[str, Any]:
         return {

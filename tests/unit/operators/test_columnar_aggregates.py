@@ -250,3 +250,51 @@ def test_the_pane_log_keeps_its_size_after_a_burst_and_shrinks_once_bursts_are_o
         if firing < ag.SPARSE_FIRINGS:
             assert len(panes.rows) == big, firing
     assert len(panes.rows) < big // 16  # bursts are over: no big index to clear at every firing
+
+
+def test_a_deferred_pane_log_snapshot_copies_the_live_rows_and_reuses_the_copys_memory_once_it_is_gone() -> (
+    None
+):
+    """At a barrier the pane log's live rows are copied in one pass; the snapshot builds the
+    columns in firing order later. The next barrier's copy takes the first copy's memory only
+    once the first snapshot is gone."""
+    import gc
+
+    agg = Aggregates(key(), window_start(), count(), sum(1))
+    plan, _ = aggregates_plan(
+        {"spec": agg.spec, "input_type": PAIR}, TUMBLING, TUMBLING.get_default_trigger(), None
+    )
+    assert plan is not None
+    run = Run(
+        AggregatesWindowOperator("w", wrap_key_selector(lambda r: r[0]), TUMBLING, plan, PAIR, None, agg)
+    )
+    rng = np.random.default_rng(5)
+    n = 40_000
+    times = np.arange(n, dtype=np.int64)
+    keys, values = rng.integers(0, 10_000, n), rng.integers(-9, 9, n)
+    run.op.process_batch(Batch(TupleColumns([keys, values]), times))
+    assert run.op.statistics()["store"] == "hash"
+    run.op.defer_pane_snapshots = True
+
+    def barrier() -> Any:
+        run.op.prepare_snapshot_pre_barrier(1)
+        snapshot, run.op.pane_snapshot = run.op.pane_snapshot, None
+        return snapshot
+
+    first = barrier()
+    expected = run.op.panes.export()  # what the snapshot holds: the live panes in firing order
+    assert len(first) == len(expected) == run.op.panes.live
+    assert first._starts.tolist() == expected.starts.tolist()
+    assert first._pane_keys.tolist() == expected.keys.tolist()
+    assert first._fired.tolist() == expected.fired.tolist()
+    copy = run.op._spare_copies  # filled as snapshots go
+    assert copy == []
+    second = barrier()  # the first is alive: a copy of its own
+    assert copy == []
+    del first
+    gc.collect()
+    assert len(copy) == 1
+    spare = copy[0]
+    third = barrier()
+    assert copy == [] and third._load.__self__._table.base is spare  # the first one's memory
+    assert second._starts.tolist() == third._starts.tolist() == expected.starts.tolist()

@@ -177,19 +177,23 @@ def test_a_checkpoint_rescales_over_two_key_group_ranges(lateness: int, store: s
 PAIR = Types.TUPLE([Types.LONG(), Types.LONG()])
 
 
-def count_and_sum(keys: int) -> tuple[Run, list[tuple[tuple[int, int, int, int], int]], dict[str, Any]]:
-    """300 s of events, one per ms, over ``keys`` keys, with no watermark until the end (so
-    ~300 windows are open at once, as when the periodic watermark fires rarely), run through
-    ``Aggregates(key(), window_start(), count(), sum(1))``; and the answer from a dict, in
-    firing order (windows by start, panes in creation order)."""
+def count_and_sum_window() -> AggregatesWindowOperator:
+    """``Aggregates(key(), window_start(), count(), sum(1))`` over (key, value) pairs in 1 s
+    tumbling event-time windows."""
     agg = Aggregates(key(), window_start(), count(), sum(1))
     plan, _ = aggregates_plan(
         {"spec": agg.spec, "input_type": PAIR}, TUMBLING, TUMBLING.get_default_trigger(), None
     )
     assert plan is not None
-    run = Run(
-        AggregatesWindowOperator("w", wrap_key_selector(lambda r: r[0]), TUMBLING, plan, PAIR, None, agg)
-    )
+    return AggregatesWindowOperator("w", wrap_key_selector(lambda r: r[0]), TUMBLING, plan, PAIR, None, agg)
+
+
+def count_and_sum(keys: int) -> tuple[Run, list[tuple[tuple[int, int, int, int], int]], dict[str, Any]]:
+    """300 s of events, one per ms, over ``keys`` keys, with no watermark until the end (so
+    ~300 windows are open at once, as when the periodic watermark fires rarely), run through
+    ``Aggregates(key(), window_start(), count(), sum(1))``; and the answer from a dict, in
+    firing order (windows by start, panes in creation order)."""
+    run = Run(count_and_sum_window())
     rng = np.random.default_rng(3)
     n = 300_000
     times = np.arange(n, dtype=np.int64) + rng.integers(0, 50, n)
@@ -260,14 +264,7 @@ def test_a_deferred_pane_log_snapshot_copies_the_live_rows_and_reuses_the_copys_
     once the first snapshot is gone."""
     import gc
 
-    agg = Aggregates(key(), window_start(), count(), sum(1))
-    plan, _ = aggregates_plan(
-        {"spec": agg.spec, "input_type": PAIR}, TUMBLING, TUMBLING.get_default_trigger(), None
-    )
-    assert plan is not None
-    run = Run(
-        AggregatesWindowOperator("w", wrap_key_selector(lambda r: r[0]), TUMBLING, plan, PAIR, None, agg)
-    )
+    run = Run(count_and_sum_window())
     rng = np.random.default_rng(5)
     n = 40_000
     times = np.arange(n, dtype=np.int64)

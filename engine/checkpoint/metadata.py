@@ -77,7 +77,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -169,9 +169,15 @@ class FileHandle:
             raise UsageError(f"shared state file {self.path!r} must be under '{SHARED_DIR}/'")
 
     @classmethod
-    def of(cls, path: str, data: bytes, shared: bool = False) -> FileHandle:
-        """The handle of ``data`` stored at ``path`` (size and checksum computed here)."""
-        return cls(path, len(data), hashlib.sha256(data).hexdigest(), shared)
+    def of(cls, path: str, data: bytes | Sequence[bytes | memoryview], shared: bool = False) -> FileHandle:
+        """The handle of ``data`` (or of its pieces one after another) stored at ``path`` (size
+        and checksum computed here)."""
+        if isinstance(data, bytes | bytearray | memoryview):
+            return cls(path, len(data), hashlib.sha256(data).hexdigest(), shared)
+        digest = hashlib.sha256()
+        for part in data:
+            digest.update(part)
+        return cls(path, sum(memoryview(part).nbytes for part in data), digest.hexdigest(), shared)
 
     def to_json(self) -> dict[str, Any]:
         return {

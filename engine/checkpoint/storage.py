@@ -41,7 +41,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,13 +157,15 @@ def _make_dirs(directory: Path) -> None:
         _fsync_dir(d.parent)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that ``path`` is either absent/old or complete: temp, fsync, rename, fsync dir."""
+def _atomic_write(path: Path, data: bytes | Sequence[bytes | memoryview]) -> None:
+    """Write ``data`` (or its pieces, one after another) to ``path`` so that ``path`` is either
+    absent/old or complete: temp, fsync, rename, fsync dir."""
     _make_dirs(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            for part in (data,) if isinstance(data, bytes) else data:
+                f.write(part)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -300,9 +302,10 @@ class CheckpointStorage:
     # ------------------------------------------------------------------ state files
 
     def write_state_file(
-        self, checkpoint_id: int, name: str, data: bytes, shared: bool = False
+        self, checkpoint_id: int, name: str, data: bytes | list[bytes | memoryview], shared: bool = False
     ) -> FileHandle:
         """Store ``data`` durably as a private file of ``checkpoint_id`` (or a shared file); its handle.
+        ``data`` may be a list of pieces, written one after another (never copied together).
 
         A private file lands in ``chk-<checkpoint_id>/<name>``, a shared one in
         ``shared/<name>`` (``checkpoint_id`` only says who uploaded it; the
@@ -311,9 +314,14 @@ class CheckpointStorage:
         other bytes is a ``UsageError``.
         """
         check_relative_path("state file name", name)
-        if not isinstance(data, bytes | bytearray | memoryview):
+        if isinstance(data, list):
+            if not all(isinstance(part, bytes | memoryview) for part in data):
+                kinds = sorted({type(part).__name__ for part in data})
+                raise UsageError(f"state file {name!r}: pieces must be bytes or memoryviews, got {kinds}")
+        elif isinstance(data, bytes | bytearray | memoryview):
+            data = bytes(data)
+        else:
             raise UsageError(f"state file {name!r}: data must be bytes, got {type(data).__name__}")
-        data = bytes(data)
         if shared:
             handle = FileHandle.of(f"{SHARED_DIR}/{name}", data, shared=True)
             path = self.path_of(handle)

@@ -32,6 +32,19 @@ rows of numpy arrays: the synchronous phase takes copies of the columns (window 
 pane keys or key slots with the slot -> key list, whatever the accumulators are built
 from, fired flags), the asynchronous phase builds the keys, the canonical accumulators
 (fresh Python values, so nothing to check) and the timers of the general mode's rules.
+
+Native and canonical pane sections. The canonical form costs a sort, an encoded entry and
+a timer per pane in every checkpoint, and millions of panes held back (a window whose
+watermark waits for a slower input) are written again by every checkpoint. So a
+checkpoint (and a savepoint in the native format) of a vectorized window operator's pane
+log holds its panes as the log holds them instead: ``NativePanes``, the live rows copied
+at the barrier, one int64 row per pane, written as they are (no sort, no encoding, no
+timers), beside the backend's own snapshot (``KeyedWithPanes``). This is the split of
+Flink's native and canonical snapshot formats. Reading a state file turns a native
+section into the canonical entries and timers at once (``canonical_payload``), before
+anything else looks at the state: restoring, rescaling, a restore into the per-record
+operator all see what a canonical file holds. A canonical savepoint and an incremental
+run (which takes the panes into the run, above) stay canonical.
 """
 
 from __future__ import annotations
@@ -40,6 +53,8 @@ import heapq
 import threading
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
 from itertools import chain, repeat
 from typing import Any
 
@@ -48,6 +63,7 @@ import numpy as np
 from weir.core.window import TimeWindow
 from weir.errors import UsageError
 from weir.keys.kernels import java_hash_array, key_groups_for_hashes
+from weir.state import serde
 from weir.state.backend import (
     KeyedStateSnapshot,
     PackedKeyedStateSnapshot,
@@ -55,11 +71,12 @@ from weir.state.backend import (
     SnapshotEntry,
 )
 from weir.state.incremental import run_entry_bytes, run_entry_head
-from weir.state.serde import encode_key, encode_many, encode_rows, int64_rows, split_rows
+from weir.state.serde import encode_key, encode_many, encode_rows, int64_rows, register_type, split_rows
 from weir.state.state_file import pack_uniform_entries, uniform_rows
 from weir.time.timers import PendingTimerSnapshot, Timer, TimerColumns, TimerSnapshot
 
-__all__ = ["IMMUTABLE_TYPES", "ColumnPaneSnapshot", "MutableAccumulatorError", "PaneSnapshot", "is_immutable"]
+__all__ = ["IMMUTABLE_TYPES", "ColumnPaneSnapshot", "KeyedWithPanes", "MutableAccumulatorError", "NativePanes",
+           "PaneSnapshot", "canonical_payload", "encoded_accumulator_rows", "is_immutable"]  # fmt: skip
 
 #: Types whose instances cannot change after the barrier (a tuple qualifies when its items do).
 IMMUTABLE_TYPES = frozenset({int, float, str, bytes, bool, complex, type(None)})
@@ -470,6 +487,14 @@ class PaneSnapshot:
         """The operator's pending (or taken) timer snapshot with these panes' timers added."""
         return _MergedTimerSnapshot(pending, self)
 
+    #: What builds these panes' native section (module docstring), or None: canonical only.
+    native: Callable[[], NativePanes] | None = None
+
+    def native_keyed(self, pending: Any) -> PendingKeyedStateSnapshot:
+        """The backend's pending snapshot with these panes beside it in their native section;
+        their timers are in the section too (not in the operator's timer snapshot)."""
+        return _NativeKeyedSnapshot(pending, self)
+
 
 class ColumnPaneSnapshot(PaneSnapshot):
     """The panes of a vectorized window operator at a barrier, as copied columns.
@@ -533,9 +558,11 @@ class ColumnPaneSnapshot(PaneSnapshot):
         event_time: bool,
         max_parallelism: int,
         encoded: bool = False,
+        native: Callable[[], NativePanes] | None = None,
     ) -> ColumnPaneSnapshot:
         """The snapshot of ``count`` panes whose columns ``load()`` builds in the asynchronous
-        phase (class docstring); ``sample_keys`` are keys of some of them (``warm_up``)."""
+        phase (class docstring); ``sample_keys`` are keys of some of them (``warm_up``);
+        ``native`` builds their native section (module docstring), if they have one."""
         empty = np.empty(0, np.int64)
         snapshot = cls(
             state_name, empty, size, empty, slot_keys, accumulators, None, lateness, event_time,
@@ -543,6 +570,7 @@ class ColumnPaneSnapshot(PaneSnapshot):
         )  # fmt: skip
         snapshot._columns, snapshot._load = None, load
         snapshot._count, snapshot._sample = count, sample_keys
+        snapshot.native = native
         return snapshot
 
     def _loaded(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -776,3 +804,219 @@ class _MergedTimerSnapshot(PendingTimerSnapshot):
             own = self._pending.result() if isinstance(self._pending, PendingTimerSnapshot) else self._pending
             self._result = self._panes.merge_timers(own)
         return self._result
+
+
+class _NativeKeyedSnapshot(_MergedKeyedSnapshot):
+    """``result()`` as ``_MergedKeyedSnapshot``'s; the state file holds the backend's own
+    snapshot and the panes' native section beside it (``KeyedWithPanes``)."""
+
+    def for_file(self) -> KeyedWithPanes:  # type: ignore[override]
+        own = self._pending.for_file() if hasattr(self._pending, "for_file") else self._base()
+        assert self._panes.native is not None
+        return KeyedWithPanes(own, self._panes.native())
+
+
+# ----------------------------------------------------------------------------- native sections
+
+#: The columns of a native pane table (a vectorized window operator's pane log rows): the
+#: window start, the key (or key slot), the creation sequence, the count, the fired flag
+#: (0 or 1), then one slot per aggregate, those of int aggregates first, then the floats'
+#: (their float64 bits).
+NATIVE_START, NATIVE_KEY, NATIVE_SEQ, NATIVE_COUNT, NATIVE_FIRED, NATIVE_SLOTS = range(6)
+
+
+@dataclass(frozen=True, eq=False)
+class NativePanes:
+    """The panes of one vectorized window operator subtask as its pane log holds them
+    (module docstring): ``table``, one row of ``NATIVE_SLOTS + len(floats)`` int64 columns per
+    pane, in creation order; ``floats`` says per aggregate whether its accumulator is a float;
+    ``slot_keys`` the slot -> key list when the keys are slots. The rest as
+    ``ColumnPaneSnapshot``'s arguments of the same names."""
+
+    state_name: str
+    size: int
+    lateness: int
+    event_time: bool
+    max_parallelism: int
+    floats: tuple[bool, ...]
+    slot_keys: tuple[Any, ...] | None
+    table: np.ndarray
+
+    def __post_init__(self) -> None:
+        fields = (self.state_name, self.size, self.lateness, self.event_time, self.max_parallelism)
+        if [type(f) for f in fields] != [str, int, int, bool, int] or not (
+            self.slot_keys is None or type(self.slot_keys) is tuple
+        ):
+            raise UsageError(
+                "native panes: expected (state name, window size, lateness, event time, max parallelism, "
+                f"float flags, key slots or None, table), found {(*fields, type(self.slot_keys).__name__)}"
+            )
+        t, width = self.table, NATIVE_SLOTS + len(self.floats)
+        if not isinstance(t, np.ndarray) or t.dtype != np.int64 or t.ndim != 2 or t.shape[1] != width:
+            shape = (getattr(t, "dtype", type(t).__name__), getattr(t, "shape", None))
+            raise UsageError(
+                f"native panes of state '{self.state_name}': expected an int64 table of {width} columns "
+                f"({NATIVE_SLOTS} + one per aggregate), found {shape}"
+            )
+        if self.size < 1 or self.lateness < 0:
+            raise UsageError(
+                f"native panes of state '{self.state_name}': window size {self.size}, lateness {self.lateness}"
+            )
+        if (
+            self.slot_keys is not None
+            and len(t)
+            and not 0 <= int(t[:, NATIVE_KEY].min()) <= int(t[:, NATIVE_KEY].max()) < len(self.slot_keys)
+        ):
+            raise UsageError(
+                f"native panes of state '{self.state_name}': a key slot past the {len(self.slot_keys)} keys"
+            )
+
+    def snapshot(self) -> ColumnPaneSnapshot:
+        """These panes as the ``ColumnPaneSnapshot`` whose canonical entries and timers they stand for."""
+        t = self.table
+        order = np.argsort(t[:, NATIVE_START], kind="stable")  # firing order: windows by start, then creation
+        rows = t[order]
+        ints = [j for j, f in enumerate(self.floats) if not f]
+        slots = rows[:, NATIVE_SLOTS:]
+        iaccs = slots[:, : len(ints)]
+        faccs = slots[:, len(ints) :].view(np.float64)
+        counts = rows[:, NATIVE_COUNT]
+        return ColumnPaneSnapshot(
+            self.state_name, rows[:, NATIVE_START].copy(), self.size, rows[:, NATIVE_KEY].copy(),
+            None if self.slot_keys is None else list(self.slot_keys),
+            partial(encoded_accumulator_rows, self.floats, counts, iaccs, faccs),
+            rows[:, NATIVE_FIRED] != 0, self.lateness, self.event_time, self.max_parallelism, encoded=True,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class KeyedWithPanes:
+    """A state file's keyed state: the backend's snapshot and a window's panes beside it."""
+
+    keyed: Any  # KeyedStateSnapshot (or packed)
+    panes: NativePanes
+
+
+def canonical_payload(payload: dict[str, Any]) -> None:
+    """Turn a decoded state payload's native pane section into canonical keyed entries and
+    timers, in place (module docstring)."""
+    keyed = payload.get("keyed")
+    if isinstance(keyed, KeyedWithPanes):
+        panes = keyed.panes.snapshot()
+        payload["keyed"] = panes.merge_keyed(keyed.keyed)
+        payload["timers"] = panes.merge_timers(payload.get("timers"))
+
+
+def encoded_accumulator_rows(
+    floats: Sequence[bool], counts: np.ndarray, iaccs: Any, faccs: Any
+) -> np.ndarray:
+    """``encode_value`` of every pane's canonical accumulator ``[n, a_1, ..., a_m]`` (``floats``
+    says which ``a_j`` are floats, taken in order from ``faccs``, the others from ``iaccs``),
+    byte for byte, as one uint8 row per pane built by numpy: a list tag and length, then per
+    item the int64 (``02`` + biased big-endian) or float64 (``04`` + big-endian) cell, so every
+    row has the same width."""
+    n, width = len(counts), 1 + len(floats)
+    rows = np.empty((n, 5 + 9 * width), np.uint8)
+    rows[:, 0] = 9
+    rows[:, 1:5] = np.frombuffer(serde._L.pack(width), np.uint8)
+    cells = rows[:, 5:].reshape(n, width, 9)
+
+    def put(j: int, column: Any, is_float: bool) -> None:
+        if is_float:
+            raw = np.ascontiguousarray(column, np.float64).astype(">f8")
+        else:
+            raw = (np.ascontiguousarray(column, np.int64).view(np.uint64) ^ np.uint64(serde._OFFSET)).astype(
+                ">u8"
+            )
+        cells[:, j, 0] = 4 if is_float else 2
+        cells[:, j, 1:] = raw.view(np.uint8).reshape(n, 8)
+
+    put(0, counts, False)
+    ji = jf = 0
+    for j, is_float in enumerate(floats, 1):
+        put(j, faccs[:, jf] if is_float else iaccs[:, ji], is_float)
+        jf, ji = jf + is_float, ji + (not is_float)
+    return rows
+
+
+#: The columns a native section's file form holds, in order (then the aggregates' slots):
+#: the creation sequence is the rows' order, so it is not written.
+_STORED = (NATIVE_START, NATIVE_KEY, NATIVE_COUNT, NATIVE_FIRED)
+_NARROW = (np.uint8, np.uint16, np.uint32, np.uint64)
+_MASK = (1 << 64) - 1
+
+
+def _narrowed(column: np.ndarray, step: int) -> tuple[int, int, np.ndarray]:
+    """``(base, step, values)`` with ``column == base + step * values`` (int64 arithmetic,
+    wrapping), ``values`` in the narrowest unsigned dtype that holds them; ``step`` is kept
+    only if every value is ``base`` plus a multiple of it (a window start and the slide)."""
+    if not len(column):
+        return 0, 1, np.empty(0, np.uint8)
+    lo, hi = int(column.min()), int(column.max())
+    offsets = column.view(np.uint64) - np.uint64(lo & _MASK)
+    if step > 1 and (offsets % np.uint64(step)).any():
+        step = 1
+    if step > 1:
+        offsets //= np.uint64(step)
+    span = (hi - lo) // step
+    dtype = next(d for d in _NARROW if span <= np.iinfo(d).max)
+    return lo, step, offsets.astype(dtype)
+
+
+def _widened(
+    rows: int, stored: tuple[tuple[int, int, np.ndarray], ...], floats: Sequence[bool]
+) -> np.ndarray:
+    """The int64 table of a native section's file form (``_file_fields``)."""
+    if (
+        type(rows) is not int
+        or rows < 0
+        or type(stored) is not tuple
+        or len(stored) != len(_STORED) + len(floats)
+    ):
+        raise UsageError(
+            f"native panes: {rows!r} rows in {len(stored)!r} columns, for {len(floats)} aggregates"
+        )
+    table = np.empty((rows, NATIVE_SLOTS + len(floats)), np.int64)
+    table[:, NATIVE_SEQ] = np.arange(rows)
+    for j, item in zip((*_STORED, *range(NATIVE_SLOTS, NATIVE_SLOTS + len(floats))), stored):
+        base, step, values = item if type(item) is tuple and len(item) == 3 else (None, None, None)
+        if (
+            type(base) is not int or type(step) is not int or step < 1 or not isinstance(values, np.ndarray)
+            or values.dtype.type not in _NARROW or values.shape != (rows,)
+        ):  # fmt: skip
+            raise UsageError(
+                f"native panes: column {j} is not (base, step >= 1, an unsigned integer for each of the {rows} rows): "
+                f"{(type(base).__name__, step, getattr(values, 'dtype', None), getattr(values, 'shape', None))}"
+            )
+        wide = values.astype(np.uint64) * np.uint64(step) + np.uint64(base & _MASK)
+        table[:, j] = wide.view(np.int64)
+    return table
+
+
+def _file_fields(panes: NativePanes) -> tuple[Any, ...]:
+    """What a native section's file holds: the table's columns but the sequence, each narrowed
+    (``_narrowed``), window starts in steps of the slide where they are."""
+    t = panes.table
+    stored = tuple(
+        _narrowed(t[:, j], panes.size if j == NATIVE_START else 1)
+        for j in (*_STORED, *range(NATIVE_SLOTS, t.shape[1]))
+    )
+    return (panes.state_name, panes.size, panes.lateness, panes.event_time, panes.max_parallelism,
+            panes.floats, panes.slot_keys, len(t), stored)  # fmt: skip
+
+
+def _from_file(
+    state_name: Any, size: Any, lateness: Any, event_time: Any, max_parallelism: Any, floats: Any,
+    slot_keys: Any, rows: Any, stored: Any,
+) -> NativePanes:  # fmt: skip
+    if type(floats) is not tuple or not all(type(f) is bool for f in floats):
+        raise UsageError(f"native panes: the aggregates' float flags are {floats!r}, not a tuple of booleans")
+    table = _widened(rows, stored, floats)
+    return NativePanes(state_name, size, lateness, event_time, max_parallelism, floats, slot_keys, table)
+
+
+register_type(NativePanes, "weir.NativePanes",
+              fields=("state_name", "size", "lateness", "event_time", "max_parallelism", "floats",
+                      "slot_keys", "rows", "columns"),
+              build=_from_file, unpack=_file_fields)  # fmt: skip
+register_type(KeyedWithPanes, "weir.KeyedWithPanes")

@@ -251,6 +251,39 @@ def _encode_other(t: type, value: Any) -> bytes:
 #: Values and keys share one encoding (the module docstring's table).
 encode_value = encode_key
 
+#: From this size an array's bytes stay a view in ``encode_parts`` (smaller ones are copied).
+_VIEW_FROM = 1 << 16
+
+
+def encode_parts(value: Any) -> list[bytes | memoryview]:
+    """``encode_value(value)`` as pieces to write one after another: the same bytes, where a
+    big numpy array's are a view of the array, not a copy (dicts, named types and tuples are
+    split down to them; everything else is ``encode_value``'s bytes)."""
+    t = type(value)
+    if t is np.ndarray and value.dtype.kind in _ARRAY_KINDS and value.nbytes >= _VIEW_FROM:
+        raw = np.ascontiguousarray(value)
+        head = b"\x0e" + _encode_str(value.dtype.str) + encode_key(value.shape) + _L.pack(raw.nbytes)
+        return [head, raw.reshape(-1).view(np.uint8).data]
+    if t is tuple and not (len(value) >= _LONG and type(value[0]) in _COLUMN_TYPES):
+        parts: list[bytes | memoryview] = [b"\x07" + _L.pack(len(value))]
+        for item in value:
+            parts.extend(encode_parts(item))
+        return parts
+    if t is dict:
+        parts = [b"\x0a" + _L.pack(len(value))]
+        for k, v in value.items():
+            parts.append(encode_key(k))
+            parts.extend(encode_parts(v))
+        return parts
+    entry = _by_type.get(t)
+    if entry is not None:
+        fields = entry.unpack(value) if entry.unpack else [getattr(value, f) for f in entry.fields]
+        parts = [b"\x08" + entry.name_bytes + b"\x07" + _L.pack(len(fields))]
+        for field in fields:
+            parts.extend(encode_parts(field))
+        return parts
+    return [encode_key(value)]
+
 
 def encode_many(values: Sequence[Any]) -> list[bytes]:
     """``[encode_key(v) for v in values]``, byte for byte, with the common shapes of a

@@ -47,6 +47,7 @@ from weir.state.operator_state import OperatorStateSnapshot
 from weir.state.serde import (
     UntrustedStateError,
     decode_key_from,
+    encode_parts,
     encode_value,
     find_opaque,
     register_type,
@@ -54,7 +55,7 @@ from weir.state.serde import (
 from weir.time.timers import Timer, TimerColumns, TimerSnapshot
 
 __all__ = ["FORMAT_VERSION", "MAGIC", "UntrustedStateError", "decode_state_file", "encode_state_file",
-           "load_payloads", "pack_uniform_entries", "untrusted_content", "untrusted_error"]  # fmt: skip
+           "load_payloads", "pack_uniform_entries", "state_file_parts", "untrusted_content", "untrusted_error"]  # fmt: skip
 
 MAGIC = b"WEIRSTATE"
 FORMAT_VERSION = 1
@@ -283,6 +284,13 @@ def encode_state_file(payload: dict[str, Any]) -> bytes:
     return MAGIC + _VERSION.pack(FORMAT_VERSION) + encode_value({k: payload.get(k) for k in _PAYLOAD_FIELDS})
 
 
+def state_file_parts(payload: dict[str, Any]) -> list[bytes | memoryview]:
+    """``encode_state_file(payload)`` in pieces, big arrays as views of themselves (``encode_parts``):
+    the asynchronous phase writes them one after another instead of copying them together."""
+    body = encode_parts({k: payload.get(k) for k in _PAYLOAD_FIELDS})
+    return [MAGIC + _VERSION.pack(FORMAT_VERSION), *body]
+
+
 def decode_state_file(data: bytes, where: str, trusted: bool) -> dict[str, Any]:
     """The payload of a state file (``where`` names it in errors); opaque values only when ``trusted``."""
     if not data.startswith(MAGIC):
@@ -373,14 +381,18 @@ def load_payloads(
     """Every operator's payloads of a checkpoint or savepoint, tagged with their subtask.
 
     ``read`` returns the verified bytes of one file; ``where`` names the checkpoint in errors.
-    Incremental keyed state comes with the bytes of its chain. Unless ``trusted``, a file
+    Incremental keyed state comes with the bytes of its chain; a window's native pane
+    section is turned into canonical entries and timers (``weir.state.panes``). Unless ``trusted``, a file
     holding anything only code would rebuild fails with ``untrusted_error``."""
+    from weir.state.panes import canonical_payload  # registers the native pane section's types
+
     state: dict[str, list[dict[str, Any]]] = {}
     for op in metadata.operators:
         for handle in op.state_handles:
             path = handle.file.path
             try:
                 payload = decode_state_file(read(handle.file), f"{path} of {where}", trusted)
+                canonical_payload(payload)  # a window's native pane section: entries and timers
                 if payload["keyed"] is not None:
                     payload["keyed"] = load_for_restore(payload["keyed"], handle.shared_files, read)
                 found = None if trusted else untrusted_content(payload)

@@ -116,7 +116,9 @@ class SubtaskCheckpointCoordinator:
         with ``defer_pane_snapshots`` (the fast and the vectorized window operators) freezes the
         panes it holds outside its backend at the barrier and hands them over as
         ``pane_snapshot``, which is merged into the keyed and timer snapshots in the
-        asynchronous part (into an incremental run by the backend itself)."""
+        asynchronous part (into an incremental run by the backend itself), or, where the panes
+        have a native section and the file need not be canonical, written beside the keyed
+        snapshot as they are (``weir.state.panes``)."""
         d = self.d
         started = time.perf_counter()
         first = self._first_barrier_ms.pop(checkpoint_id, None)
@@ -145,12 +147,20 @@ class SubtaskCheckpointCoordinator:
             elif internal is not None and hasattr(internal, "snapshot"):
                 timer_snapshot = internal.snapshot()
             panes = getattr(op, "pane_snapshot", None)  # frozen at the barrier
+            incremental = (
+                backend is not None and not full and storage is not None
+                and getattr(backend, "incremental_checkpointing", False)
+            )  # fmt: skip
+            # beside the backend's snapshot as the operator holds them, except where the file
+            # must be canonical (a canonical savepoint) or the backend takes them into its run
+            native = panes is not None and panes.native is not None and not full and not incremental
             if panes is not None:
                 op.pane_snapshot = None  # type: ignore[attr-defined]
-                timer_snapshot = panes.pending_timers(timer_snapshot)
+                if not native:
+                    timer_snapshot = panes.pending_timers(timer_snapshot)
             keyed: Any = None
             if backend is not None:
-                if not full and storage is not None and getattr(backend, "incremental_checkpointing", False):
+                if incremental:
                     keyed = backend.snapshot_incremental(checkpoint_id, storage.is_complete, panes)
                     panes = None  # the backend merges them into its run
                 elif getattr(op, "shares_state_objects", False):
@@ -158,7 +168,7 @@ class SubtaskCheckpointCoordinator:
                 else:
                     keyed = backend.snapshot_async()  # the rest happens in write_and_acknowledge
                 if panes is not None:
-                    keyed = panes.keyed(keyed)
+                    keyed = panes.native_keyed(keyed) if native else panes.keyed(keyed)
             out.append(
                 OperatorSnapshot(
                     operator_id=ctx.operator_id,

@@ -129,7 +129,7 @@ FORK_MIN_ENTRIES = 20_000
 def entries_to_write(snapshots: list[OperatorSnapshot]) -> int:
     """An estimate of the asynchronous part's work: the entries it will still encode."""
     from weir.state.heap import PendingHeapSnapshot
-    from weir.state.panes import _MergedTimerSnapshot
+    from weir.state.panes import _MergedTimerSnapshot, _NativeKeyedSnapshot
     from weir.time.timers import PendingTimerSnapshot
 
     total = 0
@@ -138,8 +138,8 @@ def entries_to_write(snapshots: list[OperatorSnapshot]) -> int:
             run = snap.keyed.entries_to_write()
             total += FORK_MIN_ENTRIES if run < 0 else run  # a full run: as big as the state
         inner, panes = _merged_parts(snap.keyed)
-        if panes is not None:
-            total += len(panes)
+        if panes is not None and not isinstance(snap.keyed, _NativeKeyedSnapshot):
+            total += len(panes)  # a native section is written as it is, with the GIL let go
         if isinstance(inner, PendingHeapSnapshot) or hasattr(inner, "__len__"):
             total += len(inner)  # the heap's pending snapshot, or LMDB's (its entries at the barrier)
         timers = snap.timers

@@ -12,7 +12,7 @@ from typing import Any
 
 from weir.checkpoint.metadata import FileHandle, SubtaskStateHandle
 from weir.checkpoint.storage import CheckpointStorage
-from weir.state.state_file import encode_state_file
+from weir.state.state_file import state_file_parts
 
 __all__ = ["OperatorAck", "OperatorSnapshot", "operator_ack", "write_operator_snapshots"]
 
@@ -76,7 +76,7 @@ def write_operator_snapshots(
         timers = snap.timers
         if isinstance(timers, PendingTimerSnapshot):
             timers = timers.result()
-        data = encode_state_file(
+        data = state_file_parts(
             {
                 "keyed": keyed,
                 "timers": timers,

@@ -43,7 +43,8 @@ from weir.operators.window.aggregates import (
 )
 from weir.state import LmdbKeyedStateBackend, create_keyed_backend, serde
 from weir.state.incremental import load_for_restore
-from weir.state.state_file import encode_state_file
+from weir.state.panes import KeyedWithPanes, canonical_payload
+from weir.state.state_file import decode_state_file, encode_state_file
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TUMBLING = TumblingEventTimeWindows.of(1_000)
@@ -85,15 +86,30 @@ def events(seed: int, strings: bool) -> list[Any]:
     return out
 
 
-def deferred_snapshot(run: Run) -> tuple[Any, Any]:
+def deferred_snapshot(run: Run) -> tuple[Any, Any, Any]:
     """The synchronous phase as the task takes it: copy the panes, then the backend's and the
-    timers' pending snapshots with the panes merged in."""
+    timers' pending snapshots with the panes merged in; and, where the panes have a native
+    section, the pair a checkpoint writes instead (the panes beside the backend's snapshot,
+    the operator's own timers), else None."""
     op = run.op
     op.defer_pane_snapshots = True
     op.prepare_snapshot_pre_barrier(1)
     panes, op.pane_snapshot = op.pane_snapshot, None
     assert panes is not None and run.backend.number_of_keys() == 0  # nothing written at the barrier
-    return panes.keyed(run.backend.snapshot_async()), panes.pending_timers(op.timers.snapshot_async())
+    native = None
+    if panes.native is not None:
+        native = (panes.native_keyed(run.backend.snapshot_async()), op.timers.snapshot_async())
+    return panes.keyed(run.backend.snapshot_async()), panes.pending_timers(op.timers.snapshot_async()), native
+
+
+def canonical_of_native(keyed: Any, timers: Any) -> tuple[Any, Any]:
+    """A native state file written and read back, untrusted: its keyed state and timers."""
+    own = timers.result() if hasattr(timers, "result") else timers
+    data = encode_state_file({"keyed": keyed.for_file(), "timers": own})
+    assert isinstance(keyed.for_file(), KeyedWithPanes)
+    payload = decode_state_file(data, "the native test file", trusted=False)
+    canonical_payload(payload)
+    return payload["keyed"], payload["timers"]
 
 
 def file_of(keyed: Any, timers: Any) -> bytes:
@@ -162,10 +178,12 @@ def test_the_deferred_snapshot_is_the_synchronous_one_and_restores_into_both_pat
                     play([run], steps[first:at], end=False)
                 runs.append(run)
             deferred, reference = runs
-            keyed, timers = deferred_snapshot(deferred)
+            keyed, timers, native = deferred_snapshot(deferred)
             expected = reference.checkpoint()  # the synchronous way, at the same barrier
             # the job goes on before the asynchronous phase runs: folds into the same arrays, firings
             play([deferred], steps[at : at + later], end=False)
+            if native is not None:  # a checkpoint's native section reads back as the canonical state
+                assert file_of(*canonical_of_native(*native)) == file_of(*expected)
             packed = file_of(keyed.for_file(), timers.result())  # from columns where they allow it
             snapshot = (keyed.result(), timers.result())
             assert snapshot == expected

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -73,8 +74,9 @@ from weir.operators.window.vector import (
     _PaneStore,
     numeric_column,
 )
-from weir.state import serde, unforked
-from weir.state.panes import ColumnPaneSnapshot
+from weir.state import panes as native_layout
+from weir.state import unforked
+from weir.state.panes import ColumnPaneSnapshot, NativePanes, encoded_accumulator_rows
 from weir.time.timers import InternalTimerService
 
 __all__ = ["AggregatesPlan", "AggregatesWindowOperator", "aggregates_plan", "slot_layout"]
@@ -252,32 +254,9 @@ def canonical_accumulators(
 
 
 def encoded_accumulators(plan: AggregatesPlan, counts: np.ndarray, iaccs: Any, faccs: Any) -> np.ndarray:
-    """``encode_value`` of every row's ``canonical_accumulators`` list, byte for byte, as one
-    row of a uint8 array per pane, built by numpy: a list tag and length, then per item the
-    int64 (``02`` + biased big-endian) or float64 (``04`` + big-endian) cell, so every row
-    has the same width."""
-    n, width = len(counts), 1 + len(plan.floats)
-    rows = np.empty((n, 5 + 9 * width), np.uint8)
-    rows[:, 0] = 9
-    rows[:, 1:5] = np.frombuffer(serde._L.pack(width), np.uint8)
-    cells = rows[:, 5:].reshape(n, width, 9)
-
-    def put(j: int, column: Any, is_float: bool) -> None:
-        if is_float:
-            raw = np.ascontiguousarray(column, np.float64).astype(">f8")
-        else:
-            raw = (np.ascontiguousarray(column, np.int64).view(np.uint64) ^ np.uint64(serde._OFFSET)).astype(
-                ">u8"
-            )
-        cells[:, j, 0] = 4 if is_float else 2
-        cells[:, j, 1:] = raw.view(np.uint8).reshape(n, 8)
-
-    put(0, counts, False)
-    ji = jf = 0
-    for j, is_float in enumerate(plan.floats, 1):
-        put(j, faccs[:, jf] if is_float else iaccs[:, ji], is_float)
-        jf, ji = jf + is_float, ji + (not is_float)
-    return rows
+    """``encode_value`` of every row's ``canonical_accumulators`` list, byte for byte, one uint8
+    row per pane (``weir.state.panes.encoded_accumulator_rows``)."""
+    return encoded_accumulator_rows(plan.floats, counts, iaccs, faccs)
 
 
 def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, list[int], list[float]]:
@@ -297,6 +276,11 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 # ----------------------------------------------------------------------------- panes
 
 _NO_WEIGHTS = np.empty(0, np.int64)  # the kernels' weights when every row is one record
+# a pane log's rows are written into checkpoints as they are: their layout is the native section's
+assert (wk.ROW_START, wk.ROW_KEY, wk.ROW_SEQ, wk.ROW_COUNT, wk.ROW_FIRED, wk.ROW_SLOTS) == (
+    native_layout.NATIVE_START, native_layout.NATIVE_KEY, native_layout.NATIVE_SEQ,
+    native_layout.NATIVE_COUNT, native_layout.NATIVE_FIRED, native_layout.NATIVE_SLOTS,
+)  # fmt: skip
 #: Firings in a row that find the pane log's rows over 32 times too many for the panes live
 #: before them, before they shrink (``_AggregatePaneLog._settle_size``).
 SPARSE_FIRINGS = 8
@@ -708,6 +692,15 @@ class _CopiedLog:
         panes = self.columns()
         return encoded_accumulators(plan, panes.counts, *panes.accs)
 
+    def native(self, describe: Callable[[np.ndarray], NativePanes]) -> NativePanes:
+        """The copied rows as they are, in a native pane section (``describe`` adds what the
+        operator knows); the section keeps this copy, and so its memory, until it is gone."""
+        with self._lock:
+            assert self._columns is None, "the copy was turned into columns: its rows are gone"
+            section = describe(self._table)
+        weakref.finalize(section, id, self)  # the copy's memory is reused once this is gone
+        return section
+
 
 # ----------------------------------------------------------------------------- the operator
 
@@ -745,8 +738,8 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self.timers = InternalTimerService()
         self._written: set[tuple[Any, TimeWindow]] = set()
         self._init_deferral()
-        #: arrays of barrier copies whose snapshots are gone, for the next copy (``_defer_log``)
-        self._spare_copies: list[np.ndarray] = []
+        #: the memory of the barriers' copies of the pane log (``_defer_log``)
+        self._copy_space: unforked.CopySpace | None = None
         self._objects: _ObjectKeys | None = None
         self._ready = False
         self.vectorized_reason = "vectorized"
@@ -851,20 +844,27 @@ class AggregatesWindowOperator(VectorWindowOperator):
     def _defer_log(self, log: _AggregatePaneLog) -> ColumnPaneSnapshot:
         """The pending snapshot of a pane log's panes: its live rows copied here, in one pass;
         their order and columns are the asynchronous phase's (``_CopiedLog``)."""
-        spares = self._spare_copies
-        table, spare = log.copy_live(spares.pop() if spares else None)
+        space = self._copy_space
+        if space is None or space.width != log.rows.shape[1]:
+            space = self._copy_space = unforked.CopySpace(log.rows.shape[1])
+        table, spare = log.copy_live(space.take(log.live))
         slot_keys = self._hand_over_panes()
         sample = table[:1, wk.ROW_KEY].tolist()
         if slot_keys is not None:
             sample = [slot_keys[slot] for slot in sample]
         copied = _CopiedLog(table, self.slide, self.mi, self.mf)
-        # once the snapshot is gone (written, or given up), its copy's memory takes the next
+        # once the snapshot is gone (written, or given up), its copy's memory takes a later
         # barrier's copy: its pages are there, where a fresh array costs a fault a page
-        weakref.finalize(copied, spares.append, spare)
+        weakref.finalize(copied, space.give_back, spare)
+        describe = partial(
+            NativePanes, self.contents_descriptor.name, self.size, self.lateness, self.event_time,
+            self.backend.max_parallelism, tuple(map(bool, self.aggregates.floats)),
+            None if slot_keys is None else tuple(slot_keys),
+        )  # fmt: skip
         return ColumnPaneSnapshot.deferred(
             self.contents_descriptor.name, copied.load, len(table), sample, self.size, slot_keys,
             partial(copied.encoded_accumulators, self.aggregates), self.lateness, self.event_time,
-            self.backend.max_parallelism, encoded=True,
+            self.backend.max_parallelism, encoded=True, native=partial(copied.native, describe),
         )  # fmt: skip
 
     def initialize_state(self) -> None:

@@ -40,10 +40,8 @@ copy cost the job as much in page faults as the copying itself (0.3-0.5 s at 2-3
 on a VM that faults slowly), at every checkpoint. So an operator copies into a
 ``CopySpace``: two mappings that reserve address space for several times the table
 (``MAP_NORESERVE``: untouched pages cost nothing), taken in turn, so a copy goes into
-pages an earlier copy faulted in and faults in only what the table grew by. (Faulting
-those in ahead, in a worker thread with ``MADV_POPULATE_WRITE``, made the job slower, not
-faster: 14.6-15.8 s against 11.0-14.3 s without, alternating, at p = 2 with 20 M events.)
-The mappings are kept from forked children while they hold no copy (so the job's writes
+pages an earlier copy faulted in and faults in only what the table grew by. The
+mappings are kept from forked children while they hold no copy (so the job's writes
 into them never copy a page for a child), and shown to children (``MADV_DOFORK``) while
 they hold one.
 """
@@ -185,7 +183,7 @@ def is_unforked(array: np.ndarray) -> bool:
 #: A copy's mapping reserves this many times the rows of the copy that made it (address
 #: space only, ``MAP_NORESERVE``: a page is memory once it is touched), so a growing table's
 #: copies keep going into the same, already faulted, memory.
-RESERVE = 8
+RESERVE = 32
 #: Rows a mapping reserves at least.
 RESERVE_MIN_ROWS = 1 << 16
 _MAP_NORESERVE = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)

@@ -37,8 +37,9 @@ Native and canonical pane sections. The canonical form costs a sort, an encoded 
 a timer per pane in every checkpoint, and millions of panes held back (a window whose
 watermark waits for a slower input) are written again by every checkpoint. So a
 checkpoint (and a savepoint in the native format) of a vectorized window operator's pane
-log holds its panes as the log holds them instead: ``NativePanes``, the live rows copied
-at the barrier, one int64 row per pane, written as they are (no sort, no encoding, no
+log holds its panes as the log holds them instead: ``NativePanes``, the live panes in
+creation order, each column of the log's rows narrowed to the smallest unsigned integer
+that holds it (the barrier packs them so), written as they are (no sort, no encoding, no
 timers), beside the backend's own snapshot (``KeyedWithPanes``). This is the split of
 Flink's native and canonical snapshot formats. Reading a state file turns a native
 section into the canonical entries and timers at once (``canonical_payload``), before
@@ -76,7 +77,7 @@ from weir.state.state_file import pack_uniform_entries, uniform_rows
 from weir.time.timers import PendingTimerSnapshot, Timer, TimerColumns, TimerSnapshot
 
 __all__ = ["IMMUTABLE_TYPES", "ColumnPaneSnapshot", "KeyedWithPanes", "MutableAccumulatorError", "NativePanes",
-           "PaneSnapshot", "canonical_payload", "encoded_accumulator_rows", "is_immutable"]  # fmt: skip
+           "PaneSnapshot", "canonical_payload", "encoded_accumulator_rows", "is_immutable", "narrowest", "native_table"]  # fmt: skip
 
 #: Types whose instances cannot change after the barrier (a tuple qualifies when its items do).
 IMMUTABLE_TYPES = frozenset({int, float, str, bytes, bool, complex, type(None)})
@@ -828,10 +829,14 @@ NATIVE_START, NATIVE_KEY, NATIVE_SEQ, NATIVE_COUNT, NATIVE_FIRED, NATIVE_SLOTS =
 @dataclass(frozen=True, eq=False)
 class NativePanes:
     """The panes of one vectorized window operator subtask as its pane log holds them
-    (module docstring): ``table``, one row of ``NATIVE_SLOTS + len(floats)`` int64 columns per
-    pane, in creation order; ``floats`` says per aggregate whether its accumulator is a float;
-    ``slot_keys`` the slot -> key list when the keys are slots. The rest as
-    ``ColumnPaneSnapshot``'s arguments of the same names."""
+    (module docstring), ``rows`` panes in creation order, as ``columns``: for the table
+    columns ``NATIVE_START``, ``NATIVE_KEY``, ``NATIVE_COUNT``, ``NATIVE_FIRED`` and then one
+    slot per aggregate (int aggregates' first, then the floats' bits), ``(base, step,
+    values)`` with ``column == base + step * values`` in wrapping int64 arithmetic, ``values``
+    unsigned integers of the narrowest width that holds them. ``floats`` says per aggregate
+    whether its accumulator is a float; ``slot_keys`` the slot -> key list when the keys are
+    slots. The rest as ``ColumnPaneSnapshot``'s arguments of the same names. ``of_table``
+    makes one from the table of int64 rows."""
 
     state_name: str
     size: int
@@ -840,40 +845,71 @@ class NativePanes:
     max_parallelism: int
     floats: tuple[bool, ...]
     slot_keys: tuple[Any, ...] | None
-    table: np.ndarray
+    rows: int
+    columns: tuple[tuple[int, int, np.ndarray], ...]
 
     def __post_init__(self) -> None:
-        fields = (self.state_name, self.size, self.lateness, self.event_time, self.max_parallelism)
-        if [type(f) for f in fields] != [str, int, int, bool, int] or not (
-            self.slot_keys is None or type(self.slot_keys) is tuple
+        fields = (self.state_name, self.size, self.lateness, self.event_time, self.max_parallelism, self.rows)
+        if (
+            [type(f) for f in fields] != [str, int, int, bool, int, int]
+            or not (self.slot_keys is None or type(self.slot_keys) is tuple)
+            or type(self.floats) is not tuple
+            or not all(type(f) is bool for f in self.floats)
         ):
             raise UsageError(
                 "native panes: expected (state name, window size, lateness, event time, max parallelism, "
-                f"float flags, key slots or None, table), found {(*fields, type(self.slot_keys).__name__)}"
+                "float flags, key slots or None, rows, columns), found "
+                f"{(*fields[:5], self.floats, type(self.slot_keys).__name__, self.rows)}"
             )
-        t, width = self.table, NATIVE_SLOTS + len(self.floats)
-        if not isinstance(t, np.ndarray) or t.dtype != np.int64 or t.ndim != 2 or t.shape[1] != width:
-            shape = (getattr(t, "dtype", type(t).__name__), getattr(t, "shape", None))
+        if self.size < 1 or self.lateness < 0 or self.rows < 0:
             raise UsageError(
-                f"native panes of state '{self.state_name}': expected an int64 table of {width} columns "
+                f"native panes of state '{self.state_name}': window size {self.size}, lateness "
+                f"{self.lateness}, {self.rows} rows"
+            )
+        _check_columns(self.rows, self.columns, len(self.floats))
+        if self.slot_keys is not None and self.rows:
+            base, step, values = self.columns[1]  # the keys' column
+            low, high = base + step * int(values.min()), base + step * int(values.max())
+            if not 0 <= low <= high < len(self.slot_keys):
+                raise UsageError(
+                    f"native panes of state '{self.state_name}': a key slot past the {len(self.slot_keys)} keys"
+                )
+
+    @classmethod
+    def of_table(
+        cls, state_name: str, size: int, lateness: int, event_time: bool, max_parallelism: int,
+        floats: tuple[bool, ...], slot_keys: tuple[Any, ...] | None, table: np.ndarray,
+    ) -> NativePanes:  # fmt: skip
+        """The panes of ``table``, one int64 row of ``NATIVE_SLOTS + len(floats)`` columns per
+        pane (the sequence column is not read), each column narrowed (``_narrowed``), window
+        starts in steps of the window size where they are."""
+        width = NATIVE_SLOTS + len(floats)
+        if (
+            not isinstance(table, np.ndarray)
+            or table.dtype != np.int64
+            or table.ndim != 2
+            or table.shape[1] != width
+        ):
+            shape = (getattr(table, "dtype", type(table).__name__), getattr(table, "shape", None))
+            raise UsageError(
+                f"native panes of state '{state_name}': expected an int64 table of {width} columns "
                 f"({NATIVE_SLOTS} + one per aggregate), found {shape}"
             )
-        if self.size < 1 or self.lateness < 0:
-            raise UsageError(
-                f"native panes of state '{self.state_name}': window size {self.size}, lateness {self.lateness}"
-            )
-        if (
-            self.slot_keys is not None
-            and len(t)
-            and not 0 <= int(t[:, NATIVE_KEY].min()) <= int(t[:, NATIVE_KEY].max()) < len(self.slot_keys)
-        ):
-            raise UsageError(
-                f"native panes of state '{self.state_name}': a key slot past the {len(self.slot_keys)} keys"
-            )
+        columns = tuple(
+            _narrowed(table[:, j], size if j == NATIVE_START else 1)
+            for j in (*_STORED, *range(NATIVE_SLOTS, width))
+        )
+        return cls(
+            state_name, size, lateness, event_time, max_parallelism, floats, slot_keys, len(table), columns
+        )
+
+    def table(self) -> np.ndarray:
+        """The panes as a table of int64 rows (the sequence column: the rows' order)."""
+        return native_table(self.rows, self.columns, len(self.floats))
 
     def snapshot(self) -> ColumnPaneSnapshot:
         """These panes as the ``ColumnPaneSnapshot`` whose canonical entries and timers they stand for."""
-        t = self.table
+        t = self.table()
         order = np.argsort(t[:, NATIVE_START], kind="stable")  # firing order: windows by start, then creation
         rows = t[order]
         ints = [j for j, f in enumerate(self.floats) if not f]
@@ -958,27 +994,18 @@ def _narrowed(column: np.ndarray, step: int) -> tuple[int, int, np.ndarray]:
         step = 1
     if step > 1:
         offsets //= np.uint64(step)
-    span = (hi - lo) // step
-    dtype = next(d for d in _NARROW if span <= np.iinfo(d).max)
-    return lo, step, offsets.astype(dtype)
+    return lo, step, offsets.astype(narrowest((hi - lo) // step))
 
 
-def _widened(
-    rows: int, stored: tuple[tuple[int, int, np.ndarray], ...], floats: Sequence[bool]
-) -> np.ndarray:
-    """The int64 table of a native section's file form (``_file_fields``)."""
-    if (
-        type(rows) is not int
-        or rows < 0
-        or type(stored) is not tuple
-        or len(stored) != len(_STORED) + len(floats)
-    ):
+def _check_columns(rows: int, columns: Any, slots: int) -> None:
+    """``columns`` are a native section's (``NativePanes``) for ``rows`` panes and ``slots``
+    aggregates, else a ``UsageError`` naming what is wrong."""
+    if type(columns) is not tuple or len(columns) != len(_STORED) + slots:
         raise UsageError(
-            f"native panes: {rows!r} rows in {len(stored)!r} columns, for {len(floats)} aggregates"
+            f"native panes: {len(columns) if type(columns) is tuple else columns!r} columns, "
+            f"for {slots} aggregates ({len(_STORED) + slots} expected) over {rows} rows"
         )
-    table = np.empty((rows, NATIVE_SLOTS + len(floats)), np.int64)
-    table[:, NATIVE_SEQ] = np.arange(rows)
-    for j, item in zip((*_STORED, *range(NATIVE_SLOTS, NATIVE_SLOTS + len(floats))), stored):
+    for j, item in enumerate(columns):
         base, step, values = item if type(item) is tuple and len(item) == 3 else (None, None, None)
         if (
             type(base) is not int or type(step) is not int or step < 1 or not isinstance(values, np.ndarray)
@@ -988,35 +1015,24 @@ def _widened(
                 f"native panes: column {j} is not (base, step >= 1, an unsigned integer for each of the {rows} rows): "
                 f"{(type(base).__name__, step, getattr(values, 'dtype', None), getattr(values, 'shape', None))}"
             )
+
+
+def native_table(rows: int, columns: tuple[tuple[int, int, np.ndarray], ...], slots: int) -> np.ndarray:
+    """The int64 table of ``rows`` panes given as a native section's columns (``NativePanes``)
+    for ``slots`` aggregates; the sequence column is the rows' order."""
+    _check_columns(rows, columns, slots)
+    table = np.empty((rows, NATIVE_SLOTS + slots), np.int64)
+    table[:, NATIVE_SEQ] = np.arange(rows)
+    for j, (base, step, values) in zip((*_STORED, *range(NATIVE_SLOTS, NATIVE_SLOTS + slots)), columns):
         wide = values.astype(np.uint64) * np.uint64(step) + np.uint64(base & _MASK)
         table[:, j] = wide.view(np.int64)
     return table
 
 
-def _file_fields(panes: NativePanes) -> tuple[Any, ...]:
-    """What a native section's file holds: the table's columns but the sequence, each narrowed
-    (``_narrowed``), window starts in steps of the slide where they are."""
-    t = panes.table
-    stored = tuple(
-        _narrowed(t[:, j], panes.size if j == NATIVE_START else 1)
-        for j in (*_STORED, *range(NATIVE_SLOTS, t.shape[1]))
-    )
-    return (panes.state_name, panes.size, panes.lateness, panes.event_time, panes.max_parallelism,
-            panes.floats, panes.slot_keys, len(t), stored)  # fmt: skip
+def narrowest(span: int) -> Any:
+    """The narrowest unsigned dtype that holds ``0..span``."""
+    return next(d for d in _NARROW if span <= np.iinfo(d).max)
 
 
-def _from_file(
-    state_name: Any, size: Any, lateness: Any, event_time: Any, max_parallelism: Any, floats: Any,
-    slot_keys: Any, rows: Any, stored: Any,
-) -> NativePanes:  # fmt: skip
-    if type(floats) is not tuple or not all(type(f) is bool for f in floats):
-        raise UsageError(f"native panes: the aggregates' float flags are {floats!r}, not a tuple of booleans")
-    table = _widened(rows, stored, floats)
-    return NativePanes(state_name, size, lateness, event_time, max_parallelism, floats, slot_keys, table)
-
-
-register_type(NativePanes, "weir.NativePanes",
-              fields=("state_name", "size", "lateness", "event_time", "max_parallelism", "floats",
-                      "slot_keys", "rows", "columns"),
-              build=_from_file, unpack=_file_fields)  # fmt: skip
+register_type(NativePanes, "weir.NativePanes")
 register_type(KeyedWithPanes, "weir.KeyedWithPanes")

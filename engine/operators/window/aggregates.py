@@ -76,7 +76,13 @@ from weir.operators.window.vector import (
 )
 from weir.state import panes as native_layout
 from weir.state import unforked
-from weir.state.panes import ColumnPaneSnapshot, NativePanes, encoded_accumulator_rows
+from weir.state.panes import (
+    ColumnPaneSnapshot,
+    NativePanes,
+    encoded_accumulator_rows,
+    narrowest,
+    native_table,
+)
 from weir.time.timers import InternalTimerService
 
 __all__ = ["AggregatesPlan", "AggregatesWindowOperator", "aggregates_plan", "slot_layout"]
@@ -581,15 +587,36 @@ class _AggregatePaneLog(_PaneStore):
         start, then creation)."""
         return log_panes(self.rows, rows, self.slide, self.mi, self.mf, with_fired)
 
-    def copy_live(self, spare: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """A copy of the live rows, in creation order (one pass over the rows), in ``spare``
-        where it is big enough; returns the copy and the array it is the start of."""
-        live, width = self.live, self.rows.shape[1]
-        if spare is None or spare.shape[1] != width or len(spare) < live:
-            spare = np.empty((live + live // 4, width), np.int64)
-        copied = spare[:live]
-        pl.compact(self.rows, int(self.state[pl.ROWS]), copied)
-        return copied, spare
+    def pack_live(
+        self, space: unforked.CopySpace
+    ) -> tuple[int, tuple[tuple[int, int, np.ndarray], ...], np.ndarray]:
+        """The live panes, in creation order, as a native section's columns (``NativePanes``):
+        two passes over the rows (the bounds of each column, then the narrowed values) into
+        memory of ``space``; returns the panes, the columns and the array they view."""
+        n_rows, width = int(self.state[pl.ROWS]), self.rows.shape[1]
+        picked = np.array([*_PACKED, *range(wk.ROW_SLOTS, width)], np.int64)
+        low, high = np.zeros(len(picked), np.int64), np.zeros(len(picked), np.int64)
+        n = pl.live_bounds(self.rows, n_rows, picked, low, high)
+        steps = np.array([self.slide if c == wk.ROW_START else 1 for c in picked.tolist()], np.int64)
+        # little-endian, as the kernel writes them
+        dtypes = [
+            np.dtype(narrowest((int(h) - int(lo)) // int(st))).newbyteorder("<")
+            for lo, h, st in zip(low, high, steps)
+        ]
+        widths = np.array([np.dtype(d).itemsize for d in dtypes], np.int64)
+        starts = np.zeros(len(picked), np.int64)
+        at = 0
+        for j, w in enumerate(widths.tolist()):
+            starts[j] = at
+            at += -(-n * w // 8) * 8  # each column starts on 8 bytes
+        spare = space.take(max(-(-at // (8 * width)), 1))
+        flat = spare.reshape(-1).view(np.uint8)
+        pl.pack_live(self.rows, n_rows, picked, low, steps, widths, starts, flat)
+        columns = tuple(
+            (int(low[j]), int(steps[j]), flat[starts[j] : starts[j] + n * widths[j]].view(dtypes[j]))
+            for j in range(len(picked))
+        )
+        return n, columns, spare
 
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
@@ -664,13 +691,23 @@ def log_panes(
     return PaneColumns(starts, keys, counts, (iaccs, faccs), None, fired if with_fired else None)
 
 
-class _CopiedLog:
-    """A pane log's live rows copied at a barrier (``copy_live``), turned into pane columns in
-    firing order once, in the asynchronous phase of the checkpoint. Nothing else holds the
-    copy: the columns are fresh arrays."""
+#: The pane log's columns a barrier copies, in ``NativePanes``' order (not the sequence: the
+#: rows' order is the panes' creation order).
+_PACKED = (wk.ROW_START, wk.ROW_KEY, wk.ROW_COUNT, wk.ROW_FIRED)
 
-    def __init__(self, table: np.ndarray, slide: int, mi: int, mf: int) -> None:
-        self._table = table
+
+class _CopiedLog:
+    """A pane log's live panes packed at a barrier (``_AggregatePaneLog.pack_live``): each
+    column narrowed, as a native section holds them. The asynchronous phase of the
+    checkpoint writes them as they are (``native``), or widens them and turns them into pane
+    columns in firing order once (``columns``). Nothing else holds the copy: the columns are
+    fresh arrays."""
+
+    def __init__(
+        self, rows: int, packed: tuple[tuple[int, int, np.ndarray], ...], slide: int, mi: int, mf: int
+    ) -> None:
+        self._rows = rows
+        self._packed = packed
         self._shape = (slide, mi, mf)
         self._columns: PaneColumns | None = None
         self._lock = threading.Lock()
@@ -679,8 +716,8 @@ class _CopiedLog:
         with self._lock:
             if self._columns is None:
                 slide, mi, mf = self._shape
-                self._columns = log_panes(self._table, np.arange(len(self._table)), slide, mi, mf, True)
-                self._table = np.empty((0, self._table.shape[1]), np.int64)
+                table = native_table(self._rows, self._packed, mi + mf)
+                self._columns = log_panes(table, np.arange(self._rows), slide, mi, mf, True)
             return self._columns
 
     def load(self) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -692,12 +729,12 @@ class _CopiedLog:
         panes = self.columns()
         return encoded_accumulators(plan, panes.counts, *panes.accs)
 
-    def native(self, describe: Callable[[np.ndarray], NativePanes]) -> NativePanes:
-        """The copied rows as they are, in a native pane section (``describe`` adds what the
-        operator knows); the section keeps this copy, and so its memory, until it is gone."""
-        with self._lock:
-            assert self._columns is None, "the copy was turned into columns: its rows are gone"
-            section = describe(self._table)
+    def native(
+        self, describe: Callable[[int, tuple[tuple[int, int, np.ndarray], ...]], NativePanes]
+    ) -> NativePanes:
+        """The packed panes as a native pane section (``describe`` adds what the operator
+        knows); the section keeps this copy, and so its memory, until it is gone."""
+        section = describe(self._rows, self._packed)
         weakref.finalize(section, id, self)  # the copy's memory is reused once this is gone
         return section
 
@@ -847,12 +884,13 @@ class AggregatesWindowOperator(VectorWindowOperator):
         space = self._copy_space
         if space is None or space.width != log.rows.shape[1]:
             space = self._copy_space = unforked.CopySpace(log.rows.shape[1])
-        table, spare = log.copy_live(space.take(log.live))
+        n, packed, spare = log.pack_live(space)
         slot_keys = self._hand_over_panes()
-        sample = table[:1, wk.ROW_KEY].tolist()
+        base, step, keys = packed[1]  # a live pane's key, if any
+        sample = [base + step * int(keys[0])] if n else []
         if slot_keys is not None:
             sample = [slot_keys[slot] for slot in sample]
-        copied = _CopiedLog(table, self.slide, self.mi, self.mf)
+        copied = _CopiedLog(n, packed, self.slide, self.mi, self.mf)
         # once the snapshot is gone (written, or given up), its copy's memory takes a later
         # barrier's copy: its pages are there, where a fresh array costs a fault a page
         weakref.finalize(copied, space.give_back, spare)
@@ -862,7 +900,7 @@ class AggregatesWindowOperator(VectorWindowOperator):
             None if slot_keys is None else tuple(slot_keys),
         )  # fmt: skip
         return ColumnPaneSnapshot.deferred(
-            self.contents_descriptor.name, copied.load, len(table), sample, self.size, slot_keys,
+            self.contents_descriptor.name, copied.load, n, sample, self.size, slot_keys,
             partial(copied.encoded_accumulators, self.aggregates), self.lateness, self.event_time,
             self.backend.max_parallelism, encoded=True, native=partial(copied.native, describe),
         )  # fmt: skip

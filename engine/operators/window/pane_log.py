@@ -151,6 +151,47 @@ def rebuild_index(rows: Any, n_rows: int, index: Any, blocks: Any) -> None:
 
 
 @njit(cache=True)
+def live_bounds(rows: Any, n_rows: int, columns: Int64Array, low: Int64Array, high: Int64Array) -> int:
+    """The smallest and largest value of each of ``columns`` over the live rows of
+    ``rows[:n_rows]`` into ``low`` and ``high``; returns the number of live rows."""
+    m = 0
+    for r in range(n_rows):
+        if rows[r, ROW_SEQ] < 0:
+            continue
+        for j in range(columns.shape[0]):
+            v = rows[r, columns[j]]
+            if m == 0 or v < low[j]:
+                low[j] = v
+            if m == 0 or v > high[j]:
+                high[j] = v
+        m += 1
+    return m
+
+
+@njit(cache=True)
+def pack_live(
+    rows: Any, n_rows: int, columns: Int64Array, bases: Int64Array, steps: Int64Array,
+    widths: Int64Array, starts: Int64Array, out: Any,
+) -> None:  # fmt: skip
+    """Column ``columns[j]`` of every live row of ``rows[:n_rows]``, less ``bases[j]`` and
+    divided by ``steps[j]``, as little-endian unsigned integers of ``widths[j]`` bytes, one
+    after another from byte ``starts[j]`` of ``out`` (uint8)."""
+    m = 0
+    for r in range(n_rows):
+        if rows[r, ROW_SEQ] < 0:
+            continue
+        for j in range(columns.shape[0]):
+            v = np.uint64(rows[r, columns[j]]) - np.uint64(bases[j])
+            if steps[j] > 1:
+                v = v // np.uint64(steps[j])
+            w = widths[j]
+            at = starts[j] + m * w
+            for k in range(w):
+                out[at + k] = np.uint8((v >> np.uint64(8 * k)) & np.uint64(0xFF))
+        m += 1
+
+
+@njit(cache=True)
 def compact(rows: Any, n_rows: int, out: Any) -> int:
     """Copy the live rows of ``rows[:n_rows]`` to the start of ``out`` (may be ``rows``), in
     order; returns how many."""

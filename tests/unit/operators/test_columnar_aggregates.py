@@ -281,7 +281,7 @@ def test_a_deferred_pane_log_snapshot_copies_the_live_rows_and_reuses_the_copys_
         return snapshot
 
     def address(snapshot: Any) -> int:
-        return int(snapshot._load.__self__._table.ctypes.data)
+        return int(snapshot._load.__self__._packed[0][2].ctypes.data)
 
     first = barrier()
     expected = run.op.panes.export()  # what the snapshot holds: the live panes in firing order

@@ -282,7 +282,7 @@ def from_canonical(plan: AggregatesPlan, stored: Any, what: str) -> tuple[int, l
 # ----------------------------------------------------------------------------- panes
 
 _NO_WEIGHTS = np.empty(0, np.int64)  # the kernels' weights when every row is one record
-# a pane log's rows are written into checkpoints as they are: their layout is the native section's
+# a barrier's packed copy, widened back (``native_table``), is read as the log's rows: one layout
 assert (wk.ROW_START, wk.ROW_KEY, wk.ROW_SEQ, wk.ROW_COUNT, wk.ROW_FIRED, wk.ROW_SLOTS) == (
     native_layout.NATIVE_START, native_layout.NATIVE_KEY, native_layout.NATIVE_SEQ,
     native_layout.NATIVE_COUNT, native_layout.NATIVE_FIRED, native_layout.NATIVE_SLOTS,

@@ -598,11 +598,7 @@ class _AggregatePaneLog(_PaneStore):
         low, high = np.zeros(len(picked), np.int64), np.zeros(len(picked), np.int64)
         n = pl.live_bounds(self.rows, n_rows, picked, low, high)
         steps = np.array([self.slide if c == wk.ROW_START else 1 for c in picked.tolist()], np.int64)
-        # little-endian, as the kernel writes them
-        dtypes = [
-            np.dtype(narrowest((int(h) - int(lo)) // int(st))).newbyteorder("<")
-            for lo, h, st in zip(low, high, steps)
-        ]
+        dtypes = [np.dtype(narrowest((int(h) - int(lo)) // int(st))) for lo, h, st in zip(low, high, steps)]
         widths = np.array([np.dtype(d).itemsize for d in dtypes], np.int64)
         starts = np.zeros(len(picked), np.int64)
         at = 0

@@ -174,8 +174,12 @@ def pack_live(
     widths: Int64Array, starts: Int64Array, out: Any,
 ) -> None:  # fmt: skip
     """Column ``columns[j]`` of every live row of ``rows[:n_rows]``, less ``bases[j]`` and
-    divided by ``steps[j]``, as little-endian unsigned integers of ``widths[j]`` bytes, one
-    after another from byte ``starts[j]`` of ``out`` (uint8)."""
+    divided by ``steps[j]``, as unsigned integers of ``widths[j]`` bytes (1, 2, 4 or 8) in
+    this machine's byte order, one after another from byte ``starts[j]`` (a multiple of 8)
+    of ``out`` (uint8, its length a multiple of 8)."""
+    o16 = out.view(np.uint16)  # ``starts`` are multiples of 8: each column is one of these
+    o32 = out.view(np.uint32)
+    o64 = out.view(np.uint64)
     m = 0
     for r in range(n_rows):
         if rows[r, ROW_SEQ] < 0:
@@ -185,9 +189,14 @@ def pack_live(
             if steps[j] > 1:
                 v = v // np.uint64(steps[j])
             w = widths[j]
-            at = starts[j] + m * w
-            for k in range(w):
-                out[at + k] = np.uint8((v >> np.uint64(8 * k)) & np.uint64(0xFF))
+            if w == 1:
+                out[starts[j] + m] = np.uint8(v)
+            elif w == 2:
+                o16[(starts[j] >> 1) + m] = np.uint16(v)
+            elif w == 4:
+                o32[(starts[j] >> 2) + m] = np.uint32(v)
+            else:
+                o64[(starts[j] >> 3) + m] = v
         m += 1
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.property.test_aggregates_properties import store
 from tests.unit.operators.test_columnar_aggregates import count_and_sum_window
 from tests.unit.operators.test_vector_window import Run
 from weir.checkpoint.metadata import FileHandle
@@ -141,15 +142,31 @@ def expected_canonical(table: np.ndarray, size: int, lateness: int) -> tuple[dic
     return entries, sorted(timers, key=repr)
 
 
-def test_a_window_operators_native_checkpoint_reads_back_as_its_panes_entries_and_timers() -> None:
+@pytest.mark.parametrize(
+    ("keys", "values"),
+    [
+        ((0, 5_000), (-9, 9)),  # columns of one and two bytes
+        ((-(1 << 40), 1 << 40), (-(1 << 20), 1 << 20)),  # of four and eight
+        ((-(1 << 63), (1 << 63) - 1), (-(1 << 50), 1 << 50)),  # keys over the whole int64 range
+    ],
+)
+def test_a_window_operators_native_checkpoint_reads_back_as_its_panes_entries_and_timers(
+    keys: tuple[int, int], values: tuple[int, int]
+) -> None:
     """The section an operator's barrier makes, written as a state file and read back
     untrusted, is the canonical keyed state and timers of every live pane, also after the job
     went on writing the pane log (the section is a copy)."""
+    with store("hash"):  # the pane log, whatever the keys
+        native_checkpoint_reads_back(keys, values)
+
+
+def native_checkpoint_reads_back(keys: tuple[int, int], values: tuple[int, int]) -> None:
     run = Run(count_and_sum_window(lateness=5_000))
     rng = np.random.default_rng(6)
     n = 30_000
     times = np.arange(n, dtype=np.int64) * 3
-    run.op.process_batch(Batch(TupleColumns([rng.integers(0, 5_000, n), rng.integers(-9, 9, n)]), times))
+    pool = rng.integers(*keys, 5_000, dtype=np.int64)  # a key comes again, in several windows
+    run.op.process_batch(Batch(TupleColumns([rng.choice(pool, n), rng.integers(*values, n)]), times))
     run.watermark(40_000)  # some windows fired
     run.op.defer_pane_snapshots = True
     run.op.prepare_snapshot_pre_barrier(1)
@@ -157,9 +174,11 @@ def test_a_window_operators_native_checkpoint_reads_back_as_its_panes_entries_an
     assert panes.native is not None
     live = run.op.panes.export()
     keyed = panes.native_keyed(run.backend.snapshot_async())
-    run.op.process_batch(Batch(TupleColumns([rng.integers(0, 5_000, n), rng.integers(-9, 9, n)]), times))
+    run.op.process_batch(Batch(TupleColumns([rng.choice(pool, n), rng.integers(*values, n)]), times))
     section = keyed.for_file()
     assert isinstance(section, KeyedWithPanes) and section.panes.rows == len(live)
+    widths = {values.dtype.itemsize for _, _, values in section.panes.columns}
+    assert widths >= ({1, 2} if keys[1] < 1 << 16 else {8})
     payload = decode_state_file(encode_state_file({"keyed": section, "timers": None}), "test", trusted=False)
     canonical_payload(payload)
     got = {}

@@ -500,6 +500,8 @@ class _AggregatePaneLog(_PaneStore):
         self.state = pl.log_state()
         self.index = np.empty(0, np.int64)  # ``_use`` sizes it, and ``blocks``
         self.blocks = pl.log_blocks(0)
+        #: the bases, steps and widths of the last barrier's packing (``pack_live``)
+        self._packing: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._use(np.empty((_MIN_TABLE, wk.ROW_SLOTS + mi + mf), np.int64))
         self.sparse_firings = 0  # firings in a row that found the rows 32 times too many
 
@@ -590,26 +592,52 @@ class _AggregatePaneLog(_PaneStore):
     def pack_live(
         self, space: unforked.CopySpace
     ) -> tuple[int, tuple[tuple[int, int, np.ndarray], ...], np.ndarray]:
-        """The live panes, in creation order, as a native section's columns (``NativePanes``):
-        two passes over the rows (the bounds of each column, then the narrowed values) into
-        memory of ``space``; returns the panes, the columns and the array they view."""
-        n_rows, width = int(self.state[pl.ROWS]), self.rows.shape[1]
-        picked = np.array([*_PACKED, *range(wk.ROW_SLOTS, width)], np.int64)
+        """The live panes, in creation order, as a native section's columns (``NativePanes``),
+        in memory of ``space``; returns the panes, the columns and the array they view. One
+        pass over the rows with the bases and widths of the last barrier while the values fit
+        them (held panes change little), else two: each column's bounds, then the values."""
+        picked = np.array([*_PACKED, *range(wk.ROW_SLOTS, self.rows.shape[1])], np.int64)
+        if self._packing is not None and len(self._packing[0]) == len(picked):
+            packed = self._pack(space, picked, *self._packing)
+            if packed is not None:
+                return packed
         low, high = np.zeros(len(picked), np.int64), np.zeros(len(picked), np.int64)
-        n = pl.live_bounds(self.rows, n_rows, picked, low, high)
+        pl.live_bounds(self.rows, int(self.state[pl.ROWS]), picked, low, high)
         steps = np.array([self.slide if c == wk.ROW_START else 1 for c in picked.tolist()], np.int64)
-        dtypes = [np.dtype(narrowest((int(h) - int(lo)) // int(st))) for lo, h, st in zip(low, high, steps)]
-        widths = np.array([np.dtype(d).itemsize for d in dtypes], np.int64)
+        widths = np.array(
+            [
+                np.dtype(narrowest((int(h) - int(lo)) // int(st))).itemsize
+                for lo, h, st in zip(low, high, steps)
+            ],
+            np.int64,
+        )
+        self._packing = (low, steps, widths)
+        packed = self._pack(space, picked, low, steps, widths)
+        assert packed is not None, "values packed within their own bounds"
+        return packed
+
+    def _pack(
+        self,
+        space: unforked.CopySpace,
+        picked: np.ndarray,
+        bases: np.ndarray,
+        steps: np.ndarray,
+        widths: np.ndarray,
+    ) -> tuple[int, tuple[tuple[int, int, np.ndarray], ...], np.ndarray] | None:
+        """``pack_live`` with these bases, steps and widths, or None if a value does not fit."""
+        n = self.live
         starts = np.zeros(len(picked), np.int64)
         at = 0
         for j, w in enumerate(widths.tolist()):
             starts[j] = at
             at += -(-n * w // 8) * 8  # each column starts on 8 bytes
-        spare = space.take(max(-(-at // (8 * width)), 1))
+        spare = space.take(max(-(-at // (8 * self.rows.shape[1])), 1))
         flat = spare.reshape(-1).view(np.uint8)
-        pl.pack_live(self.rows, n_rows, picked, low, steps, widths, starts, flat)
+        if pl.pack_live(self.rows, int(self.state[pl.ROWS]), picked, bases, steps, widths, starts, flat) < 0:
+            space.give_back(spare)
+            return None
         columns = tuple(
-            (int(low[j]), int(steps[j]), flat[starts[j] : starts[j] + n * widths[j]].view(dtypes[j]))
+            (int(bases[j]), int(steps[j]), flat[starts[j] : starts[j] + n * widths[j]].view(f"u{widths[j]}"))
             for j in range(len(picked))
         )
         return n, columns, spare

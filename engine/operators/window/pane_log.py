@@ -172,11 +172,13 @@ def live_bounds(rows: Any, n_rows: int, columns: Int64Array, low: Int64Array, hi
 def pack_live(
     rows: Any, n_rows: int, columns: Int64Array, bases: Int64Array, steps: Int64Array,
     widths: Int64Array, starts: Int64Array, out: Any,
-) -> None:  # fmt: skip
+) -> int:  # fmt: skip
     """Column ``columns[j]`` of every live row of ``rows[:n_rows]``, less ``bases[j]`` and
     divided by ``steps[j]``, as unsigned integers of ``widths[j]`` bytes (1, 2, 4 or 8) in
     this machine's byte order, one after another from byte ``starts[j]`` (a multiple of 8)
-    of ``out`` (uint8, its length a multiple of 8)."""
+    of ``out`` (uint8, its length a multiple of 8); returns the live rows, or -1 as soon as a
+    value is off its step or too wide for its width (the caller packs again with bounds). The
+    arithmetic wraps, so eight bytes hold any value."""
     o16 = out.view(np.uint16)  # ``starts`` are multiples of 8: each column is one of these
     o32 = out.view(np.uint32)
     o64 = out.view(np.uint64)
@@ -187,17 +189,26 @@ def pack_live(
         for j in range(columns.shape[0]):
             v = np.uint64(rows[r, columns[j]]) - np.uint64(bases[j])
             if steps[j] > 1:
+                if v % np.uint64(steps[j]) != 0:
+                    return -1
                 v = v // np.uint64(steps[j])
             w = widths[j]
             if w == 1:
+                if v > 0xFF:
+                    return -1
                 out[starts[j] + m] = np.uint8(v)
             elif w == 2:
+                if v > 0xFFFF:
+                    return -1
                 o16[(starts[j] >> 1) + m] = np.uint16(v)
             elif w == 4:
+                if v > 0xFFFFFFFF:
+                    return -1
                 o32[(starts[j] >> 2) + m] = np.uint32(v)
             else:
                 o64[(starts[j] >> 3) + m] = v
         m += 1
+    return m
 
 
 @njit(cache=True)

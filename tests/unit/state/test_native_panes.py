@@ -247,3 +247,32 @@ def test_a_copy_into_a_mapping_an_earlier_copy_used_faults_in_only_what_is_new()
     space.give_back(array)
     again, array = faults_of_writing(400_000)
     assert first > 0 and again * 4 < first, (first, again)
+
+
+def test_a_barrier_packs_with_the_last_barriers_widths_while_they_fit_and_afresh_when_not() -> None:
+    """Each barrier's section holds exactly the live panes: when the new panes fit the last
+    packing's bases and widths, and when a key below the last base or a sum too wide for its
+    width comes (then the barrier reads the bounds again)."""
+    with store("hash"):
+        run = Run(count_and_sum_window(lateness=5_000))
+        rng = np.random.default_rng(8)
+        run.op.defer_pane_snapshots = True
+        widths = []
+        t = 0
+        for low_key, high_value in [(1_000, 9), (1_000, 9), (-5, 9), (-5, 1 << 40)]:
+            n = 5_000
+            times = t + np.arange(n, dtype=np.int64)
+            t += n
+            keys = rng.integers(low_key, low_key + 300, n)
+            run.op.process_batch(Batch(TupleColumns([keys, rng.integers(0, high_value, n)]), times))
+            run.op.prepare_snapshot_pre_barrier(1)
+            panes, run.op.pane_snapshot = run.op.pane_snapshot, None
+            section = panes.native()
+            live = run.op.panes.export()
+            table = section.table()
+            got = sorted(map(tuple, np.delete(table, NATIVE_SEQ, 1).tolist()))
+            want = sorted(zip(live.starts.tolist(), live.keys.tolist(), live.counts.tolist(),
+                              live.fired.astype(int).tolist(), live.accs[0][:, 0].tolist()))  # fmt: skip
+            assert got == want
+            widths.append([values.dtype.itemsize for _, _, values in section.columns])
+        assert widths[0] == widths[1] and widths[3][-1] == 8 > widths[2][-1]

@@ -48,7 +48,6 @@ from weir.state.serde import (
     UntrustedStateError,
     decode_key_from,
     encode_parts,
-    encode_value,
     find_opaque,
     register_type,
 )
@@ -279,16 +278,17 @@ register_type(FileHandle, "weir.FileHandle")
 register_type(IncrementalKeyedStateHandle, "weir.IncrementalKeyedStateHandle")
 
 
-def encode_state_file(payload: dict[str, Any]) -> bytes:
-    """The bytes of one operator subtask's state file."""
-    return MAGIC + _VERSION.pack(FORMAT_VERSION) + encode_value({k: payload.get(k) for k in _PAYLOAD_FIELDS})
-
-
 def state_file_parts(payload: dict[str, Any]) -> list[bytes | memoryview]:
-    """``encode_state_file(payload)`` in pieces, big arrays as views of themselves (``encode_parts``):
-    the asynchronous phase writes them one after another instead of copying them together."""
+    """The bytes of one operator subtask's state file in pieces, big arrays as views of
+    themselves (``encode_parts``): the asynchronous phase writes them one after another
+    instead of copying them together."""
     body = encode_parts({k: payload.get(k) for k in _PAYLOAD_FIELDS})
     return [MAGIC + _VERSION.pack(FORMAT_VERSION), *body]
+
+
+def encode_state_file(payload: dict[str, Any]) -> bytes:
+    """The bytes of one operator subtask's state file (``state_file_parts`` joined)."""
+    return b"".join(state_file_parts(payload))
 
 
 def decode_state_file(data: bytes, where: str, trusted: bool) -> dict[str, Any]:

@@ -43,7 +43,8 @@ on a VM that faults slowly), at every checkpoint. So an operator copies into a
 pages an earlier copy faulted in and faults in only what the table grew by. The
 mappings are kept from forked children while they hold no copy (so the job's writes
 into them never copy a page for a child), and shown to children (``MADV_DOFORK``) while
-they hold one.
+they hold one. A copy that is brought up to date rather than made anew (a pane log's
+mirror) takes the mapping that holds it again (``take_again``).
 """
 
 from __future__ import annotations
@@ -233,6 +234,22 @@ class CopySpace:
             region.faulted = max(region.faulted, rows)  # the copy's writes fault these in
         region.mapping.madvise(mmap.MADV_DOFORK)
         return region.array
+
+    def take_again(self, array: np.ndarray) -> bool:
+        """Take the mapping an earlier ``take`` returned as ``array`` again, for a copy that
+        builds on what it holds; False if it is gone or holds a copy still."""
+        with self._lock:
+            region = next((r for r in self._regions if r.array is array and not r.busy), None)
+            if region is None:
+                return False
+            region.busy = True
+        region.mapping.madvise(mmap.MADV_DOFORK)
+        return True
+
+    def holds(self, array: np.ndarray) -> bool:
+        """Whether ``array`` is one of this space's mappings still."""
+        with self._lock:
+            return any(r.array is array for r in self._regions)
 
     def give_back(self, array: np.ndarray) -> None:
         """``array``'s copy is gone: its mapping takes a later one, kept from children again."""

@@ -45,6 +45,7 @@ accumulator lists and timers in the asynchronous phase (``ColumnPaneSnapshot``).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import weakref
 from collections.abc import Callable
@@ -290,6 +291,8 @@ assert (wk.ROW_START, wk.ROW_KEY, wk.ROW_SEQ, wk.ROW_COUNT, wk.ROW_FIRED, wk.ROW
 #: Firings in a row that find the pane log's rows over 32 times too many for the panes live
 #: before them, before they shrink (``_AggregatePaneLog._settle_size``).
 SPARSE_FIRINGS = 8
+#: names each layout of a pane log's rows (``_AggregatePaneLog.generation``)
+_LAYOUTS = itertools.count(1)
 
 
 def _concatenate(a: PaneColumns | None, b: PaneColumns | None) -> PaneColumns | None:
@@ -500,8 +503,11 @@ class _AggregatePaneLog(_PaneStore):
         self.state = pl.log_state()
         self.index = np.empty(0, np.int64)  # ``_use`` sizes it, and ``blocks``
         self.blocks = pl.log_blocks(0)
-        #: the bases, steps and widths of the last barrier's packing (``pack_live``)
-        self._packing: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: the mirrors of the rows the barriers brought up to date (``mirror``), at most two
+        self._mirrors: list[_Mirror] = []
+        #: the columns a mirror packs: all but the creation seq, and fired (its status)
+        self._picked = np.array([*_MIRRORED, *range(wk.ROW_SLOTS, wk.ROW_SLOTS + mi + mf)], np.int64)
+        self.generation = 0  # ``_use``: names the rows' layout, which a compaction changes
         self._use(np.empty((_MIN_TABLE, wk.ROW_SLOTS + mi + mf), np.int64))
         self.sparse_firings = 0  # firings in a row that found the rows 32 times too many
 
@@ -515,6 +521,8 @@ class _AggregatePaneLog(_PaneStore):
             self.index = unforked.empty(2 * len(rows), np.int64)
             self.blocks = pl.log_blocks(len(rows))
         pl.rebuild_index(rows, int(self.state[pl.ROWS]), self.index, self.blocks)  # clears both first
+        self.blocks[:, pl.WRITTEN] = self.state[pl.EPOCH]
+        self.generation = next(_LAYOUTS)  # the rows moved: a mirror of them is of no use
 
     @property
     def live(self) -> int:
@@ -589,20 +597,42 @@ class _AggregatePaneLog(_PaneStore):
         start, then creation)."""
         return log_panes(self.rows, rows, self.slide, self.mi, self.mf, with_fired)
 
-    def pack_live(
-        self, space: unforked.CopySpace
-    ) -> tuple[int, tuple[tuple[int, int, np.ndarray], ...], np.ndarray]:
-        """The live panes, in creation order, as a native section's columns (``NativePanes``),
-        in memory of ``space``; returns the panes, the columns and the array they view. One
-        pass over the rows with the bases and widths of the last barrier while the values fit
-        them (held panes change little), else two: each column's bounds, then the values."""
-        picked = np.array([*_PACKED, *range(wk.ROW_SLOTS, self.rows.shape[1])], np.int64)
-        if self._packing is not None and len(self._packing[0]) == len(picked):
-            packed = self._pack(space, picked, *self._packing)
-            if packed is not None:
-                return packed
+    def mirror(self, space: unforked.CopySpace) -> tuple[MirrorLayout, int, int]:
+        """At a barrier: the rows in use as the mirror in a mapping of ``space`` holds them
+        (``pl.mirror_rows``), brought up to date by packing only the blocks written since
+        that mapping last held them, else every block (after a compaction, or when a value
+        no longer fits the mirror's widths: then with each column's bounds). Returns the
+        mirror's layout, the rows in use and the rows packed. The mapping stays taken until
+        ``space.give_back``."""
+        n_rows = int(self.state[pl.ROWS])
+        epoch = int(self.state[pl.EPOCH])
+        self.state[pl.EPOCH] = epoch + 1  # writes from now on are after this mirror
+        ours = [m for m in self._mirrors if m.generation == self.generation and space.holds(m.array)]
+        self._mirrors = ours
+        mirror = next((m for m in sorted(ours, key=lambda m: -m.epoch) if space.take_again(m.array)), None)
+        written = -1
+        if mirror is not None:
+            written = pl.mirror_rows(
+                self.rows, n_rows, self.blocks, mirror.epoch, self._picked, *mirror.packing()
+            )
+            if written < 0:  # a value no longer fits: lay it out anew
+                space.give_back(mirror.array)
+                self._mirrors.remove(mirror)
+        if written < 0:
+            mirror = self._new_mirror(space, n_rows)
+            written = pl.mirror_rows(self.rows, n_rows, self.blocks, -1, self._picked, *mirror.packing())
+            assert written == n_rows, "rows mirrored within their own bounds"
+            self._mirrors.append(mirror)
+        assert mirror is not None
+        mirror.epoch = epoch
+        return mirror.layout(), n_rows, written
+
+    def _new_mirror(self, space: unforked.CopySpace, n_rows: int) -> _Mirror:
+        """A mirror laid out for this log's rows with each column's bounds, in a mapping of
+        ``space`` (taken), holding nothing yet."""
+        picked = self._picked
         low, high = np.zeros(len(picked), np.int64), np.zeros(len(picked), np.int64)
-        pl.live_bounds(self.rows, int(self.state[pl.ROWS]), picked, low, high)
+        pl.live_bounds(self.rows, n_rows, picked, low, high)
         steps = np.array([self.slide if c == wk.ROW_START else 1 for c in picked.tolist()], np.int64)
         widths = np.array(
             [
@@ -611,36 +641,13 @@ class _AggregatePaneLog(_PaneStore):
             ],
             np.int64,
         )
-        self._packing = (low, steps, widths)
-        packed = self._pack(space, picked, low, steps, widths)
-        assert packed is not None, "values packed within their own bounds"
-        return packed
+        nbytes = len(self.rows) * (1 + int(widths.sum()))  # room for every row the log can hold
+        return _Mirror(space.take(max(-(-nbytes // 8), 1)), self.generation, low, steps, widths)
 
-    def _pack(
-        self,
-        space: unforked.CopySpace,
-        picked: np.ndarray,
-        bases: np.ndarray,
-        steps: np.ndarray,
-        widths: np.ndarray,
-    ) -> tuple[int, tuple[tuple[int, int, np.ndarray], ...], np.ndarray] | None:
-        """``pack_live`` with these bases, steps and widths, or None if a value does not fit."""
-        n = self.live
-        starts = np.zeros(len(picked), np.int64)
-        at = 0
-        for j, w in enumerate(widths.tolist()):
-            starts[j] = at
-            at += -(-n * w // 8) * 8  # each column starts on 8 bytes
-        spare = space.take(max(-(-at // (8 * self.rows.shape[1])), 1))
-        flat = spare.reshape(-1).view(np.uint8)
-        if pl.pack_live(self.rows, int(self.state[pl.ROWS]), picked, bases, steps, widths, starts, flat) < 0:
-            space.give_back(spare)
-            return None
-        columns = tuple(
-            (int(bases[j]), int(steps[j]), flat[starts[j] : starts[j] + n * widths[j]].view(f"u{widths[j]}"))
-            for j in range(len(picked))
-        )
-        return n, columns, spare
+    def first_live_key(self) -> int | None:
+        """The key of the first live pane, if any."""
+        r = pl.first_live(self.rows, int(self.state[pl.ROWS]))
+        return None if r < 0 else int(self.rows[r, wk.ROW_KEY])
 
     def next_end(self) -> int | None:
         return int(self.state[wk.MIN_START]) + self.size - 1 if self.live else None
@@ -660,7 +667,7 @@ class _AggregatePaneLog(_PaneStore):
             state[pl.ROWS] = 0
             state[pl.DEAD] = 0
             self.index.fill(0)
-            self.blocks.fill(wk.NO_START)
+            self.blocks[:, : pl.WRITTEN] = wk.NO_START
         self._settle_size(m)
         return columns
 
@@ -715,32 +722,141 @@ def log_panes(
     return PaneColumns(starts, keys, counts, (iaccs, faccs), None, fired if with_fired else None)
 
 
-#: The pane log's columns a barrier copies, in ``NativePanes``' order (not the sequence: the
-#: rows' order is the panes' creation order).
-_PACKED = (wk.ROW_START, wk.ROW_KEY, wk.ROW_COUNT, wk.ROW_FIRED)
+#: The pane log's columns a mirror packs before its slots, in ``NativePanes``' order; fired
+#: is a row's status, and the creation seq is not kept (the rows' order is the panes').
+_MIRRORED = (wk.ROW_START, wk.ROW_KEY, wk.ROW_COUNT)
+
+
+def _column_starts(rows: int, widths: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Where each column of ``rows`` values of these widths starts in one buffer (each on 8
+    bytes), then a byte per row; returns the starts, the last column's and the bytes."""
+    starts = np.zeros(len(widths), np.int64)
+    at = 0
+    for j, w in enumerate(widths.tolist()):
+        starts[j] = at
+        at += -(-rows * w // 8) * 8
+    return starts, at, at + -(-rows // 8) * 8
+
+
+@dataclass(frozen=True)
+class MirrorLayout:
+    """How a mirror holds a pane log's rows (``pl.mirror_rows``): row ``r`` from byte
+    ``r * stride`` of ``flat`` (the bytes of ``array``, a ``CopySpace`` mapping), its status
+    then each column less its base, over its step, in its width."""
+
+    array: np.ndarray
+    flat: np.ndarray
+    bases: np.ndarray
+    steps: np.ndarray
+    widths: np.ndarray
+    stride: int
+
+    def packing(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+        """``pl.mirror_rows``' arguments past the columns."""
+        return self.bases, self.steps, self.widths, self.stride, self.flat
+
+
+class _Mirror:
+    """A pane log's rows as a barrier packed them into a mapping (``_AggregatePaneLog.mirror``):
+    ``epoch`` is the log's epoch then, so a later barrier packs only the blocks written since;
+    ``generation`` the layout of the log's rows it mirrors."""
+
+    def __init__(self, array: np.ndarray, generation: int, bases: np.ndarray, steps: np.ndarray, widths: np.ndarray) -> None:  # fmt: skip
+        self.array = array
+        self.generation = generation
+        self.epoch = -1
+        flat = array.reshape(-1).view(np.uint8)
+        self._layout = MirrorLayout(array, flat, bases, steps, widths, 1 + int(widths.sum()))
+
+    def packing(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+        return self._layout.packing()
+
+    def layout(self) -> MirrorLayout:
+        return self._layout
+
+
+def compact_mirror(
+    layout: MirrorLayout, n_rows: int, live: int, space: unforked.CopySpace
+) -> tuple[np.ndarray, tuple[tuple[int, int, np.ndarray], ...]]:
+    """The ``live`` panes of a mirror of ``n_rows`` rows as a native section's columns
+    (``NativePanes``: start, key, count, fired, slots), in a mapping of ``space`` (taken);
+    returns the mapping's array and the columns."""
+    widths = layout.widths
+    out_starts, fired_at, nbytes = _column_starts(live, widths)
+    spare = space.take(max(-(-nbytes // 8), 1))
+    flat = spare.reshape(-1).view(np.uint8)
+    packed = pl.compact_mirror(layout.flat, n_rows, widths, layout.stride, flat, out_starts, fired_at)
+    assert packed == live, f"a mirror held {packed} live panes where the log had {live}"
+    columns = [
+        (
+            int(layout.bases[j]),
+            int(layout.steps[j]),
+            flat[out_starts[j] : out_starts[j] + live * w].view(f"u{w}"),
+        )
+        for j, w in enumerate(widths.tolist())
+    ]
+    fired = (0, 1, flat[fired_at : fired_at + live])
+    return spare, (*columns[: len(_MIRRORED)], fired, *columns[len(_MIRRORED) :])
+
+
+class _Lease:
+    """A mapping of a ``CopySpace`` a snapshot holds, given back once (``release``)."""
+
+    def __init__(self, space: unforked.CopySpace, array: np.ndarray | None) -> None:
+        self.space = space
+        self.array = array
+        self._lock = threading.Lock()
+
+    def release(self) -> None:
+        with self._lock:
+            array, self.array = self.array, None
+        if array is not None:
+            self.space.give_back(array)
 
 
 class _CopiedLog:
-    """A pane log's live panes packed at a barrier (``_AggregatePaneLog.pack_live``): each
-    column narrowed, as a native section holds them. The asynchronous phase of the
-    checkpoint writes them as they are (``native``), or widens them and turns them into pane
-    columns in firing order once (``columns``). Nothing else holds the copy: the columns are
-    fresh arrays."""
+    """A pane log's live panes at a barrier: the log's mirror (``_AggregatePaneLog.mirror``),
+    whose live rows the asynchronous phase of the checkpoint packs once into a native
+    section's columns (``compact_mirror``), giving the mirror's mapping back. It writes them
+    as they are (``native``), or widens them and turns them into pane columns in firing
+    order once (``columns``). Nothing else holds the packed columns; the columns are fresh
+    arrays."""
 
     def __init__(
-        self, rows: int, packed: tuple[tuple[int, int, np.ndarray], ...], slide: int, mi: int, mf: int
+        self,
+        layout: MirrorLayout,
+        n_rows: int,
+        live: int,
+        mirrors: unforked.CopySpace,
+        copies: unforked.CopySpace,
+        shape: tuple[int, int, int],
     ) -> None:
-        self._rows = rows
-        self._packed = packed
-        self._shape = (slide, mi, mf)
+        self._source: tuple[MirrorLayout, int] | None = (layout, n_rows)
+        self._rows = live
+        self._mirror = _Lease(mirrors, layout.array)
+        self._copy = _Lease(copies, None)
+        self._packed: tuple[tuple[int, int, np.ndarray], ...] | None = None
+        self._shape = shape  # slide, mi, mf
         self._columns: PaneColumns | None = None
         self._lock = threading.Lock()
+        # once this is gone (written, or given up), its mappings take later barriers' copies
+        weakref.finalize(self, self._mirror.release)
+        weakref.finalize(self, self._copy.release)
+
+    def _pack(self) -> tuple[tuple[int, int, np.ndarray], ...]:
+        if self._packed is None:
+            assert self._source is not None
+            layout, n_rows = self._source
+            self._copy.array, self._packed = compact_mirror(layout, n_rows, self._rows, self._copy.space)
+            self._source = None
+            self._mirror.release()
+        return self._packed
 
     def columns(self) -> PaneColumns:
         with self._lock:
             if self._columns is None:
                 slide, mi, mf = self._shape
-                table = native_table(self._rows, self._packed, mi + mf)
+                table = native_table(self._rows, self._pack(), mi + mf)
                 self._columns = log_panes(table, np.arange(self._rows), slide, mi, mf, True)
             return self._columns
 
@@ -758,8 +874,9 @@ class _CopiedLog:
     ) -> NativePanes:
         """The packed panes as a native pane section (``describe`` adds what the operator
         knows); the section keeps this copy, and so its memory, until it is gone."""
-        section = describe(self._rows, self._packed)
-        weakref.finalize(section, id, self)  # the copy's memory is reused once this is gone
+        with self._lock:
+            section = describe(self._rows, self._pack())
+        weakref.finalize(section, id, self)
         return section
 
 
@@ -799,8 +916,11 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self.timers = InternalTimerService()
         self._written: set[tuple[Any, TimeWindow]] = set()
         self._init_deferral()
-        #: the memory of the barriers' copies of the pane log (``_defer_log``)
+        #: the memory of the pane log's mirrors and of their packed live panes (``_defer_log``)
+        self._mirror_space: unforked.CopySpace | None = None
         self._copy_space: unforked.CopySpace | None = None
+        #: the pane log's rows in use at the barriers, and those of them the barriers packed
+        self.mirror_rows = [0, 0]
         self._objects: _ObjectKeys | None = None
         self._ready = False
         self.vectorized_reason = "vectorized"
@@ -903,21 +1023,20 @@ class AggregatesWindowOperator(VectorWindowOperator):
         self._write_and_clear(self._write_panes(zip(keys, windows, canonical), self.lateness, fired))
 
     def _defer_log(self, log: _AggregatePaneLog) -> ColumnPaneSnapshot:
-        """The pending snapshot of a pane log's panes: its live rows copied here, in one pass;
-        their order and columns are the asynchronous phase's (``_CopiedLog``)."""
-        space = self._copy_space
-        if space is None or space.width != log.rows.shape[1]:
-            space = self._copy_space = unforked.CopySpace(log.rows.shape[1])
-        n, packed, spare = log.pack_live(space)
+        """The pending snapshot of a pane log's panes: the log's mirror brought up to date
+        here (``_AggregatePaneLog.mirror``); packing its live panes, their order and columns
+        are the asynchronous phase's (``_CopiedLog``)."""
+        if self._mirror_space is None or self._copy_space is None:
+            self._mirror_space, self._copy_space = unforked.CopySpace(1), unforked.CopySpace(1)
+        layout, n_rows, packed = log.mirror(self._mirror_space)
+        self.mirror_rows[0] += n_rows
+        self.mirror_rows[1] += packed
+        n = log.live
         slot_keys = self._hand_over_panes()
-        base, step, keys = packed[1]  # a live pane's key, if any
-        sample = [base + step * int(keys[0])] if n else []
-        if slot_keys is not None:
-            sample = [slot_keys[slot] for slot in sample]
-        copied = _CopiedLog(n, packed, self.slide, self.mi, self.mf)
-        # once the snapshot is gone (written, or given up), its copy's memory takes a later
-        # barrier's copy: its pages are there, where a fresh array costs a fault a page
-        weakref.finalize(copied, space.give_back, spare)
+        first = log.first_live_key()
+        sample = [] if first is None else [first if slot_keys is None else slot_keys[first]]
+        shape = (self.slide, self.mi, self.mf)
+        copied = _CopiedLog(layout, n_rows, n, self._mirror_space, self._copy_space, shape)
         describe = partial(
             NativePanes, self.contents_descriptor.name, self.size, self.lateness, self.event_time,
             self.backend.max_parallelism, tuple(map(bool, self.aggregates.floats)),
@@ -978,4 +1097,5 @@ class AggregatesWindowOperator(VectorWindowOperator):
     def statistics(self) -> dict[str, Any]:
         stats = super().statistics()
         stats["lateness_ms"] = self.lateness
+        stats["barrier_rows_in_use"], stats["barrier_rows_packed"] = self.mirror_rows
         return stats

@@ -75,11 +75,15 @@ Int64Array = npt.NDArray[np.int64]
 ROWS, DEAD = 6, 7
 #: a slot the kernel writes what it touched to, so the loads are not optimised away
 TOUCHED = 8
+#: the epoch the kernels stamp on the blocks whose rows they write (``WRITTEN``); a
+#: barrier's mirror (``mirror_rows``) takes what it holds to this epoch, and the next starts
+EPOCH = 9
 #: rows per block of the firing summary (``blocks``: a row per block, ``UNFIRED`` and
-#: ``FIRED`` columns); a block's ``UNFIRED`` at ``VISIT`` makes the next firing read it
+#: ``FIRED`` columns, and ``WRITTEN``, the epoch of the last write to one of its rows); a
+#: block's ``UNFIRED`` at ``VISIT`` makes the next firing read it
 BLOCK_SHIFT = 10
 BLOCK = 1 << BLOCK_SHIFT
-UNFIRED, FIRED = 0, 1
+UNFIRED, FIRED, WRITTEN = 0, 1, 2
 VISIT = -(1 << 63)
 
 _GOLDEN = wk._GOLDEN
@@ -87,15 +91,17 @@ _GOLDEN = wk._GOLDEN
 
 def log_state() -> np.ndarray:
     """The ``state`` of an empty log."""
-    return np.array([0, NO_START, 0, 0, NO_START, 0, 0, 0, 0], np.int64)
+    return np.array([0, NO_START, 0, 0, NO_START, 0, 0, 0, 0, 0], np.int64)
 
 
 def log_blocks(capacity: int) -> np.ndarray:
     """The firing summary of ``capacity`` rows, none used: per block of ``BLOCK`` rows, the
     earliest window start of its unfired and of its fired live panes (``NO_START``: none).
     A block's value may be too early, never too late: an early one costs a firing a read of
-    the block, which sets it right."""
-    return np.full(((capacity >> BLOCK_SHIFT) + 1, 2), NO_START, np.int64)
+    the block, which sets it right. Every block is written at epoch 0."""
+    blocks = np.full(((capacity >> BLOCK_SHIFT) + 1, 3), NO_START, np.int64)
+    blocks[:, WRITTEN] = 0
+    return blocks
 
 
 @njit(cache=True, inline="always")
@@ -131,9 +137,10 @@ def _find(index: Any, rows: Any, start: Any, key: Any) -> Any:
 
 @njit(cache=True)
 def rebuild_index(rows: Any, n_rows: int, index: Any, blocks: Any) -> None:
-    """``index`` and ``blocks`` anew for the live rows of ``rows[:n_rows]``."""
+    """``index`` and ``blocks``' summaries anew for the live rows of ``rows[:n_rows]``."""
     index[:] = 0
-    blocks[:] = NO_START
+    blocks[:, UNFIRED] = NO_START
+    blocks[:, FIRED] = NO_START
     mask = index.shape[0] - 1
     for r in range(n_rows):
         if rows[r, ROW_SEQ] < 0:
@@ -169,44 +176,115 @@ def live_bounds(rows: Any, n_rows: int, columns: Int64Array, low: Int64Array, hi
 
 
 @njit(cache=True)
-def pack_live(
-    rows: Any, n_rows: int, columns: Int64Array, bases: Int64Array, steps: Int64Array,
-    widths: Int64Array, starts: Int64Array, out: Any,
+def first_live(rows: Any, n_rows: int) -> int:
+    """The first live row of ``rows[:n_rows]``, or -1."""
+    for r in range(n_rows):
+        if rows[r, ROW_SEQ] >= 0:
+            return r
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _put(out: Any, o16: Any, o32: Any, o64: Any, start: Any, at: Any, v: Any, w: Any) -> bool:
+    """Write ``v`` as an unsigned integer of ``w`` bytes at place ``at`` of the column that
+    starts at byte ``start`` of ``out`` (and its wider views); False if it is too wide."""
+    if w == 1:
+        if v > 0xFF:
+            return False
+        out[start + at] = np.uint8(v)
+    elif w == 2:
+        if v > 0xFFFF:
+            return False
+        o16[(start >> 1) + at] = np.uint16(v)
+    elif w == 4:
+        if v > 0xFFFFFFFF:
+            return False
+        o32[(start >> 2) + at] = np.uint32(v)
+    else:
+        o64[(start >> 3) + at] = v
+    return True
+
+
+@njit(cache=True, inline="always")
+def _put_bytes(out: Any, at: Any, v: Any, w: Any) -> bool:
+    """Write ``v`` as ``w`` bytes, least significant first, from byte ``at`` of ``out``;
+    False if it is too wide."""
+    if w < 8 and (v >> np.uint64(8 * w)) != 0:
+        return False
+    for i in range(w):
+        out[at + i] = np.uint8((v >> np.uint64(8 * i)) & np.uint64(0xFF))
+    return True
+
+
+@njit(cache=True, inline="always")
+def _get_bytes(src: Any, at: Any, w: Any) -> Any:
+    """The value ``_put_bytes`` wrote from byte ``at``."""
+    v = np.uint64(0)
+    for i in range(w):
+        v |= np.uint64(src[at + i]) << np.uint64(8 * i)
+    return v
+
+
+@njit(cache=True)
+def mirror_rows(
+    rows: Any, n_rows: int, blocks: Any, since: int, columns: Int64Array, bases: Int64Array,
+    steps: Int64Array, widths: Int64Array, stride: int, out: Any,
 ) -> int:  # fmt: skip
-    """Column ``columns[j]`` of every live row of ``rows[:n_rows]``, less ``bases[j]`` and
-    divided by ``steps[j]``, as unsigned integers of ``widths[j]`` bytes (1, 2, 4 or 8) in
-    this machine's byte order, one after another from byte ``starts[j]`` (a multiple of 8)
-    of ``out`` (uint8, its length a multiple of 8); returns the live rows, or -1 as soon as a
-    value is off its step or too wide for its width (the caller packs again with bounds). The
-    arithmetic wraps, so eight bytes hold any value."""
-    o16 = out.view(np.uint16)  # ``starts`` are multiples of 8: each column is one of these
-    o32 = out.view(np.uint32)
-    o64 = out.view(np.uint64)
+    """Bring a mirror of ``rows[:n_rows]`` up to date: every row of each block written after
+    epoch ``since`` (-1: every block) goes to the same place in ``out`` (uint8): row ``r`` at
+    byte ``r * stride``, its status (0 dead, 1 live, 2 live and fired) and, for a live row,
+    column ``columns[j]`` less ``bases[j]`` and divided by ``steps[j]`` as an unsigned
+    integer of ``widths[j]`` bytes (least significant first), one after another. Returns
+    the rows written, or -1 as soon as a value is off its step or too wide for its width
+    (the caller mirrors every block again, with bounds). The arithmetic wraps, so eight
+    bytes hold any value."""
+    written = 0
+    for b in range((n_rows + BLOCK - 1) >> BLOCK_SHIFT):
+        if blocks[b, WRITTEN] <= since:
+            continue
+        for r in range(b << BLOCK_SHIFT, min(n_rows, (b + 1) << BLOCK_SHIFT)):
+            written += 1
+            at = r * stride
+            if rows[r, ROW_SEQ] < 0:
+                out[at] = 0
+                continue
+            out[at] = 2 if rows[r, ROW_FIRED] != 0 else 1
+            at += 1
+            for j in range(columns.shape[0]):
+                v = np.uint64(rows[r, columns[j]]) - np.uint64(bases[j])
+                if steps[j] > 1:
+                    if v % np.uint64(steps[j]) != 0:
+                        return -1
+                    v = v // np.uint64(steps[j])
+                if not _put_bytes(out, at, v, widths[j]):
+                    return -1
+                at += widths[j]
+    return written
+
+
+@njit(cache=True, nogil=True)
+def compact_mirror(
+    src: Any, n_rows: int, widths: Int64Array, stride: int, out: Any, out_starts: Int64Array,
+    fired_at: int,
+) -> int:  # fmt: skip
+    """The live rows of a mirror (``mirror_rows``) of ``n_rows`` rows, in order, into
+    ``out`` (uint8) column by column: column ``j`` from byte ``out_starts[j]`` (a multiple
+    of 8) as unsigned integers of its width in this machine's byte order, the fired flags
+    (one byte each) from byte ``fired_at``; returns how many. Holds no GIL: it runs in the
+    checkpoint's asynchronous phase."""
+    o16, o32, o64 = out.view(np.uint16), out.view(np.uint32), out.view(np.uint64)
     m = 0
     for r in range(n_rows):
-        if rows[r, ROW_SEQ] < 0:
+        at = r * stride
+        status = src[at]
+        if status == 0:
             continue
-        for j in range(columns.shape[0]):
-            v = np.uint64(rows[r, columns[j]]) - np.uint64(bases[j])
-            if steps[j] > 1:
-                if v % np.uint64(steps[j]) != 0:
-                    return -1
-                v = v // np.uint64(steps[j])
+        out[fired_at + m] = status - 1
+        at += 1
+        for j in range(widths.shape[0]):
             w = widths[j]
-            if w == 1:
-                if v > 0xFF:
-                    return -1
-                out[starts[j] + m] = np.uint8(v)
-            elif w == 2:
-                if v > 0xFFFF:
-                    return -1
-                o16[(starts[j] >> 1) + m] = np.uint16(v)
-            elif w == 4:
-                if v > 0xFFFFFFFF:
-                    return -1
-                o32[(starts[j] >> 2) + m] = np.uint32(v)
-            else:
-                o64[(starts[j] >> 3) + m] = v
+            _put(out, o16, o32, o64, out_starts[j], m, _get_bytes(src, at, w), w)
+            at += w
         m += 1
     return m
 
@@ -264,6 +342,7 @@ def log_aggregate(
     min_fired = state[MIN_FIRED]
     seq = state[SEQ]
     used = state[ROWS]
+    epoch = state[EPOCH]
     fresh = 0
     fires = 0
     cached_t0 = np.int64(1)
@@ -297,6 +376,7 @@ def log_aggregate(
             behind = check_late and end <= watermark
             h, r, top = _find(index, rows, start, k)
             b = (used if r < 0 else r) >> BLOCK_SHIFT
+            blocks[b, WRITTEN] = epoch
             if r < 0:
                 r = used
                 used += 1
@@ -382,6 +462,7 @@ def log_insert(
         if r >= 0:
             if fired[j]:
                 b = r >> BLOCK_SHIFT
+                blocks[b, WRITTEN] = state[EPOCH]
                 if rows[r, ROW_FIRED] == 0:
                     blocks[b, UNFIRED] = VISIT
                 rows[r, ROW_FIRED] = 1
@@ -390,6 +471,7 @@ def log_insert(
         r = state[ROWS]
         state[ROWS] += 1
         b = r >> BLOCK_SHIFT
+        blocks[b, WRITTEN] = state[EPOCH]
         column = FIRED if fired[j] else UNFIRED
         blocks[b, column] = min(blocks[b, column], start)
         index[h] = top | (r + 1)
@@ -432,6 +514,7 @@ def log_fire(
             continue
         block_start = NO_START
         block_fired = NO_START
+        wrote = False
         for r in range(b << BLOCK_SHIFT, min(n_rows, (b + 1) << BLOCK_SHIFT)):
             if rows[r, ROW_SEQ] < 0:
                 continue
@@ -440,9 +523,11 @@ def log_fire(
                 due[n_due] = r
                 n_due += 1
                 rows[r, ROW_FIRED] = 1
+                wrote = True
             if start <= dead_to:
                 rows[r, ROW_SEQ] = -1
                 removed += 1
+                wrote = True
                 continue
             if rows[r, ROW_FIRED] != 0:
                 block_fired = min(block_fired, start)
@@ -450,6 +535,8 @@ def log_fire(
                 block_start = min(block_start, start)
         blocks[b, UNFIRED] = block_start
         blocks[b, FIRED] = block_fired
+        if wrote:
+            blocks[b, WRITTEN] = state[EPOCH]
         min_start = min(min_start, block_start)
         min_fired = min(min_fired, block_fired)
     state[LIVE] -= removed

@@ -8,6 +8,7 @@ tests/property/test_aggregates_properties.py.
 
 from __future__ import annotations
 
+import builtins
 import random
 from typing import Any
 
@@ -31,7 +32,8 @@ from weir.errors import UsageError
 from weir.keys import KeyGroupRange, assign_to_key_group
 from weir.operators import running
 from weir.operators.factory import create_operator
-from weir.operators.window import WindowOperator, create_window_operator, explain
+from weir.operators.window import WindowOperator, aggregates, create_window_operator, explain
+from weir.operators.window import pane_log as pl
 from weir.operators.window import vector as vw
 from weir.operators.window.aggregates import AggregatesWindowOperator, aggregates_plan
 
@@ -258,38 +260,61 @@ def test_the_pane_log_keeps_its_size_after_a_burst_and_shrinks_once_bursts_are_o
     assert len(panes.rows) < big // 16  # bursts are over: no big index to clear at every firing
 
 
-def test_a_deferred_pane_log_snapshot_copies_the_live_rows_and_reuses_the_copys_memory_once_it_is_gone() -> (
-    None
-):
-    """At a barrier the pane log's live rows are copied in one pass; the snapshot builds the
-    columns in firing order later. A later barrier's copy takes the first copy's memory only
-    once the first snapshot is gone, and never while it lives."""
-    import gc
-
+def pane_log_run(n: int = 40_000) -> tuple[Run, np.ndarray, np.ndarray]:
+    """A count-and-sum window whose ``n`` records (one per ms, random keys of 10,000) are in
+    its pane log, with snapshots deferred; returns the run, the records' times and keys."""
     run = Run(count_and_sum_window())
     rng = np.random.default_rng(5)
-    n = 40_000
     times = np.arange(n, dtype=np.int64)
     keys, values = rng.integers(0, 10_000, n), rng.integers(-9, 9, n)
     run.op.process_batch(Batch(TupleColumns([keys, values]), times))
     assert run.op.statistics()["store"] == "hash"
     run.op.defer_pane_snapshots = True
+    return run, times, keys
+
+
+def take_barrier(run: Run) -> Any:
+    """The pane snapshot of a barrier, not yet packed."""
+    run.op.prepare_snapshot_pre_barrier(1)
+    snapshot, run.op.pane_snapshot = run.op.pane_snapshot, None
+    return snapshot
+
+
+def assert_holds(snapshot: Any, panes: Any) -> None:
+    """``snapshot``'s panes are ``panes`` (an export of the log), in firing order."""
+    assert len(snapshot) == len(panes)
+    assert snapshot._starts.tolist() == panes.starts.tolist()
+    assert snapshot._pane_keys.tolist() == panes.keys.tolist()
+    assert snapshot._fired.tolist() == panes.fired.tolist()
+    want = aggregates.encoded_accumulators(run_plan(), panes.counts, *panes.accs)
+    assert snapshot._accumulators().tolist() == want.tolist()
+
+
+def run_plan() -> Any:
+    return count_and_sum_window().aggregates
+
+
+def test_a_deferred_pane_log_snapshot_packs_the_live_rows_and_reuses_the_packed_memory_once_it_is_gone() -> (
+    None
+):
+    """The asynchronous phase packs a barrier's live panes into a mapping of the operator's
+    copy space; a later snapshot's panes go where the first's were only once the first
+    snapshot is gone, never while it lives."""
+    import gc
+
+    run, _, _ = pane_log_run()
 
     def barrier() -> Any:
-        run.op.prepare_snapshot_pre_barrier(1)
-        snapshot, run.op.pane_snapshot = run.op.pane_snapshot, None
-        return snapshot
+        return take_barrier(run)
 
     def address(snapshot: Any) -> int:
-        return int(snapshot._load.__self__._packed[0][2].ctypes.data)
+        """Where the snapshot's panes were packed (it packs them: call it first)."""
+        return int(snapshot._load.__self__._pack()[0][2].ctypes.data)
 
     first = barrier()
     expected = run.op.panes.export()  # what the snapshot holds: the live panes in firing order
-    assert len(first) == len(expected) == run.op.panes.live
     at_first = address(first)
-    assert first._starts.tolist() == expected.starts.tolist()
-    assert first._pane_keys.tolist() == expected.keys.tolist()
-    assert first._fired.tolist() == expected.fired.tolist()
+    assert_holds(first, expected)
     second = barrier()  # the first is alive (its columns were built, its copy is not reused)
     assert address(second) != at_first
     at_second = address(second)
@@ -301,4 +326,66 @@ def test_a_deferred_pane_log_snapshot_copies_the_live_rows_and_reuses_the_copys_
     gc.collect()
     fourth = barrier()
     assert address(fourth) in (at_first, at_second)
-    assert fourth._starts.tolist() == expected.starts.tolist()
+    assert_holds(fourth, expected)
+
+
+def written_rows(blocks: set[int], n_rows: int) -> int:
+    """The rows in use of these blocks of a pane log."""
+    return builtins.sum(min(n_rows, (b + 1) << pl.BLOCK_SHIFT) - (b << pl.BLOCK_SHIFT) for b in blocks)
+
+
+def test_a_barrier_packs_only_the_blocks_of_the_pane_log_written_since_the_mirror_it_updates() -> None:
+    """A barrier brings the log's mirror up to date: every row at first, then only the
+    blocks written since the mirror's barrier. A mirror whose panes a snapshot has not
+    packed yet is not touched: the barrier lays out another, and both snapshots hold their
+    own barrier's panes. A value too wide for the mirror's columns lays the mirror out anew."""
+    run, times, keys = pane_log_run()
+    log = run.op.panes
+    packed = lambda: run.op.statistics()["barrier_rows_packed"]  # noqa: E731
+
+    def fold(t: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
+        run.op.process_batch(Batch(TupleColumns([k, v]), t))
+
+    n_rows = int(log.state[pl.ROWS])
+    first = take_barrier(run)
+    assert packed() == n_rows  # a first barrier packs every row
+    assert_holds(first, log.export())
+    del first
+
+    before = packed()
+    second = take_barrier(run)
+    assert packed() == before  # nothing written since
+    assert_holds(second, log.export())
+    del second
+
+    # one pane of the first block gets a record, and 3,000 new panes come after the rows
+    row = int(np.flatnonzero(log.rows[:n_rows, 1] == keys[0])[0])
+    fold(times[:1], keys[:1], np.array([7], np.int64))
+    fold(np.full(3_000, 50_000, np.int64), np.arange(3_000, dtype=np.int64), np.ones(3_000, np.int64))
+    grown = int(log.state[pl.ROWS])
+    assert grown == n_rows + 3_000
+    written = {row >> pl.BLOCK_SHIFT, *range(n_rows >> pl.BLOCK_SHIFT, ((grown - 1) >> pl.BLOCK_SHIFT) + 1)}
+    before = packed()
+    third = take_barrier(run)
+    assert packed() - before == written_rows(written, grown)
+    held = log.export()
+
+    # the third's mirror is not packed yet: the next barrier packs every row elsewhere
+    fold(times[1:2], keys[1:2], np.array([5], np.int64))
+    before = packed()
+    fourth = take_barrier(run)
+    assert packed() - before == grown
+    assert_holds(fourth, log.export())
+    assert_holds(third, held)  # the write after the third's barrier is not in it
+    del third, fourth
+
+    # a sum wider than the mirror's column: every row again, in wider columns
+    fold(times[2:3], keys[2:3], np.array([1 << 40], np.int64))
+    before = packed()
+    fifth = take_barrier(run)
+    assert packed() - before == grown
+    assert_holds(fifth, log.export())
+    del fifth
+    before = packed()
+    assert_holds(take_barrier(run), log.export())
+    assert packed() == before

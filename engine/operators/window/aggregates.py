@@ -641,8 +641,8 @@ class _AggregatePaneLog(_PaneStore):
             ],
             np.int64,
         )
-        nbytes = len(self.rows) * (1 + int(widths.sum()))  # room for every row the log can hold
-        return _Mirror(space.take(max(-(-nbytes // 8), 1)), self.generation, low, steps, widths)
+        words = pl.mirror_words(widths)[2] * len(self.rows)  # room for every row the log can hold
+        return _Mirror(space.take(max(words, 1)), self.generation, low, steps, widths)
 
     def first_live_key(self) -> int | None:
         """The key of the first live pane, if any."""
@@ -740,20 +740,23 @@ def _column_starts(rows: int, widths: np.ndarray) -> tuple[np.ndarray, int, int]
 
 @dataclass(frozen=True)
 class MirrorLayout:
-    """How a mirror holds a pane log's rows (``pl.mirror_rows``): row ``r`` from byte
-    ``r * stride`` of ``flat`` (the bytes of ``array``, a ``CopySpace`` mapping), its status
-    then each column less its base, over its step, in its width."""
+    """How a mirror holds a pane log's rows (``pl.mirror_rows``): row ``r`` in words
+    ``r * words`` on of ``flat`` (the uint64 words of ``array``, a ``CopySpace`` mapping),
+    its status then each column less its base, over its step, in its width, at its word
+    and bit (``pl.mirror_words``)."""
 
     array: np.ndarray
     flat: np.ndarray
     bases: np.ndarray
     steps: np.ndarray
     widths: np.ndarray
-    stride: int
+    word_of: np.ndarray
+    shift_of: np.ndarray
+    words: int
 
-    def packing(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    def packing(self) -> tuple[Any, ...]:
         """``pl.mirror_rows``' arguments past the columns."""
-        return self.bases, self.steps, self.widths, self.stride, self.flat
+        return self.bases, self.steps, self.widths, self.word_of, self.shift_of, self.words, self.flat
 
 
 class _Mirror:
@@ -765,10 +768,10 @@ class _Mirror:
         self.array = array
         self.generation = generation
         self.epoch = -1
-        flat = array.reshape(-1).view(np.uint8)
-        self._layout = MirrorLayout(array, flat, bases, steps, widths, 1 + int(widths.sum()))
+        flat = array.reshape(-1).view(np.uint64)
+        self._layout = MirrorLayout(array, flat, bases, steps, widths, *pl.mirror_words(widths))
 
-    def packing(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, np.ndarray]:
+    def packing(self) -> tuple[Any, ...]:
         return self._layout.packing()
 
     def layout(self) -> MirrorLayout:
@@ -785,7 +788,9 @@ def compact_mirror(
     out_starts, fired_at, nbytes = _column_starts(live, widths)
     spare = space.take(max(-(-nbytes // 8), 1))
     flat = spare.reshape(-1).view(np.uint8)
-    packed = pl.compact_mirror(layout.flat, n_rows, widths, layout.stride, flat, out_starts, fired_at)
+    packed = pl.compact_mirror(
+        layout.flat, n_rows, widths, layout.word_of, layout.shift_of, layout.words, flat, out_starts, fired_at
+    )
     assert packed == live, f"a mirror held {packed} live panes where the log had {live}"
     columns = [
         (

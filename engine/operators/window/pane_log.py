@@ -184,88 +184,65 @@ def first_live(rows: Any, n_rows: int) -> int:
     return -1
 
 
-@njit(cache=True, inline="always")
-def _put(out: Any, o16: Any, o32: Any, o64: Any, start: Any, at: Any, v: Any, w: Any) -> bool:
-    """Write ``v`` as an unsigned integer of ``w`` bytes at place ``at`` of the column that
-    starts at byte ``start`` of ``out`` (and its wider views); False if it is too wide."""
-    if w == 1:
-        if v > 0xFF:
-            return False
-        out[start + at] = np.uint8(v)
-    elif w == 2:
-        if v > 0xFFFF:
-            return False
-        o16[(start >> 1) + at] = np.uint16(v)
-    elif w == 4:
-        if v > 0xFFFFFFFF:
-            return False
-        o32[(start >> 2) + at] = np.uint32(v)
-    else:
-        o64[(start >> 3) + at] = v
-    return True
-
-
-@njit(cache=True, inline="always")
-def _put_bytes(out: Any, at: Any, v: Any, w: Any) -> bool:
-    """Write ``v`` as ``w`` bytes, least significant first, from byte ``at`` of ``out``;
-    False if it is too wide."""
-    if w < 8 and (v >> np.uint64(8 * w)) != 0:
-        return False
-    for i in range(w):
-        out[at + i] = np.uint8((v >> np.uint64(8 * i)) & np.uint64(0xFF))
-    return True
-
-
-@njit(cache=True, inline="always")
-def _get_bytes(src: Any, at: Any, w: Any) -> Any:
-    """The value ``_put_bytes`` wrote from byte ``at``."""
-    v = np.uint64(0)
-    for i in range(w):
-        v |= np.uint64(src[at + i]) << np.uint64(8 * i)
-    return v
+def mirror_words(widths: Int64Array) -> tuple[Int64Array, Int64Array, int]:
+    """Where a mirror (``mirror_rows``) keeps a row's values of these widths (bytes): the
+    row's status in the low byte of its first uint64 word, then each value in the next
+    bits of that word, or of a new one where it would not fit. Returns each value's word
+    (within the row) and bit shift, and the words a row takes."""
+    word_of = np.zeros(len(widths), np.int64)
+    shift_of = np.zeros(len(widths), np.int64)
+    word, bit = 0, 8
+    for j, w in enumerate(widths.tolist()):
+        if bit + 8 * w > 64:
+            word, bit = word + 1, 0
+        word_of[j], shift_of[j] = word, bit
+        bit += 8 * w
+    return word_of, shift_of, word + 1
 
 
 @njit(cache=True)
 def mirror_rows(
     rows: Any, n_rows: int, blocks: Any, since: int, columns: Int64Array, bases: Int64Array,
-    steps: Int64Array, widths: Int64Array, stride: int, out: Any,
+    steps: Int64Array, widths: Int64Array, word_of: Int64Array, shift_of: Int64Array, words: int,
+    out: Any,
 ) -> int:  # fmt: skip
     """Bring a mirror of ``rows[:n_rows]`` up to date: every row of each block written after
-    epoch ``since`` (-1: every block) goes to the same place in ``out`` (uint8): row ``r`` at
-    byte ``r * stride``, its status (0 dead, 1 live, 2 live and fired) and, for a live row,
-    column ``columns[j]`` less ``bases[j]`` and divided by ``steps[j]`` as an unsigned
-    integer of ``widths[j]`` bytes (least significant first), one after another. Returns
-    the rows written, or -1 as soon as a value is off its step or too wide for its width
-    (the caller mirrors every block again, with bounds). The arithmetic wraps, so eight
-    bytes hold any value."""
+    epoch ``since`` (-1: every block) goes to the same place in ``out`` (uint64): row ``r``
+    in words ``r * words`` on, its status (0 dead, 1 live, 2 live and fired) in the low byte
+    and, for a live row, column ``columns[j]`` less ``bases[j]`` and divided by
+    ``steps[j]``, an unsigned integer of ``widths[j]`` bytes, at bit ``shift_of[j]`` of the
+    row's word ``word_of[j]`` (``mirror_words``). Returns the rows written, or -1 as soon
+    as a value is off its step or too wide for its width (the caller mirrors every block
+    again, with bounds). The arithmetic wraps, so eight bytes hold any value."""
     written = 0
     for b in range((n_rows + BLOCK - 1) >> BLOCK_SHIFT):
         if blocks[b, WRITTEN] <= since:
             continue
         for r in range(b << BLOCK_SHIFT, min(n_rows, (b + 1) << BLOCK_SHIFT)):
             written += 1
-            at = r * stride
+            at = r * words
             if rows[r, ROW_SEQ] < 0:
                 out[at] = 0
                 continue
-            out[at] = 2 if rows[r, ROW_FIRED] != 0 else 1
-            at += 1
+            for k in range(1, words):
+                out[at + k] = 0
+            out[at] = np.uint64(2 if rows[r, ROW_FIRED] != 0 else 1)
             for j in range(columns.shape[0]):
                 v = np.uint64(rows[r, columns[j]]) - np.uint64(bases[j])
                 if steps[j] > 1:
                     if v % np.uint64(steps[j]) != 0:
                         return -1
                     v = v // np.uint64(steps[j])
-                if not _put_bytes(out, at, v, widths[j]):
+                if widths[j] < 8 and (v >> np.uint64(8 * widths[j])) != 0:
                     return -1
-                at += widths[j]
+                out[at + word_of[j]] |= v << np.uint64(shift_of[j])
     return written
 
 
 @njit(cache=True, nogil=True)
 def compact_mirror(
-    src: Any, n_rows: int, widths: Int64Array, stride: int, out: Any, out_starts: Int64Array,
-    fired_at: int,
+    src: Any, n_rows: int, widths: Int64Array, word_of: Int64Array, shift_of: Int64Array,
+    words: int, out: Any, out_starts: Int64Array, fired_at: int,
 ) -> int:  # fmt: skip
     """The live rows of a mirror (``mirror_rows``) of ``n_rows`` rows, in order, into
     ``out`` (uint8) column by column: column ``j`` from byte ``out_starts[j]`` (a multiple
@@ -275,16 +252,22 @@ def compact_mirror(
     o16, o32, o64 = out.view(np.uint16), out.view(np.uint32), out.view(np.uint64)
     m = 0
     for r in range(n_rows):
-        at = r * stride
-        status = src[at]
+        at = r * words
+        status = src[at] & np.uint64(0xFF)
         if status == 0:
             continue
-        out[fired_at + m] = status - 1
-        at += 1
+        out[fired_at + m] = np.uint8(status - np.uint64(1))
         for j in range(widths.shape[0]):
+            v = src[at + word_of[j]] >> np.uint64(shift_of[j])
             w = widths[j]
-            _put(out, o16, o32, o64, out_starts[j], m, _get_bytes(src, at, w), w)
-            at += w
+            if w == 1:
+                out[out_starts[j] + m] = np.uint8(v & np.uint64(0xFF))
+            elif w == 2:
+                o16[(out_starts[j] >> 1) + m] = np.uint16(v & np.uint64(0xFFFF))
+            elif w == 4:
+                o32[(out_starts[j] >> 2) + m] = np.uint32(v & np.uint64(0xFFFFFFFF))
+            else:
+                o64[(out_starts[j] >> 3) + m] = v
         m += 1
     return m
 

@@ -505,6 +505,8 @@ class _AggregatePaneLog(_PaneStore):
         self.blocks = pl.log_blocks(0)
         #: the mirrors of the rows the barriers brought up to date (``mirror``), at most two
         self._mirrors: list[_Mirror] = []
+        #: the bases, steps and widths of the last mirror (``mirror``)
+        self._packing: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         #: the columns a mirror packs: all but the creation seq, and fired (its status)
         self._picked = np.array([*_MIRRORED, *range(wk.ROW_SLOTS, wk.ROW_SLOTS + mi + mf)], np.int64)
         self.generation = 0  # ``_use``: names the rows' layout, which a compaction changes
@@ -611,38 +613,52 @@ class _AggregatePaneLog(_PaneStore):
         self._mirrors = ours
         mirror = next((m for m in sorted(ours, key=lambda m: -m.epoch) if space.take_again(m.array)), None)
         written = -1
+        # the last mirror's bases and widths, else each column's bounds
+        packings = [self._packing, None] if self._packing is not None else [None]
         if mirror is not None:
             written = pl.mirror_rows(
                 self.rows, n_rows, self.blocks, mirror.epoch, self._picked, *mirror.packing()
             )
-            if written < 0:  # a value no longer fits: lay it out anew
+            if written < 0:  # a value no longer fits: lay it out anew, with bounds
                 space.give_back(mirror.array)
                 self._mirrors.remove(mirror)
-        if written < 0:
-            mirror = self._new_mirror(space, n_rows)
+                packings = [None]
+        for packing in packings if written < 0 else ():
+            mirror = self._new_mirror(space, n_rows, packing)
             written = pl.mirror_rows(self.rows, n_rows, self.blocks, -1, self._picked, *mirror.packing())
-            assert written == n_rows, "rows mirrored within their own bounds"
-            self._mirrors.append(mirror)
-        assert mirror is not None
+            if written >= 0:
+                self._mirrors.append(mirror)
+                break
+            space.give_back(mirror.array)
+        assert mirror is not None and written >= 0, "rows mirrored within their own bounds"
+        self._packing = mirror.layout().bases, mirror.layout().steps, mirror.layout().widths
         mirror.epoch = epoch
         return mirror.layout(), n_rows, written
 
-    def _new_mirror(self, space: unforked.CopySpace, n_rows: int) -> _Mirror:
-        """A mirror laid out for this log's rows with each column's bounds, in a mapping of
-        ``space`` (taken), holding nothing yet."""
-        picked = self._picked
-        low, high = np.zeros(len(picked), np.int64), np.zeros(len(picked), np.int64)
-        pl.live_bounds(self.rows, n_rows, picked, low, high)
-        steps = np.array([self.slide if c == wk.ROW_START else 1 for c in picked.tolist()], np.int64)
-        widths = np.array(
-            [
-                np.dtype(narrowest((int(h) - int(lo)) // int(st))).itemsize
-                for lo, h, st in zip(low, high, steps)
-            ],
-            np.int64,
-        )
-        words = pl.mirror_words(widths)[2] * len(self.rows)  # room for every row the log can hold
-        return _Mirror(space.take(max(words, 1)), self.generation, low, steps, widths)
+    def _new_mirror(
+        self,
+        space: unforked.CopySpace,
+        n_rows: int,
+        packing: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+    ) -> _Mirror:
+        """A mirror for this log's rows with these bases, steps and widths, else each
+        column's bounds, in a mapping of ``space`` (taken), holding nothing yet. After a
+        compaction the last mirror's fit the same values: one read of the rows, not two."""
+        if packing is None:
+            picked = self._picked
+            low, high = np.zeros(len(picked), np.int64), np.zeros(len(picked), np.int64)
+            pl.live_bounds(self.rows, n_rows, picked, low, high)
+            steps = np.array([self.slide if c == wk.ROW_START else 1 for c in picked.tolist()], np.int64)
+            widths = np.array(
+                [
+                    np.dtype(narrowest((int(h) - int(lo)) // int(st))).itemsize
+                    for lo, h, st in zip(low, high, steps)
+                ],
+                np.int64,
+            )
+            packing = (low, steps, widths)
+        words = pl.mirror_words(packing[2])[2] * len(self.rows)  # room for every row the log can hold
+        return _Mirror(space.take(max(words, 1)), self.generation, *packing)
 
     def first_live_key(self) -> int | None:
         """The key of the first live pane, if any."""

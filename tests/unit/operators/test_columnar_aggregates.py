@@ -389,3 +389,25 @@ def test_a_barrier_packs_only_the_blocks_of_the_pane_log_written_since_the_mirro
     before = packed()
     assert_holds(take_barrier(run), log.export())
     assert packed() == before
+
+
+def test_after_a_compaction_a_barrier_packs_every_row_with_the_last_mirrors_widths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A compaction moves the rows, so the next barrier packs every one of them; their values
+    are those the last mirror held, so it lays them out with that mirror's bases and widths
+    without reading the rows' bounds first."""
+    run, _, _ = pane_log_run()
+    log = run.op.panes
+    packed = lambda: run.op.statistics()["barrier_rows_packed"]  # noqa: E731
+    assert_holds(take_barrier(run), log.export())
+    run.op.process_batch(Batch(TupleColumns([np.arange(5), np.ones(5, np.int64)]), np.full(5, 1_000)))
+    run.watermark(20_999)  # most panes fire and are gone: dead rows
+    log._relayout(len(log.rows))  # as ``_reserve`` does when the rows are full
+    bounds_read = []
+    real_bounds = pl.live_bounds
+    monkeypatch.setattr(pl, "live_bounds", lambda *a: bounds_read.append(1) or real_bounds(*a))
+    before = packed()
+    assert_holds(take_barrier(run), log.export())
+    assert packed() - before == int(log.state[pl.ROWS]) == log.live
+    assert not bounds_read

@@ -602,10 +602,10 @@ class _AggregatePaneLog(_PaneStore):
     def mirror(self, space: unforked.CopySpace) -> tuple[MirrorLayout, int, int]:
         """At a barrier: the rows in use as the mirror in a mapping of ``space`` holds them
         (``pl.mirror_rows``), brought up to date by packing only the blocks written since
-        that mapping last held them, else every block (after a compaction, or when a value
-        no longer fits the mirror's widths: then with each column's bounds). Returns the
-        mirror's layout, the rows in use and the rows packed. The mapping stays taken until
-        ``space.give_back``."""
+        that mapping last held them, else every block: after a compaction (with the last
+        mirror's widths) or when a value no longer fits them (with each column's bounds).
+        Returns the mirror's layout, the rows in use and the rows packed. The mapping stays
+        taken until ``space.give_back``."""
         n_rows = int(self.state[pl.ROWS])
         epoch = int(self.state[pl.EPOCH])
         self.state[pl.EPOCH] = epoch + 1  # writes from now on are after this mirror

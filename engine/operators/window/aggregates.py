@@ -745,7 +745,8 @@ _MIRRORED = (wk.ROW_START, wk.ROW_KEY, wk.ROW_COUNT)
 
 def _column_starts(rows: int, widths: np.ndarray) -> tuple[np.ndarray, int, int]:
     """Where each column of ``rows`` values of these widths starts in one buffer (each on 8
-    bytes), then a byte per row; returns the starts, the last column's and the bytes."""
+    bytes), followed by a column of a byte per row; returns the columns' starts, that last
+    column's start and the buffer's bytes."""
     starts = np.zeros(len(widths), np.int64)
     at = 0
     for j, w in enumerate(widths.tolist()):

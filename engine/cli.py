@@ -457,7 +457,10 @@ def cluster() -> None:
     help="jobmanager.rpc.port (default 6123; 0: any free port).",
 )
 @click.option("--address", help="jobmanager.rpc.address to bind (default 127.0.0.1).")
-@click.option("--rest-port", type=click.IntRange(min=0, max=65535), help="rest.port of the dashboard.")
+@click.option(
+    "--rest-port", type=click.IntRange(min=0, max=65535),
+    help="rest.port: where the JobManager serves the dashboard (default 8081; 0: any free port).",
+)  # fmt: skip
 @click.option("-D", "dynamic", multiple=True, metavar="KEY=VALUE", help="Any other Flink key.")
 def cluster_start(
     taskmanagers: int, slots: int | None, port: int | None, address: str | None,

@@ -32,10 +32,11 @@ A TaskManager started by hand (``python -m weir.cluster.entrypoint taskmanager
 deployment. A JobManager that dies takes its jobs with it; their retained checkpoints
 resume with ``weir run -s``.
 
-With ``rest.port`` set (``weir cluster start --rest-port``) the JobManager serves the
-dashboard (``weir.cluster.web``) for its jobs; its URL is in ``jobmanager.json``. Tasks in
-TaskManager processes report their metrics when they end, so a running job's vertices show
-no live record counts or back pressure yet. ``REST_HOOK``, when set, replaces it:
+The JobManager serves the dashboard (``weir.cluster.web``) for its jobs at ``rest.port``
+(``weir cluster start --rest-port``; 8081 unless set, as Flink's JobManager does; 0 takes a
+free port), bound to ``rest.bind-address`` (loopback unless set); its URL is in
+``jobmanager.json``. A port in use ends the JobManager, and its TaskManagers with it, as it
+starts, and ``weir cluster start`` reports it. ``REST_HOOK``, when set, replaces it:
 ``REST_HOOK(cluster, rest_port)`` is started in the JobManager's nursery.
 """
 
@@ -184,11 +185,8 @@ def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
     from weir.cluster.client import busy_poll_min_load
     from weir.cluster.minicluster import ClusterConfig
     from weir.common import config_options as opts
-    from weir.common.configuration import Configuration
 
-    conf = Configuration()
-    for key, value in keys.items():
-        conf.set_string(key, str(value))
+    conf = _configuration(keys)
     return ClusterConfig(
         taskmanagers=int(conf.get_option(opts.NUMBER_OF_TASKMANAGERS)),
         slots_per_taskmanager=int(conf.get_option(opts.SLOTS_PER_TASKMANAGER) or 1),
@@ -203,6 +201,22 @@ def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
         working_dir=str(rpc.cluster_dir() / "work"),
         busy_poll_min_load=busy_poll_min_load(conf),
     )
+
+
+def rest_port_of(keys: dict[str, Any]) -> int:
+    """The port the JobManager serves the dashboard at: ``rest.port``, else Flink's 8081."""
+    from weir.common import config_options as opts
+
+    return int(_configuration(keys).get_option(opts.REST_PORT))
+
+
+def _configuration(keys: dict[str, Any]) -> Any:
+    from weir.common.configuration import Configuration
+
+    conf = Configuration()
+    for key, value in keys.items():
+        conf.set_string(key, str(value))
+    return conf
 
 
 async def run_jobmanager(keys: dict[str, Any]) -> None:
@@ -221,16 +235,16 @@ async def run_jobmanager(keys: dict[str, Any]) -> None:
                 "port": cluster.endpoint.port,
                 "pid": os.getpid(),
             }
-            rest_port = keys.get("rest.port")
+            rest_port = rest_port_of(keys)
             if REST_HOOK is not None:
                 await nursery.start(REST_HOOK, cluster, rest_port)
-            elif rest_port is not None:  # the dashboard, as `weir run --web` serves it
+            else:  # the dashboard, as `weir run --web` serves it
                 from weir.cluster.web.server import run_web_monitor
 
                 bind = str(keys.get("rest.bind-address", "127.0.0.1"))
                 view: Any = cluster  # a ClusterView: jobs, resource_manager, task_executors
                 address["dashboard"] = await nursery.start(
-                    functools.partial(run_web_monitor, view, bind, int(rest_port))
+                    functools.partial(run_web_monitor, view, bind, rest_port)
                 )
             private_files.write_private(rpc.cluster_dir() / ADDRESS_FILE, json.dumps(address).encode())
             await dispatcher.shutdown.wait()
@@ -243,6 +257,10 @@ def run_jobmanager_process(config_path: str | None) -> int:
     keys = json.loads(private_files.read_private(path, max_bytes=1 << 20))
     try:
         trio.run(run_jobmanager, keys)
+    except BaseExceptionGroup as group:  # e.g. the dashboard's port in use: one line, not a trace
+        from weir.cluster.task_executor import first_cause
+
+        raise first_cause(group) from None
     finally:
         (rpc.cluster_dir() / ADDRESS_FILE).unlink(missing_ok=True)
     return 0
@@ -278,6 +296,7 @@ def start_cluster(keys: dict[str, Any], timeout_s: float = 180.0) -> dict[str, A
             "stop it first with `weir cluster stop`"
         )
     cluster_config_from_keys(keys)  # bad keys are reported here, not in the background
+    rest_port_of(keys)
     rpc.create_cluster_secret()
     directory = rpc.cluster_dir()
     (directory / ADDRESS_FILE).unlink(missing_ok=True)
@@ -306,8 +325,8 @@ def start_cluster(keys: dict[str, Any], timeout_s: float = 180.0) -> dict[str, A
         if process.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
             raise UsageError(
-                f"the JobManager exited with status {process.returncode} before its TaskManagers "
-                f"registered; last lines of {log_path}:\n" + "\n".join(tail)
+                f"the JobManager exited with status {process.returncode} while starting; "
+                f"last lines of {log_path}:\n" + "\n".join(tail)
             )
         time.sleep(0.05)  # waits for the address file: the event is another process's write
     process.kill()

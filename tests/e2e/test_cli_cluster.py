@@ -108,6 +108,23 @@ def children(pid: int) -> list[int]:
     ]
 
 
+def _processes_of(home: Path) -> list[int]:
+    """Live weir cluster processes started with ``WEIR_HOME=home``."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if (
+                proc.name.isdigit()
+                and b"weir.cluster.entrypoint" in (proc / "cmdline").read_bytes()
+                and f"WEIR_HOME={home}".encode() in (proc / "environ").read_bytes().split(b"\0")
+                and alive(int(proc.name))
+            ):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def _ppid(proc: Path) -> int:
     try:
         return int((proc / "stat").read_text().split(") ", 1)[1].split()[1])
@@ -230,7 +247,7 @@ def test_a_jobmanager_that_dies_takes_its_jobs_along_and_weir_run_s_resumes_them
             [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=300
         )
 
-    started = weir("cluster", "start", "--port", "0", "--slots", "2")
+    started = weir("cluster", "start", "--port", "0", "--slots", "2", "--rest-port", "0")
     assert started.returncode == 0, started.stderr
     address = json.loads((tmp_path / "home" / "cluster" / "jobmanager.json").read_text())
     jobmanager = address["pid"]
@@ -256,3 +273,31 @@ def test_a_jobmanager_that_dies_takes_its_jobs_along_and_weir_run_s_resumes_them
     resumed = weir("run", str(job), "--no-live", "-s", path)
     assert resumed.returncode == 0, resumed.stderr
     assert committed_lines(out) == expected_lines()
+
+
+def test_a_cluster_whose_dashboard_port_is_taken_does_not_start_and_says_which_port(tmp_path: Path) -> None:
+    import socket
+
+    from weir.cluster.standalone import rest_port_of
+
+    assert rest_port_of({}) == 8081  # Flink's rest.port, served unless set otherwise
+    home = tmp_path / "home"
+    env = {**os.environ, "WEIR_HOME": str(home)}
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "weir.cli", "cluster", "start", "--port", "0", "--rest-port", str(port)],
+            capture_output=True, text=True, env=env, timeout=300,
+        )  # fmt: skip
+    assert done.returncode != 0
+    assert f"the dashboard's address 127.0.0.1:{port} is in use" in done.stderr, done.stderr
+    assert "--rest-port N" in done.stderr and "Traceback" not in done.stderr
+    assert not (home / "cluster" / "jobmanager.json").exists()
+    poll(lambda: not _processes_of(home), "the cluster's processes to exit with their JobManager", 60)
+    bad = subprocess.run(
+        [sys.executable, "-m", "weir.cli", "cluster", "start", "--port", "0", "-D", "rest.port=web"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )  # fmt: skip
+    assert bad.returncode != 0 and "rest.port: expected an integer, got 'web'" in bad.stderr, bad.stderr

@@ -202,7 +202,7 @@ async def run_web_monitor(
             reason = "is in use" if error.errno == errno.EADDRINUSE else f"cannot be bound ({error.strerror})"
             raise UsageError(
                 f"the dashboard's address {bind_address}:{port} {reason}; choose another rest.port "
-                "(weir run --web-port N, or 0 for any free port)"
+                "(weir run --web-port N or weir cluster start --rest-port N; 0 for any free port)"
             ) from None
         nursery.start_soon(_run_sampler, cluster, sampler, sample_interval_s)
         bound_port = binds[0].rstrip("/").rsplit(":", 1)[1]

@@ -189,6 +189,10 @@ def format_process_report(report: dict[str, Any]) -> str:
             f"{way:<15}{report['one_process'][way]:>12,.0f} e/s{report['processes'][way]:>12,.0f} e/s"
             f"{report['ratio'][way]:>7.2f}x"
         )
+    if p.get("repeat", 1) > 1:  # how far the rounds moved: each round's two runs side by side
+        for way in p["ways"]:
+            pairs = zip(report["one_process_runs"][way], report["processes_runs"][way], strict=True)
+            lines.append(f"{way} by round: " + ", ".join(f"{tm / one:.2f}x" for one, tm in pairs))
     return "\n".join(lines)
 
 

@@ -225,6 +225,7 @@ def test_rounds_alternate_one_process_and_processes_and_report_medians(
     assert report["one_process"] == {"columnar": 200.0} and report["processes"] == {"columnar": 180.0}
     assert report["one_process_runs"] == {"columnar": [100.0, 300.0, 200.0]}
     assert report["ratio"] == {"columnar": 0.9}
-    assert "median of 3 rounds" in pb.format_process_report(report)
+    text = pb.format_process_report(report)
+    assert "median of 3 rounds" in text and "columnar by round: 1.50x, 0.60x, 4.50x" in text
     with pytest.raises(UsageError, match="--repeat must be at least 1"):
         pb.run_process_bench(10_000, 10, 2, ("columnar",), repeat=0)

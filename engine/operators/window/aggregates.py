@@ -617,7 +617,7 @@ class _AggregatePaneLog(_PaneStore):
         packings = [self._packing, None] if self._packing is not None else [None]
         if mirror is not None:
             written = pl.mirror_rows(
-                self.rows, n_rows, self.blocks, mirror.epoch, self._picked, *mirror.packing()
+                self.rows, n_rows, self.blocks, mirror.epoch, self._picked, *mirror.layout.packing()
             )
             if written < 0:  # a value no longer fits: lay it out anew, with bounds
                 space.give_back(mirror.array)
@@ -625,15 +625,18 @@ class _AggregatePaneLog(_PaneStore):
                 packings = [None]
         for packing in packings if written < 0 else ():
             mirror = self._new_mirror(space, n_rows, packing)
-            written = pl.mirror_rows(self.rows, n_rows, self.blocks, -1, self._picked, *mirror.packing())
+            written = pl.mirror_rows(
+                self.rows, n_rows, self.blocks, -1, self._picked, *mirror.layout.packing()
+            )
             if written >= 0:
                 self._mirrors.append(mirror)
                 break
             space.give_back(mirror.array)
         assert mirror is not None and written >= 0, "rows mirrored within their own bounds"
-        self._packing = mirror.layout().bases, mirror.layout().steps, mirror.layout().widths
+        layout = mirror.layout
+        self._packing = layout.bases, layout.steps, layout.widths
         mirror.epoch = epoch
-        return mirror.layout(), n_rows, written
+        return layout, n_rows, written
 
     def _new_mirror(
         self,
@@ -786,13 +789,7 @@ class _Mirror:
         self.generation = generation
         self.epoch = -1
         flat = array.reshape(-1).view(np.uint64)
-        self._layout = MirrorLayout(array, flat, bases, steps, widths, *pl.mirror_words(widths))
-
-    def packing(self) -> tuple[Any, ...]:
-        return self._layout.packing()
-
-    def layout(self) -> MirrorLayout:
-        return self._layout
+        self.layout = MirrorLayout(array, flat, bases, steps, widths, *pl.mirror_words(widths))
 
 
 def compact_mirror(

@@ -174,12 +174,7 @@ async def run_job_graph(
     if cluster is not None:
         result = await _run_on(cluster, env, job_graph, collect_channels, on_submit)
     else:
-        config = cluster_config_for(env, job_graph)
-        if collect_channels and config.taskmanager_processes:
-            from weir.cluster.minicluster import COLLECT_ACROSS_PROCESSES
-
-            raise UsageError(COLLECT_ACROSS_PROCESSES)  # before any process starts
-        async with open_minicluster(config) as embedded:
+        async with open_minicluster(cluster_config_for(env, job_graph)) as embedded:
             result = await _run_on(embedded, env, job_graph, collect_channels, on_submit)
     outcome = result._result
     if outcome.status is JobStatus.FAILED:
@@ -366,7 +361,14 @@ def _savepoint_format(format_type: Any) -> str:
     return name
 
 
-def submit_stream_graph(env: Any, graph: StreamGraph) -> JobClient:
+def submit_stream_graph(env: Any, graph: StreamGraph) -> Any:
+    """``execute_async``: a JobClient of the job, which runs in a background thread here, or
+    with ``execution.target: remote`` on the standalone cluster (``standalone.submit_remote``)."""
+    settings = settings_of(env)
+    if settings.configuration.get_option(opts.EXECUTION_TARGET) == "remote":
+        from weir.cluster.standalone import submit_remote
+
+        return submit_remote(settings, graph)
     warm_up()
     return JobClient(env, generate_job_graph(graph))
 
@@ -375,35 +377,32 @@ _END = object()
 
 
 class CloseableIterator(_CloseableIteratorBase):
-    """Records of ``execute_and_collect``; close it (or use ``with``) to stop the job early."""
+    """Records of ``execute_and_collect``; close it (or use ``with``) to stop the job early.
 
-    def __init__(self, env: Any, job_graph: JobGraph, sink_node_id: int, capacity: int = 16) -> None:
+    ``produce(deliver)`` runs in a background thread under ``trio.run`` and runs the job,
+    awaiting ``deliver(records)`` for each list of records; the thread hands them over a
+    bounded queue, so a slow reader backpressures the job. Closing cancels ``produce``."""
+
+    def __init__(self, produce: Callable[[Callable[[list[Any]], Awaitable[None]]], Awaitable[None]],
+                 capacity: int = 16) -> None:  # fmt: skip
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=capacity)
         self._buffer: list[Any] = []
         self._closed = False
         self._error: BaseException | None = None
         self._token: trio.lowlevel.TrioToken | None = None
         self._scope: trio.CancelScope | None = None
-        self._thread = threading.Thread(
-            target=self._main, args=(env, job_graph, sink_node_id), daemon=True, name="weir-collect"
-        )
+        self._thread = threading.Thread(target=self._main, args=(produce,), daemon=True, name="weir-collect")
         self._thread.start()
 
-    def _main(self, env: Any, job_graph: JobGraph, sink_node_id: int) -> None:
-        async def forward(receive: trio.MemoryReceiveChannel[list[Any]]) -> None:
-            async with receive:
-                async for records in receive:
-                    await trio.to_thread.run_sync(self._queue.put, records, abandon_on_cancel=True)
+    async def _deliver(self, records: list[Any]) -> None:
+        await trio.to_thread.run_sync(self._queue.put, records, abandon_on_cancel=True)
 
+    def _main(self, produce: Callable[[Callable[[list[Any]], Awaitable[None]]], Awaitable[None]]) -> None:
         async def body() -> None:
             self._token = trio.lowlevel.current_trio_token()
-            send, receive = trio.open_memory_channel[list[Any]](0)
             with trio.CancelScope() as scope:
                 self._scope = scope
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(forward, receive)
-                    async with send:
-                        await run_job_graph(env, job_graph, {sink_node_id: send})
+                await produce(self._deliver)
 
         try:
             trio.run(body)
@@ -459,11 +458,38 @@ class CloseableIterator(_CloseableIteratorBase):
 
 def execute_and_collect(env: Any, graph: StreamGraph, sink_node_id: int, limit: int | None) -> Any:
     """Run ``graph`` in a background thread; its collect sink ``sink_node_id`` streams the records
-    back: a closeable iterator, or with ``limit`` a list of at most that many."""
+    back: a closeable iterator, or with ``limit`` a list of at most that many. With
+    ``execution.target: remote`` the job runs on the standalone cluster
+    (``weir.cluster.standalone.collect_remote``)."""
     if _in_trio():
         raise UsageError("execute_and_collect() was called inside a running Trio event loop")
+    settings = settings_of(env)
+    if settings.configuration.get_option(opts.EXECUTION_TARGET) == "remote":
+        from weir.cluster.standalone import collect_remote
+
+        return collected(collect_remote(settings, graph, sink_node_id), limit)
     warm_up()
-    iterator = CloseableIterator(settings_of(env), generate_job_graph(graph), sink_node_id)
+    job_graph = generate_job_graph(graph)
+
+    async def produce(deliver: Callable[[list[Any]], Awaitable[None]]) -> None:
+        send, receive = trio.open_memory_channel[list[Any]](0)
+        async with trio.open_nursery() as nursery:
+
+            async def forward() -> None:
+                async with receive:
+                    async for records in receive:
+                        await deliver(records)
+
+            nursery.start_soon(forward)
+            async with send:
+                await run_job_graph(settings, job_graph, {sink_node_id: send})
+
+    return collected(CloseableIterator(produce), limit)
+
+
+def collected(iterator: CloseableIterator, limit: int | None) -> Any:
+    """``iterator`` itself without ``limit``, else a list of its first ``limit`` records (the
+    job is cancelled once they arrived)."""
     if limit is None:
         return iterator
     with iterator:

@@ -16,6 +16,9 @@ interval and serves messages:
   ``checkpoint_metrics``, ``checkpoint_decline`` and ``recovery_note`` back, and run;
   the task's events go back as ``task_event`` (a failure with the exception as payload,
   an end with the task's statistics);
+- ``collect_ack``: the JobManager handed a ``collect`` message (the records of a collect
+  sink of ``execute_and_collect``, see ``RemoteCollectChannel``) to the job's collect
+  channel; the sink sends its next batch;
 - ``cancel``, ``trigger_checkpoint``, ``notify_checkpoint``, ``release_partition`` act on
   tasks and partitions of this process; unknown execution ids are ignored (an attempt
   that ended meanwhile);
@@ -155,9 +158,45 @@ def _kill_self() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _deployment_with_callbacks(deployment: Any, connection: rpc.RpcConnection, now_ms: Any) -> Any:
+class RemoteCollectChannel:
+    """A collect sink's channel in a TaskManager process: each batch of records goes to the
+    JobManager as a ``collect`` message, and ``send`` returns when the JobManager acknowledged
+    that the job's collect channel took it. One batch in flight per sink subtask, as the
+    channel in one process holds none: a client that reads slowly backpressures the job, and
+    a task that finishes has delivered every record it collected."""
+
+    def __init__(self, connection: rpc.RpcConnection, execution_id: str, node: int) -> None:
+        self.connection = connection
+        self.execution_id = execution_id
+        self.node = node
+        self._acked: trio.Event | None = None
+
+    async def send(self, records: list[Any]) -> None:
+        self._acked = acked = trio.Event()
+        self.connection.send_nowait(
+            {"type": "collect", "execution_id": self.execution_id, "node": self.node}, records
+        )
+        await acked.wait()
+
+    def on_ack(self) -> None:
+        if self._acked is None:
+            raise ProtocolViolation(
+                f"the JobManager acknowledged records of node {self.node} of {self.execution_id}, "
+                "which has none in flight"
+            )
+        self._acked.set()
+        self._acked = None
+
+
+def _deployment_with_callbacks(
+    deployment: Any, connection: rpc.RpcConnection, now_ms: Any, collectors: dict[tuple[str, int], Any]
+) -> Any:
     """The loaded deployment, with this process's clock and callbacks that report over RPC."""
     checkpointing = deployment.checkpoint_storage is not None
+    collect = {}
+    for node in deployment.collect_channels:
+        channel = RemoteCollectChannel(connection, deployment.execution_id, node)
+        collect[node] = collectors[(deployment.execution_id, node)] = channel
 
     def ack(execution_id: str, checkpoint_id: int, acks: Any, size: int) -> None:
         connection.send_nowait(
@@ -190,6 +229,7 @@ def _deployment_with_callbacks(deployment: Any, connection: rpc.RpcConnection, n
         on_checkpoint_metrics=metrics if checkpointing else None,
         on_checkpoint_decline=decline if checkpointing else None,
         on_recovery_note=note,
+        collect_channels=collect,
     )
 
 
@@ -217,6 +257,7 @@ async def run_taskmanager(
     executor = TaskExecutor(taskmanager_id, slots, network, None, collect_when_idle=True)
     now_ms = processing_time_source()
     injectors: dict[str, Any] = {}  # failure injectors by job id
+    collectors: dict[tuple[str, int], RemoteCollectChannel] = {}  # by execution id and node
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(connection.run_sender)
@@ -241,7 +282,7 @@ async def run_taskmanager(
                 if message.type == "peers":
                     _set_peers(tcp, taskmanager_id, message)
                     continue
-                _serve(message, executor, connection, now_ms, injectors)
+                _serve(message, executor, connection, now_ms, injectors, collectors)
             nursery.cancel_scope.cancel()
     finally:
         await connection.aclose()
@@ -274,7 +315,12 @@ async def _heartbeat(connection: rpc.RpcConnection, interval_s: float) -> None:
 
 
 def _serve(
-    message: rpc.Message, executor: Any, connection: rpc.RpcConnection, now_ms: Any, injectors: dict[str, Any]
+    message: rpc.Message,
+    executor: Any,
+    connection: rpc.RpcConnection,
+    now_ms: Any,
+    injectors: dict[str, Any],
+    collectors: dict[tuple[str, int], RemoteCollectChannel],
 ) -> None:
     from weir.network.events import CheckpointBarrier
 
@@ -295,9 +341,14 @@ def _serve(
                 blob=pack_exception(failure),
             )
             return
-        deployment = _deployment_with_callbacks(loaded, connection, now_ms)
+        deployment = _deployment_with_callbacks(loaded, connection, now_ms, collectors)
         deployment.failure_injector = _injector_for(deployment, executor, connection, injectors)
-        executor.submit_task(deployment, _reporter(executor, connection))
+        executor.submit_task(deployment, _reporter(executor, connection, collectors))
+    elif kind == "collect_ack":
+        key = (message.get("execution_id", str, "the JobManager"), message.get("node", int, "the JobManager"))
+        collector = collectors.get(key)
+        if collector is not None:  # else: an attempt that ended meanwhile
+            collector.on_ack()
     elif kind == "cancel":
         handle = executor.tasks.get(message.get("execution_id", str, "the JobManager"))
         if handle is not None:
@@ -330,9 +381,14 @@ def _serve(
         raise ProtocolViolation(f"the JobManager sent unknown message {kind!r}")
 
 
-def _reporter(executor: Any, connection: rpc.RpcConnection) -> Any:
+def _reporter(
+    executor: Any, connection: rpc.RpcConnection, collectors: dict[tuple[str, int], RemoteCollectChannel]
+) -> Any:
     def report(execution_id: str, event: str, exc: BaseException | None) -> None:
         header = {"type": "task_event", "execution_id": execution_id, "event": event}
+        if event in ("finish", "fail", "canceled"):
+            for key in [k for k in collectors if k[0] == execution_id]:
+                del collectors[key]
         if event == "fail":
             connection.send_nowait(header, blob=pack_exception(exc))
             return

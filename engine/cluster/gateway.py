@@ -54,7 +54,6 @@ Report = Callable[[str, str, BaseException | None], None]
 #: the callbacks and process-local objects a deployment loses on its way to another process
 _LOCAL_FIELDS: dict[str, Any] = {
     "processing_time_ms": None,
-    "collect_channels": {},
     "on_checkpoint_ack": None,
     "on_checkpoint_metrics": None,
     "on_checkpoint_decline": None,
@@ -67,15 +66,16 @@ class TaskManagerLost(JobExecutionError):
 
 
 def ship_deployment(deployment: TaskDeployment) -> bytes:
-    """The deployment as a payload another process can load (see the module docstring)."""
-    if deployment.collect_channels:
-        from weir.cluster.minicluster import COLLECT_ACROSS_PROCESSES
-
-        raise UsageError(COLLECT_ACROSS_PROCESSES)
+    """The deployment as a payload another process can load (see the module docstring). Its
+    collect channels travel as their node ids: the TaskManager process sends those nodes'
+    records back as ``collect`` messages (``entrypoint.RemoteCollectChannel``)."""
     injector = deployment.failure_injector
     if injector is not None:
         injector = injector.for_deployment(deployment.attempt_number)
-    return dumps(dataclasses.replace(deployment, **_LOCAL_FIELDS, failure_injector=injector))
+    collect = dict.fromkeys(deployment.collect_channels)
+    return dumps(
+        dataclasses.replace(deployment, **_LOCAL_FIELDS, failure_injector=injector, collect_channels=collect)
+    )
 
 
 def pack_exception(exc: BaseException | None) -> bytes:
@@ -164,6 +164,7 @@ class RemoteTaskExecutor:
         self.registered = trio.Event()
         self._outbox_send, self._outbox = trio.open_memory_channel[bytes](math.inf)
         self._codec: Any = None
+        self.nursery: trio.Nursery | None = None  # the attached connection's: collect forwarding
 
     # -- sending ---------------------------------------------------------------------------------
     def send(self, header: dict[str, Any], blob: bytes = b"") -> None:
@@ -266,6 +267,8 @@ class RemoteTaskExecutor:
                 execution_id, message.get("checkpoint_id", int), message.get("reason", str),
                 message.get("counts", bool),
             )  # fmt: skip
+        elif kind == "collect":
+            self._collect(d, execution_id, message)
         elif kind == "task_statistics":
             if handle.task is not None:
                 handle.task.last_statistics = message.load()
@@ -285,6 +288,31 @@ class RemoteTaskExecutor:
                 raise ProtocolViolation(f"TaskManager {self.taskmanager_id}: {exc}") from None
         elif kind not in ("checkpoint_ack", "checkpoint_metrics", "checkpoint_decline", "recovery_note"):
             raise ProtocolViolation(f"TaskManager {self.taskmanager_id} sent unknown message {kind!r}")
+
+    def _collect(self, deployment: TaskDeployment, execution_id: str, message: Message) -> None:
+        """Records of a collect sink in the process: handed to the job's collect channel by a
+        task of their own (a client that reads slowly holds back no other message of this
+        TaskManager), then acknowledged; the sink sends its next batch after the ack."""
+        node = message.get("node", int, f"TaskManager {self.taskmanager_id}")
+        channel = deployment.collect_channels.get(node)
+        if channel is None:
+            raise ProtocolViolation(
+                f"TaskManager {self.taskmanager_id} sent records of node {node} for {execution_id}, "
+                f"which collects none (collect nodes: {sorted(deployment.collect_channels) or 'none'})"
+            )
+        records = message.load()
+        if not isinstance(records, list):
+            raise ProtocolViolation(
+                f"TaskManager {self.taskmanager_id} sent collected records as {type(records).__name__}; "
+                "expected a list"
+            )
+        if self.nursery is not None:
+            self.nursery.start_soon(self._forward, channel, execution_id, node, records)
+
+    async def _forward(self, channel: Any, execution_id: str, node: int, records: list[Any]) -> None:
+        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+            await channel.send(records)  # else the collecting client is gone: its job is cancelled
+        self.send({"type": "collect_ack", "execution_id": execution_id, "node": node})
 
 
 class JobManagerEndpoint:
@@ -379,6 +407,7 @@ class JobManagerEndpoint:
         connection.name = f"TaskManager {tm_id}"
         reason = "its connection closed (the process died or exited)"
         async with trio.open_nursery() as nursery:
+            gateway.nursery = nursery
             nursery.start_soon(connection.run_sender)
             nursery.start_soon(gateway.run_outbox, connection)
             connection.send_nowait(

@@ -34,12 +34,6 @@ from weir.graph.plan import job_graph_to_json
 from weir.network.environment import Network, NetworkEnvironment, NetworkRegistry
 from weir.network.tcp import TcpNetwork
 
-COLLECT_ACROSS_PROCESSES = (
-    "execute_and_collect() needs the TaskManagers in the caller's process: its records stream into "
-    "the caller through in-process channels; set weir.taskmanager.processes to false, or write the "
-    "results with a sink (e.g. FileSink) instead"
-)
-
 
 @dataclass
 class ClusterConfig:
@@ -237,8 +231,6 @@ class MiniCluster:
         """Accept a job: persist its plan, start its JobMaster. Returns at once."""
         if self._nursery is None:
             raise UsageError("the cluster is not running")
-        if self.config.taskmanager_processes and settings.collect_channels:
-            raise UsageError(COLLECT_ACROSS_PROCESSES)
         job_id = job_id or secrets.token_hex(16)
         job_dir = self.working_dir / "jobs" / job_id
         job_dir.mkdir(parents=True, exist_ok=True)

@@ -47,8 +47,10 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,10 @@ import trio
 from weir import private_files
 from weir.cluster import rpc
 from weir.cluster.control import _alive
-from weir.errors import JobExecutionError, UsageError, WeirError
+from weir.common.completable_future import CompletableFuture
+from weir.common.job_client import JobClient as JobClientBase
+from weir.common.job_client import JobID
+from weir.errors import JobExecutionError, ProtocolViolation, UsageError, WeirError
 
 ADDRESS_FILE = "jobmanager.json"
 CONFIG_FILE = "config.json"
@@ -82,6 +87,7 @@ class Dispatcher:
             "cancel_job": self.on_cancel,
             "savepoint": self.on_savepoint,
             "wait_job": self.on_wait,
+            "job_status": self.on_status,
             "shutdown": self.on_shutdown,
         }
 
@@ -114,14 +120,58 @@ class Dispatcher:
             )
             return
         settings.processing_time_ms = processing_time_source()
+        collect = message.header.get("collect")
+        if collect is not None and (not isinstance(collect, int) or isinstance(collect, bool)):
+            await connection.send(
+                {"type": "error", "message": f"submit_job: collect must be a node id, got {collect!r}"}
+            )
+            return
+        records_in, records_out = trio.open_memory_channel[list[Any]](0)
+        settings.collect_channels = {} if collect is None else {collect: records_in}
         try:
             handle = self.cluster.submit(job_graph, settings)
         except WeirError as exc:
             await connection.send({"type": "error", "message": str(exc)})
             return
         await connection.send({"type": "submitted", "job_id": handle.job_id})
-        if message.header.get("wait"):
+        if collect is not None:
+            await self._stream_records(connection, handle, records_in, records_out)
+        elif message.header.get("wait"):
             await self._send_result(connection, handle)
+
+    async def _stream_records(
+        self,
+        connection: rpc.RpcConnection,
+        handle: Any,
+        records_in: trio.MemorySendChannel[list[Any]],
+        records_out: trio.MemoryReceiveChannel[list[Any]],
+    ) -> None:
+        """``execute_and_collect`` on this cluster: the collect sink's records go to the client
+        as ``records`` messages, then the job's ``job_result``. The client's socket paces the
+        job (a client that reads slowly fills it, and the sink waits); a client that goes away
+        (its iterator closed) cancels the job, as closing Flink's collect iterator does."""
+
+        async def close_at_the_end() -> None:
+            await handle.wait()  # every sink subtask delivered its records before it finished
+            await records_in.aclose()
+
+        async def cancel_when_the_client_leaves() -> None:
+            request = await connection.receive()
+            handle.cancel()
+            if request is not None:
+                raise ProtocolViolation(f"a collecting client sent {request.type!r}; expected nothing")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(close_at_the_end)
+            nursery.start_soon(cancel_when_the_client_leaves)
+            try:
+                async for records in records_out:
+                    await connection.send({"type": "records"}, records)
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                handle.cancel()
+                raise
+            await self._send_result(connection, handle)
+            nursery.cancel_scope.cancel()
 
     async def on_wait(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
         try:
@@ -154,6 +204,12 @@ class Dispatcher:
             for job_id, h in self.cluster.jobs.items()
         ]
         await connection.send({"type": "jobs", "jobs": jobs})
+
+    async def on_status(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        async def work() -> Any:
+            return {"type": "status", "status": self._handle(message).job_master.job_status.name}, None
+
+        await self._answer(connection, work)
 
     async def on_cancel(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
         async def work() -> Any:
@@ -417,37 +473,199 @@ def _register_job_modules() -> None:
             cloudpickle.register_pickle_by_value(module)
 
 
+def _remote_address(settings: Any) -> tuple[str, int]:
+    from weir.common import config_options as opts
+
+    conf = settings.configuration
+    return str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)), int(conf.get_option(opts.JOBMANAGER_RPC_PORT))
+
+
+def _job_graph(graph: Any) -> Any:
+    """The job graph as the JobManager gets it: the job file's own modules travel by value."""
+    from weir.graph.job_graph import generate_job_graph
+
+    job_graph = generate_job_graph(graph)
+    _register_job_modules()
+    return job_graph
+
+
+async def _job_settings(settings: Any) -> Any:
+    """The job's settings as the JobManager gets them: without the caller's processing-time
+    clock (they read Trio's clock, so they are made in Trio; the JobManager uses its own)."""
+    import dataclasses
+
+    from weir.cluster.client import job_settings_for
+
+    return dataclasses.replace(job_settings_for(settings), processing_time_ms=_no_clock)
+
+
+def _unreachable(address: tuple[str, int], exc: OSError) -> UsageError:
+    return UsageError(f"cannot reach the JobManager at {address[0]}:{address[1]}: {exc}")
+
+
 def execute_remote(settings: Any, graph: Any) -> Any:
     """``env.execute()`` with ``execution.target: remote``: submit to the JobManager at
     jobmanager.rpc.address/port and wait for the job's end."""
-    import dataclasses
-
-    from weir.cluster.client import JobExecutionResult, job_settings_for
+    from weir.cluster.client import JobExecutionResult
     from weir.cluster.job_master import raise_for_result
-    from weir.common import config_options as opts
-    from weir.graph.job_graph import generate_job_graph
 
-    conf = settings.configuration
-    address = (
-        str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)),
-        int(conf.get_option(opts.JOBMANAGER_RPC_PORT)),
-    )
-    job_graph = generate_job_graph(graph)
-    _register_job_modules()
+    address = _remote_address(settings)
+    job_graph = _job_graph(graph)
 
     async def submit() -> list[rpc.Message]:
-        # the settings read Trio's clock; the JobManager gets them without it and uses its own
-        job_settings = dataclasses.replace(job_settings_for(settings), processing_time_ms=_no_clock)
         header = {"type": "submit_job", "wait": True}
-        return await _exchange(header, (job_graph, job_settings), address, 2)
+        return await _exchange(header, (job_graph, await _job_settings(settings)), address, 2)
 
     try:
         _submitted, finished = trio.run(submit)
     except OSError as exc:
-        raise UsageError(f"cannot reach the JobManager at {address[0]}:{address[1]}: {exc}") from None
+        raise _unreachable(address, exc) from None
     result, stats = finished.load()
     raise_for_result(result)
     return JobExecutionResult(result, stats)
+
+
+def collect_remote(settings: Any, graph: Any, sink_node_id: int) -> Any:
+    """``execute_and_collect()`` with ``execution.target: remote``: the job runs on the
+    cluster and its collect sink's records stream back over this client's connection
+    (``Dispatcher._stream_records``). Closing the iterator closes the connection, and the
+    JobManager cancels the job."""
+    from weir.cluster.client import CloseableIterator
+    from weir.cluster.job_master import raise_for_result
+
+    address = _remote_address(settings)
+    job_graph = _job_graph(graph)
+
+    async def produce(deliver: Callable[[list[Any]], Any]) -> None:
+        job_settings = await _job_settings(settings)
+        try:
+            connection = await rpc.connect(address[0], address[1], rpc.read_cluster_secret(), "client")
+        except OSError as exc:
+            raise _unreachable(address, exc) from None
+        try:
+            header = {"type": "submit_job", "collect": sink_node_id}
+            await connection.send(header, (job_graph, job_settings))
+            while (reply := await connection.receive()) is not None:
+                if reply.type == "error":
+                    raise UsageError(str(reply.header.get("message")))
+                if reply.type == "records":
+                    records = reply.load()
+                    if not isinstance(records, list):
+                        raise ProtocolViolation(
+                            f"the JobManager sent records as {type(records).__name__}; expected a list"
+                        )
+                    await deliver(records)
+                elif reply.type == "job_result":
+                    result, _stats = reply.load()
+                    raise_for_result(result)
+                    return
+                elif reply.type != "submitted":
+                    raise ProtocolViolation(f"the JobManager sent {reply.type!r} to a collecting client")
+            raise JobExecutionError(
+                f"the JobManager at {address[0]}:{address[1]} closed the connection before the job ended"
+            )
+        finally:
+            await connection.aclose()
+
+    return CloseableIterator(produce)
+
+
+def submit_remote(settings: Any, graph: Any) -> RemoteJobClient:
+    """``execute_async()`` with ``execution.target: remote``: submit the job and return at once
+    with a client for it; the job runs on the cluster whatever the caller does next."""
+    address = _remote_address(settings)
+    job_graph = _job_graph(graph)
+
+    async def submit() -> list[rpc.Message]:
+        return await _exchange({"type": "submit_job"}, (job_graph, await _job_settings(settings)), address, 1)
+
+    try:
+        (submitted,) = trio.run(submit)
+    except OSError as exc:
+        raise _unreachable(address, exc) from None
+    return RemoteJobClient(submitted.get("job_id", str, "the JobManager"), address)
+
+
+class RemoteJobClient(JobClientBase):
+    """A job on the standalone cluster (PyFlink's JobClient of a remote environment): every
+    call is one request to the JobManager."""
+
+    def __init__(self, job_id: str, address: tuple[str, int]) -> None:
+        self._job_id = job_id
+        self._address = address
+
+    def _request(self, header: dict[str, Any], replies: int = 1) -> list[rpc.Message]:
+        return request({**header, "job_id": self._job_id}, address=self._address, replies=replies)
+
+    def get_job_id(self) -> JobID:
+        return JobID(self._job_id)
+
+    def get_job_status(self) -> CompletableFuture:
+        """The job's status now, asked of the JobManager (a future done at once)."""
+        from weir.graph.status import JobStatus
+
+        (reply,) = self._request({"type": "job_status"})
+        return CompletableFuture.completed(JobStatus[reply.get("status", str, "the JobManager")])
+
+    def cancel(self) -> None:
+        self._request({"type": "cancel_job"})
+
+    def _savepoint(self, directory: str | None, format_type: Any, stop: str | None) -> Future:
+        from weir.cluster.client import _savepoint_format
+
+        future: Future = Future()
+        header = {"type": "savepoint", "target": directory, "format": _savepoint_format(format_type),
+                  "stop": stop}  # fmt: skip
+        try:
+            (reply,) = self._request(header)
+        except WeirError as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(reply.get("path", str, "the JobManager"))
+        return future
+
+    def trigger_savepoint(
+        self, savepoint_directory: str | None = None, format_type: Any = "canonical"
+    ) -> Future:
+        """Take a savepoint while the job goes on; ``.result()`` is its directory."""
+        return self._savepoint(savepoint_directory, format_type, None)
+
+    def stop_with_savepoint(
+        self,
+        advance_to_end_of_event_time: bool = False,
+        savepoint_directory: str | None = None,
+        format_type: Any = "canonical",
+    ) -> Future:
+        """Take a savepoint and end the job; with ``advance_to_end_of_event_time`` event time ends first."""
+        stop = "drain" if advance_to_end_of_event_time else "no_drain"
+        return self._savepoint(savepoint_directory, format_type, stop)
+
+    def get_job_execution_result(self) -> CompletableFuture:
+        """A future of the job's JobExecutionResult: ``.result(timeout_s)`` waits for the job's end
+        (asked of the JobManager from a thread of its own) and raises its failure."""
+        from weir.cluster.client import JobExecutionResult
+        from weir.cluster.job_master import raise_for_result
+
+        def wait() -> Any:
+            from weir.graph.status import JobStatus
+
+            (finished,) = self._request({"type": "wait_job"})
+            result, stats = finished.load()
+            raise_for_result(result)
+            if result.status is JobStatus.CANCELED:  # as the JobClient of a job in this process
+                raise JobExecutionError(f"job '{result.job_name}' ({result.job_id}) was cancelled")
+            return JobExecutionResult(result, stats)
+
+        future: Future = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(wait())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        threading.Thread(target=run, daemon=True, name="weir-remote-result").start()
+        return CompletableFuture(future)
 
 
 def _no_clock() -> int:
@@ -463,10 +681,11 @@ class RemoteExecutor:
         return client.execute_stream_graph(settings, graph)  # looked up now: `weir run` records it
 
     def execute_async(self, graph: Any, settings: Any) -> Any:
-        raise UsageError("execute_async() on a remote cluster is not supported yet; use execute()")
+        from weir.cluster import client
+
+        return client.submit_stream_graph(settings, graph)
 
     def execute_and_collect(self, graph: Any, settings: Any, sink_node_id: int, limit: int | None) -> Any:
-        raise UsageError(
-            "execute_and_collect() streams records into the caller's process and does not reach a "
-            "remote cluster; write the results with a sink (e.g. FileSink) instead"
-        )
+        from weir.cluster import client
+
+        return client.execute_and_collect(settings, graph, sink_node_id, limit)

@@ -301,3 +301,122 @@ def test_a_cluster_whose_dashboard_port_is_taken_does_not_start_and_says_which_p
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert bad.returncode != 0 and "rest.port: expected an integer, got 'web'" in bad.stderr, bad.stderr
+
+
+CLIENT = """
+import json, sys, time
+from weir.common import Configuration, Types, WatermarkStrategy
+from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
+
+conf = Configuration()
+conf.set_string("execution.target", "remote")
+conf.set_string("jobmanager.rpc.address", {host!r})
+conf.set_string("jobmanager.rpc.port", "{port}")
+env = StreamExecutionEnvironment.get_execution_environment(conf)
+env.set_parallelism(2)
+seen = {{}}
+pair = Types.TUPLE([Types.LONG(), Types.LONG()])
+
+
+def numbers(n):
+    return env.from_collection(list(range(n)), type_info=Types.LONG())
+
+
+def endless(name):
+    source = DataGeneratorSource(lambda i: i, 10_000_000, rate_limit=200.0, type_info=Types.LONG())
+    return env.from_source(source, WatermarkStrategy.no_watermarks(), name)
+
+
+sums = numbers(3_000).map(lambda x: (x % 7, x), output_type=pair).key_by(lambda t: t[0])
+seen["sums"] = sorted(sums.reduce(lambda a, b: (a[0], a[1] + b[1])).execute_and_collect("sums"))
+seen["first"] = endless("endless collect").execute_and_collect("endless collect", limit=3)
+
+
+def bad(x):
+    if x == 13:
+        raise ValueError("bad record 13")
+    return x
+
+
+try:
+    list(numbers(100).map(bad, output_type=Types.LONG()).execute_and_collect("failing"))
+except Exception as exc:
+    seen["failure"] = f"{{type(exc).__name__}}: {{exc}}"
+
+numbers(1_000).map(lambda x: x, output_type=Types.LONG()).add_sink(lambda x: None)
+bounded = env.execute_async("async bounded")
+result = bounded.get_job_execution_result().result(120)
+seen["bounded"] = [str(bounded.get_job_id()), result.get_job_status().name, bounded.get_job_status().result().name]
+
+endless("async endless").map(lambda x: x, output_type=Types.LONG()).add_sink(lambda x: None)
+running = env.execute_async("async endless")
+while running.get_job_status().result().name != "RUNNING":
+    time.sleep(0.1)
+savepoint = None
+while savepoint is None:  # the tasks may still be starting
+    try:
+        savepoint = running.trigger_savepoint({savepoints!r}).result()
+    except Exception:
+        time.sleep(0.2)
+seen["savepoint"] = savepoint
+running.cancel()
+try:
+    running.get_job_execution_result().result(120)
+except Exception as exc:
+    seen["cancelled"] = f"{{type(exc).__name__}}: {{exc}}"
+print(json.dumps(seen))
+"""
+
+
+def test_remote_scripts_collect_results_and_drive_jobs_they_submitted_without_waiting(tmp_path: Path) -> None:
+    """execute_and_collect() and execute_async() of a script whose target is the standalone
+    cluster, as PyFlink's remote environment runs them: the records of a job on two
+    TaskManager processes stream back to the script; a closed iterator cancels its job; a
+    failure reaches the script; a JobClient asks the JobManager for status, result,
+    savepoint and cancellation."""
+    home = tmp_path / "home"
+    env = {**os.environ, "WEIR_HOME": str(home)}
+
+    def weir(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [sys.executable, "-m", "weir.cli", *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        return done
+
+    weir("cluster", "start", "--port", "0", "--taskmanagers", "2", "--rest-port", "0")
+    address = json.loads((home / "cluster" / "jobmanager.json").read_text())
+    try:
+        script = tmp_path / "client.py"
+        savepoints = tmp_path / "savepoints"
+        script.write_text(
+            CLIENT.format(host=address["host"], port=address["port"], savepoints=str(savepoints))
+        )
+        ran = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert ran.returncode == 0, ran.stderr
+        seen = json.loads(ran.stdout.splitlines()[-1])
+        # a running sum per key, one record per input record; the order of the two sources'
+        # records differs from run to run, the last sum of a key and the count do not
+        counts: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for key, total in seen["sums"]:
+            counts[key] = counts.get(key, 0) + 1
+            last[key] = max(last.get(key, 0), total)
+        assert counts == {k: len(range(k, 3_000, 7)) for k in range(7)}
+        assert last == {k: sum(range(k, 3_000, 7)) for k in range(7)}
+        assert len(seen["first"]) == 3 and all(isinstance(n, int) for n in seen["first"])
+        assert seen["failure"].startswith("JobExecutionError") and "bad record 13" in seen["failure"]
+        job_id, status, status_after = seen["bounded"]
+        assert re.fullmatch(r"[0-9a-f]{32}", job_id) and status == status_after == "FINISHED"
+        assert (Path(seen["savepoint"]) / "_metadata").is_file()
+        listing = weir("list").stdout
+        (endless_id,) = re.findall(r"^([0-9a-f]{32})\s+async endless\s+CANCELED", listing, re.MULTILINE)
+        assert seen["cancelled"] == f"JobExecutionError: job 'async endless' ({endless_id}) was cancelled"
+        assert re.search(r"endless collect\s+CANCELED", listing), listing  # closing the iterator cancelled it
+        assert re.search(r"sums\s+FINISHED", listing) and re.search(r"failing\s+FAILED", listing), listing
+    finally:
+        weir("cluster", "stop")
+    poll(lambda: not _processes_of(home), "the cluster's processes to exit", 60)

@@ -8,12 +8,13 @@ import json
 import pickle
 import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import trio
 
 from weir.cluster import rpc
-from weir.cluster.gateway import JobManagerEndpoint
+from weir.cluster.gateway import JobManagerEndpoint, RemoteTaskHandle
 from weir.cluster.resource_manager import ResourceManager
 
 SECRET = rpc.new_secret()
@@ -92,3 +93,32 @@ async def test_a_malformed_message_closes_the_connection_naming_what_came() -> N
         nursery.cancel_scope.cancel()
     assert any("header that is not JSON: b'not json'" in v for v in endpoint.violations), endpoint.violations
     assert endpoint.gateways["tm"].connection is None  # the TaskManager is gone with its connection
+
+
+async def test_collected_records_reach_the_jobs_channel_and_records_of_another_node_close_the_connection() -> (
+    None
+):
+    """A TaskManager's ``collect`` message goes to the collect channel of its task's node and is
+    acknowledged; one naming a node that collects nothing is a protocol violation."""
+    async with trio.open_nursery() as nursery:
+        endpoint = await open_endpoint(nursery)
+        connection = await rpc.connect("127.0.0.1", endpoint.port, SECRET, "taskmanager")
+        await connection.send({"type": "register", "taskmanager_id": "tm", "slots": 1, "pid": 1})
+        assert (await connection.receive()).type == "registered"  # type: ignore[union-attr]
+        gateway = endpoint.gateways["tm"]
+        send, receive = trio.open_memory_channel[list[object]](0)
+        deployment = SimpleNamespace(execution_id="e1", collect_channels={7: send})
+        gateway.tasks["e1"] = RemoteTaskHandle(deployment, lambda *a: None, gateway)  # type: ignore[arg-type]
+        await connection.send({"type": "collect", "execution_id": "e1", "node": 7}, [("a", 1), ("b", 2)])
+        with trio.fail_after(30):
+            assert await receive.receive() == [("a", 1), ("b", 2)]
+            while (reply := await connection.receive()) is not None and reply.type != "collect_ack":
+                pass  # peers, ...
+        assert reply is not None and reply.header == {"type": "collect_ack", "execution_id": "e1", "node": 7}
+        await connection.send({"type": "collect", "execution_id": "e1", "node": 8}, [("c", 3)])
+        await until_closed(connection.stream)  # type: ignore[arg-type]
+        nursery.cancel_scope.cancel()
+    assert any(
+        "sent records of node 8 for e1, which collects none (collect nodes: [7])" in v
+        for v in endpoint.violations
+    ), endpoint.violations

@@ -27,10 +27,11 @@ from tests.integration.runtime.test_exactly_once import (
 )
 from weir.cluster.client import job_settings_for
 from weir.cluster.minicluster import ClusterConfig, open_minicluster
-from weir.common import Configuration, Types
+from weir.common import Configuration, Types, WatermarkStrategy
 from weir.datastream import StreamExecutionEnvironment
+from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.functions import SinkFunction
-from weir.errors import UsageError
+from weir.errors import JobExecutionError
 
 EVENTS = 40_000  # about 2 s at the source rate: several checkpoints complete
 TIMEOUT_S = 120  # generous: a failure, never a measurement
@@ -126,11 +127,46 @@ def test_a_taskmanager_process_runs_on_the_busy_poll_clock_of_the_job_s_keys(
     assert out.read_text().splitlines() == [seen]
 
 
-def test_execute_and_collect_refuses_taskmanager_processes_with_one_clear_error() -> None:
+def test_execute_and_collect_streams_records_back_from_taskmanager_processes() -> None:
+    """The collect sinks run in two TaskManager processes; their records come back over the
+    RPC, each subtask's in order, and tell which process made them."""
     env = processes_env()
-    numbers = env.from_collection([1, 2, 3], type_info=Types.LONG())
-    with pytest.raises(UsageError, match=r"execute_and_collect\(\) needs the TaskManagers in the caller's"):
-        list(numbers.execute_and_collect())
+    env.get_configuration().set_integer("local.number-taskmanager", 2)
+    env.set_parallelism(2)
+    pair = Types.TUPLE([Types.LONG(), Types.LONG()])
+    numbers = env.from_collection(list(range(5_000)), type_info=Types.LONG())
+    tagged = numbers.key_by(lambda n: n % 5).map(lambda n: (n, os.getpid()), output_type=pair)
+    records = list(tagged.execute_and_collect("collect across processes"))
+    assert sorted(n for n, _ in records) == list(range(5_000))
+    pids = {pid for _, pid in records}
+    assert len(pids) == 2 and os.getpid() not in pids  # both processes collected
+    for pid in pids:  # one sink subtask a process: its records arrive in the order it saw them
+        by_key: dict[int, list[int]] = {}
+        for n, p in records:
+            if p == pid:
+                by_key.setdefault(n % 5, []).append(n)
+        assert all(ns == sorted(ns) for ns in by_key.values())
+
+
+def test_a_closed_collect_iterator_cancels_its_job_on_taskmanager_processes() -> None:
+    env = processes_env()
+    source = DataGeneratorSource(lambda i: i, 10_000_000, rate_limit=500.0, type_info=Types.LONG())
+    endless = env.from_source(source, WatermarkStrategy.no_watermarks(), "numbers")
+    started = time.monotonic()
+    assert endless.execute_and_collect("endless", limit=4) == [0, 1, 2, 3]
+    assert time.monotonic() - started < TIMEOUT_S  # returned: the job was cancelled, its process stopped
+
+
+def test_a_failure_in_a_taskmanager_process_ends_the_collect_iterator_with_the_cause() -> None:
+    def bad(n: int) -> int:
+        if n == 13:
+            raise ValueError("bad record 13")
+        return n
+
+    env = processes_env()
+    numbers = env.from_collection(list(range(100)), type_info=Types.LONG())
+    with pytest.raises(JobExecutionError, match="bad record 13"):
+        list(numbers.map(bad, output_type=Types.LONG()).execute_and_collect("failing"))
 
 
 async def test_a_job_spread_over_two_taskmanager_processes_shuffles_over_tcp(tmp_path: Path) -> None:

@@ -10,15 +10,18 @@ cluster an in-process ``TaskExecutor``; with TaskManagers as processes a
 
 ``submit_task`` keeps the deployment (with its callbacks into the JobMaster) and sends a
 copy without them: ``ship_deployment`` drops what cannot cross a process (callbacks, the
-processing-time clock) and pickles the rest, user functions included, as a signed
-payload; a failure injector travels as a copy (``FailureInjector.for_deployment``) whose
-failures come back as ``injected_failure`` messages, recorded on the kept one. The TaskManager process rebuilds the callbacks as RPC
+processing-time clock, collect channels: their node ids travel) and pickles the rest,
+user functions included, as a signed payload; a failure injector travels as a copy
+(``FailureInjector.for_deployment``) whose failures come back as ``injected_failure``
+messages, recorded on the kept one. The TaskManager process rebuilds the callbacks as RPC
 messages (``entrypoint``); each message that comes back (``task_event``,
 ``checkpoint_ack``, ``checkpoint_metrics``, ``checkpoint_decline``, ``recovery_note``)
 is handed to the kept deployment's callback or the task's ``report``, so the JobMaster
-cannot tell a remote task from a local one; ``task_statistics`` (every second from a
-running task) becomes what the task's ``statistics()`` returns. Checkpoint triggers, notifications,
-cancellation and partition releases go out as messages.
+cannot tell a remote task from a local one; ``collect`` (a collect sink's records) goes
+to the kept deployment's collect channel, and ``collect_ack`` goes back once it was
+taken; ``task_statistics`` (every second from a running task) becomes what the task's
+``statistics()`` returns. Checkpoint triggers, notifications, cancellation and partition
+releases go out as messages.
 
 A gateway outlives its connections: messages are queued in its outbox, and whichever
 connection is attached sends them. When the connection ends (the process died, or its

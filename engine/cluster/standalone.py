@@ -18,10 +18,16 @@ Clients (``weir run --jobmanager``, a script with ``execution.target: remote``,
 
 - ``submit_job`` + payload (job graph, JobSettings without the caller's clock or collect
   channels) -> ``submitted`` {job_id}; with ``wait`` later ``job_result`` + payload
-  (JobResult, task statistics);
-- ``list_jobs`` -> ``jobs``; ``cancel_job`` -> ``ok``; ``savepoint`` {job_id, target,
-  format, stop} -> ``savepoint_done`` {path}; ``shutdown`` -> ``ok``, then the process
-  ends and its TaskManagers with it.
+  (JobResult, task statistics); with ``collect`` {node id} (``execute_and_collect``) the
+  node's records first, as ``records`` + payload (a list), and the job is cancelled when
+  the client closes the connection before its end;
+- ``list_jobs`` -> ``jobs``; ``job_status`` {job_id} -> ``status`` {status};
+  ``wait_job`` {job_id} -> ``job_result``; ``cancel_job`` -> ``ok``; ``savepoint``
+  {job_id, target, format, stop} -> ``savepoint_done`` {path}; ``shutdown`` -> ``ok``,
+  then the process ends and its TaskManagers with it.
+
+``execute_remote``, ``collect_remote`` and ``submit_remote`` are the clients of
+``execute()``, ``execute_and_collect()`` and ``execute_async()`` (``RemoteJobClient``).
 
 A request that cannot be met gets ``error`` {message}: the client raises it as one clear
 line. Only holders of the secret get past the handshake, so only the user who started

@@ -128,8 +128,8 @@ def test_a_taskmanager_process_runs_on_the_busy_poll_clock_of_the_job_s_keys(
 
 
 def test_execute_and_collect_streams_records_back_from_taskmanager_processes() -> None:
-    """The collect sinks run in two TaskManager processes; their records come back over the
-    RPC, each subtask's in order, and tell which process made them."""
+    """The maps run in two TaskManager processes and the collect sink (parallelism 1, as
+    Flink's) in one of them; its records come back over the RPC in the order it took them."""
     env = processes_env()
     env.get_configuration().set_integer("local.number-taskmanager", 2)
     env.set_parallelism(2)
@@ -139,8 +139,8 @@ def test_execute_and_collect_streams_records_back_from_taskmanager_processes() -
     records = list(tagged.execute_and_collect("collect across processes"))
     assert sorted(n for n, _ in records) == list(range(5_000))
     pids = {pid for _, pid in records}
-    assert len(pids) == 2 and os.getpid() not in pids  # both processes collected
-    for pid in pids:  # one sink subtask a process: its records arrive in the order it saw them
+    assert len(pids) == 2 and os.getpid() not in pids  # the maps ran in both processes
+    for pid in pids:  # each map's records of a key reached the sink, and the caller, in order
         by_key: dict[int, list[int]] = {}
         for n, p in records:
             if p == pid:

@@ -47,6 +47,7 @@ from weir.graph.stream_graph import StreamGraph
 from weir.loop.busy_poll import BusyPollClock, BusyPollPolicy
 from weir.loop.warmup import warm_up
 from weir.network.debloat import DebloatSettings
+from weir.operators.collect import CollectResults
 
 Observer = Callable[[MiniCluster, JobHandle], Awaitable[None]]
 _observer: Observer | None = None
@@ -470,21 +471,33 @@ def execute_and_collect(env: Any, graph: StreamGraph, sink_node_id: int, limit: 
         return collected(collect_remote(settings, graph, sink_node_id), limit)
     warm_up()
     job_graph = generate_job_graph(graph)
+    results = CollectResults(collect_guarantee(settings))
 
     async def produce(deliver: Callable[[list[Any]], Awaitable[None]]) -> None:
-        send, receive = trio.open_memory_channel[list[Any]](0)
+        send, receive = trio.open_memory_channel[tuple[Any, ...]](0)
         async with trio.open_nursery() as nursery:
 
             async def forward() -> None:
                 async with receive:
-                    async for records in receive:
-                        await deliver(records)
+                    async for message in receive:
+                        if records := results.take(message):
+                            await deliver(records)
 
             nursery.start_soon(forward)
             async with send:
                 await run_job_graph(settings, job_graph, {sink_node_id: send})
 
     return collected(CloseableIterator(produce), limit)
+
+
+def collect_guarantee(env: Any) -> str:
+    """What ``execute_and_collect`` promises across restarts (``weir.operators.collect``): the
+    job's checkpointing mode, or "none" without checkpointing, as Flink's collect iterator."""
+    settings = settings_of(env)
+    if settings.checkpoint_interval_ms <= 0:
+        return "none"
+    mode = str(settings.configuration.get_option(opts.CHECKPOINTING_MODE)).upper()
+    return "at_least_once" if mode == "AT_LEAST_ONCE" else "exactly_once"
 
 
 def collected(iterator: CloseableIterator, limit: int | None) -> Any:

@@ -159,8 +159,9 @@ def _kill_self() -> None:
 
 
 class RemoteCollectChannel:
-    """A collect sink's channel in a TaskManager process: each batch of records goes to the
-    JobManager as a ``collect`` message, and ``send`` returns when the JobManager acknowledged
+    """A collect sink's channel in a TaskManager process: each of its messages (a batch of
+    records, a commit, a restart: ``weir.operators.collect``) goes to the JobManager as a
+    ``collect`` message, and ``send`` returns when the JobManager acknowledged
     that the job's collect channel took it. One batch in flight per sink subtask, as the
     channel in one process holds none: a client that reads slowly backpressures the job, and
     a task that finishes has delivered every record it collected."""
@@ -171,10 +172,10 @@ class RemoteCollectChannel:
         self.node = node
         self._acked: trio.Event | None = None
 
-    async def send(self, records: list[Any]) -> None:
+    async def send(self, message: tuple[Any, ...]) -> None:
         self._acked = acked = trio.Event()
         self.connection.send_nowait(
-            {"type": "collect", "execution_id": self.execution_id, "node": self.node}, records
+            {"type": "collect", "execution_id": self.execution_id, "node": self.node}, message
         )
         await acked.wait()
 

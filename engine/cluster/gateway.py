@@ -50,6 +50,7 @@ import trio
 
 from weir.cluster.rpc import Message, RpcConnection, dumps
 from weir.errors import JobExecutionError, ProtocolViolation, UsageError, WeirError
+from weir.operators.collect import check_message
 from weir.task.task import TaskDeployment
 
 Report = Callable[[str, str, BaseException | None], None]
@@ -293,7 +294,7 @@ class RemoteTaskExecutor:
             raise ProtocolViolation(f"TaskManager {self.taskmanager_id} sent unknown message {kind!r}")
 
     def _collect(self, deployment: TaskDeployment, execution_id: str, message: Message) -> None:
-        """Records of a collect sink in the process: handed to the job's collect channel by a
+        """A collect sink's message (``weir.operators.collect``): handed to the job's collect channel by a
         task of their own (a client that reads slowly holds back no other message of this
         TaskManager), then acknowledged; the sink sends its next batch after the ack."""
         node = message.get("node", int, f"TaskManager {self.taskmanager_id}")
@@ -303,18 +304,13 @@ class RemoteTaskExecutor:
                 f"TaskManager {self.taskmanager_id} sent records of node {node} for {execution_id}, "
                 f"which collects none (collect nodes: {sorted(deployment.collect_channels) or 'none'})"
             )
-        records = message.load()
-        if not isinstance(records, list):
-            raise ProtocolViolation(
-                f"TaskManager {self.taskmanager_id} sent collected records as {type(records).__name__}; "
-                "expected a list"
-            )
+        collected = check_message(message.load(), f"TaskManager {self.taskmanager_id}")
         if self.nursery is not None:
-            self.nursery.start_soon(self._forward, channel, execution_id, node, records)
+            self.nursery.start_soon(self._forward, channel, execution_id, node, collected)
 
-    async def _forward(self, channel: Any, execution_id: str, node: int, records: list[Any]) -> None:
+    async def _forward(self, channel: Any, execution_id: str, node: int, collected: tuple[Any, ...]) -> None:
         with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await channel.send(records)  # else the collecting client is gone: its job is cancelled
+            await channel.send(collected)  # else the collecting client is gone: its job is cancelled
         self.send({"type": "collect_ack", "execution_id": execution_id, "node": node})
 
 

@@ -132,7 +132,7 @@ class Dispatcher:
                 {"type": "error", "message": f"submit_job: collect must be a node id, got {collect!r}"}
             )
             return
-        records_in, records_out = trio.open_memory_channel[list[Any]](0)
+        records_in, records_out = trio.open_memory_channel[tuple[Any, ...]](0)
         settings.collect_channels = {} if collect is None else {collect: records_in}
         try:
             handle = self.cluster.submit(job_graph, settings)
@@ -149,11 +149,12 @@ class Dispatcher:
         self,
         connection: rpc.RpcConnection,
         handle: Any,
-        records_in: trio.MemorySendChannel[list[Any]],
-        records_out: trio.MemoryReceiveChannel[list[Any]],
+        records_in: trio.MemorySendChannel[tuple[Any, ...]],
+        records_out: trio.MemoryReceiveChannel[tuple[Any, ...]],
     ) -> None:
-        """``execute_and_collect`` on this cluster: the collect sink's records go to the client
-        as ``records`` messages, then the job's ``job_result``. The client's socket paces the
+        """``execute_and_collect`` on this cluster: the collect sink's messages (records,
+        commits, restarts: ``weir.operators.collect``) go to the client as ``records``
+        messages, then the job's ``job_result``; the client decides what to return when. The client's socket paces the
         job (a client that reads slowly fills it, and the sink waits); a client that goes away
         (its iterator closed) cancels the job, as closing Flink's collect iterator does."""
 
@@ -536,11 +537,13 @@ def collect_remote(settings: Any, graph: Any, sink_node_id: int) -> Any:
     cluster and its collect sink's records stream back over this client's connection
     (``Dispatcher._stream_records``). Closing the iterator closes the connection, and the
     JobManager cancels the job."""
-    from weir.cluster.client import CloseableIterator
+    from weir.cluster.client import CloseableIterator, collect_guarantee
     from weir.cluster.job_master import raise_for_result
+    from weir.operators.collect import CollectResults, check_message
 
     address = _remote_address(settings)
     job_graph = _job_graph(graph)
+    results = CollectResults(collect_guarantee(settings))
 
     async def produce(deliver: Callable[[list[Any]], Any]) -> None:
         job_settings = await _job_settings(settings)
@@ -555,12 +558,8 @@ def collect_remote(settings: Any, graph: Any, sink_node_id: int) -> Any:
                 if reply.type == "error":
                     raise UsageError(str(reply.header.get("message")))
                 if reply.type == "records":
-                    records = reply.load()
-                    if not isinstance(records, list):
-                        raise ProtocolViolation(
-                            f"the JobManager sent records as {type(records).__name__}; expected a list"
-                        )
-                    await deliver(records)
+                    if records := results.take(check_message(reply.load(), "the JobManager")):
+                        await deliver(records)
                 elif reply.type == "job_result":
                     result, _stats = reply.load()
                     raise_for_result(result)

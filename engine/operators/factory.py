@@ -12,7 +12,7 @@ from weir.core.connectors import has_runtime_side
 from weir.errors import UsageError
 from weir.graph.stream_graph import StreamNode
 from weir.graph.transformations import SinkTransformation, SourceTransformation
-from weir.operators import keyed, sinks, sources, stateless
+from weir.operators import collect, keyed, sources, stateless
 from weir.operators.base import StreamOperator, copy_function, emit_watermark_actions
 from weir.time.watermarks import (
     TimestampAssignment,
@@ -174,7 +174,7 @@ def create_operator(
         if not has_runtime_side(sink):
             raise UsageError(f"sink '{node.name}': weir cannot run sinks of type {type(sink).__name__}")
         operator: StreamOperator = sink.create_operator(node.name)  # the connector names its operator
-        if isinstance(operator, sinks.CollectSinkOperator):
+        if isinstance(operator, collect.CollectSinkOperator):
             if node.id not in collect_channels:
                 raise UsageError(f"sink '{node.name}': collect sinks only run under execute_and_collect()")
             operator.channel = collect_channels[node.id]

@@ -1,4 +1,4 @@
-"""Sinks: print, user sink functions, discard and collect (back to the client); file sinks are in ``file_sink``.
+"""Sinks: print, user sink functions and discard; collect (back to the client) is in ``collect``, file sinks in ``file_sink``.
 
 The ``*_sink_operator`` functions are the runtime sides that the built-in sinks of
 ``weir.datastream.connectors.builtin`` name as their ``operator_factory``.
@@ -114,27 +114,6 @@ class DiscardingSinkOperator(SinkOperator):
         self.metrics.records_in += len(batch)
 
 
-class CollectSinkOperator(SinkOperator):
-    """Sends records to the client of ``execute_and_collect`` (through ``channel``, a trio send channel)."""
-
-    def __init__(self, name: str, channel: Any = None) -> None:
-        super().__init__(name)
-        self.channel = channel  # None until the task hands it the job's collect channel
-        self._pending: list[Batch] = []
-
-    def process_batch(self, batch: Batch) -> None:
-        self.metrics.records_in += len(batch)
-        if len(batch):
-            self._pending.append(batch)
-
-    async def drain(self) -> None:
-        """Cancellation: a batch not yet accepted by the client is dropped with the job."""
-        while self._pending:
-            batch = self._pending[0]
-            await self.channel.send(batch.as_list())
-            self._pending.pop(0)
-
-
 def print_sink_operator(sink: Any, name: str) -> PrintSinkOperator:
     return PrintSinkOperator(name, sink.sink_identifier, sink.to_stderr, getattr(sink, "type_info", None))
 
@@ -147,6 +126,9 @@ def discarding_sink_operator(sink: Any, name: str) -> DiscardingSinkOperator:
     return DiscardingSinkOperator(name)
 
 
-def collect_sink_operator(sink: Any, name: str) -> CollectSinkOperator:
-    """Without a channel: the task attaches the one ``execute_and_collect`` opened for its node."""
+def collect_sink_operator(sink: Any, name: str) -> Any:
+    """Without a channel: the task attaches the one ``execute_and_collect`` opened for its node
+    (``weir.operators.collect``)."""
+    from weir.operators.collect import CollectSinkOperator
+
     return CollectSinkOperator(name)

@@ -106,16 +106,19 @@ async def test_collected_records_reach_the_jobs_channel_and_records_of_another_n
         await connection.send({"type": "register", "taskmanager_id": "tm", "slots": 1, "pid": 1})
         assert (await connection.receive()).type == "registered"  # type: ignore[union-attr]
         gateway = endpoint.gateways["tm"]
-        send, receive = trio.open_memory_channel[list[object]](0)
+        send, receive = trio.open_memory_channel[tuple[object, ...]](0)
         deployment = SimpleNamespace(execution_id="e1", collect_channels={7: send})
         gateway.tasks["e1"] = RemoteTaskHandle(deployment, lambda *a: None, gateway)  # type: ignore[arg-type]
-        await connection.send({"type": "collect", "execution_id": "e1", "node": 7}, [("a", 1), ("b", 2)])
+        records = ("records", 0, [("a", 1), ("b", 2)])
+        await connection.send({"type": "collect", "execution_id": "e1", "node": 7}, records)
         with trio.fail_after(30):
-            assert await receive.receive() == [("a", 1), ("b", 2)]
+            assert await receive.receive() == records
             while (reply := await connection.receive()) is not None and reply.type != "collect_ack":
                 pass  # peers, ...
         assert reply is not None and reply.header == {"type": "collect_ack", "execution_id": "e1", "node": 7}
-        await connection.send({"type": "collect", "execution_id": "e1", "node": 8}, [("c", 3)])
+        await connection.send(
+            {"type": "collect", "execution_id": "e1", "node": 8}, ("records", 2, [("c", 3)])
+        )
         await until_closed(connection.stream)  # type: ignore[arg-type]
         nursery.cancel_scope.cancel()
     assert any(

@@ -18,10 +18,14 @@ def fail_while_armed(n: int) -> int:
     return n
 
 
-def run_with(strategy: object, failures: int) -> list[int]:
+def run_with(strategy: object, failures: int, checkpointing: bool = True) -> list[int]:
+    """The job's records through ``execute_and_collect``, exactly once across its restarts
+    (with checkpointing: without it, a restart ends the iterator, as Flink's)."""
     ARMED["failures_left"] = failures
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_restart_strategy(strategy)
+    if checkpointing:
+        env.enable_checkpointing(60_000)  # none completes: the restarts start from the beginning
     ds = env.from_collection(list(range(6)), type_info=Types.LONG()).map(
         fail_while_armed, output_type=Types.LONG()
     )
@@ -45,3 +49,8 @@ def test_no_restart_fails_the_job_on_the_first_failure() -> None:
 
 def test_failure_rate_restart_recovers_within_its_rate() -> None:
     assert run_with(RestartStrategies.failure_rate_restart(3, 60_000, 0), failures=2) == list(range(6))
+
+
+def test_without_checkpointing_a_restart_ends_the_collect_iterator_with_an_error() -> None:
+    with pytest.raises(Exception, match="the job restarted, and without checkpointing"):
+        run_with(RestartStrategies.fixed_delay_restart(2, 0), failures=1, checkpointing=False)

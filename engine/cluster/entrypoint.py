@@ -16,9 +16,9 @@ interval and serves messages:
   ``checkpoint_metrics``, ``checkpoint_decline`` and ``recovery_note`` back, and run;
   the task's events go back as ``task_event`` (a failure with the exception as payload,
   an end with the task's statistics);
-- ``collect_ack``: the JobManager handed a ``collect`` message (the records of a collect
+- ``collect_ack``: the JobManager handed a ``collect`` message (a message of a collect
   sink of ``execute_and_collect``, see ``RemoteCollectChannel``) to the job's collect
-  channel; the sink sends its next batch;
+  channel; the sink sends its next one;
 - ``cancel``, ``trigger_checkpoint``, ``notify_checkpoint``, ``release_partition`` act on
   tasks and partitions of this process; unknown execution ids are ignored (an attempt
   that ended meanwhile);
@@ -162,7 +162,7 @@ class RemoteCollectChannel:
     """A collect sink's channel in a TaskManager process: each of its messages (a batch of
     records, a commit, a restart: ``weir.operators.collect``) goes to the JobManager as a
     ``collect`` message, and ``send`` returns when the JobManager acknowledged
-    that the job's collect channel took it. One batch in flight per sink subtask, as the
+    that the job's collect channel took it. One message in flight per sink subtask, as the
     channel in one process holds none: a client that reads slowly backpressures the job, and
     a task that finishes has delivered every record it collected."""
 
@@ -182,8 +182,8 @@ class RemoteCollectChannel:
     def on_ack(self) -> None:
         if self._acked is None:
             raise ProtocolViolation(
-                f"the JobManager acknowledged records of node {self.node} of {self.execution_id}, "
-                "which has none in flight"
+                f"the JobManager acknowledged a collect message of node {self.node} of "
+                f"{self.execution_id}, which has none in flight"
             )
         self._acked.set()
         self._acked = None

@@ -18,9 +18,9 @@ Clients (``weir run --jobmanager``, a script with ``execution.target: remote``,
 
 - ``submit_job`` + payload (job graph, JobSettings without the caller's clock or collect
   channels) -> ``submitted`` {job_id}; with ``wait`` later ``job_result`` + payload
-  (JobResult, task statistics); with ``collect`` {node id} (``execute_and_collect``) the
-  node's records first, as ``records`` + payload (a list), and the job is cancelled when
-  the client closes the connection before its end;
+  (JobResult, task statistics); with ``collect`` {node id} (``execute_and_collect``) first
+  that collect sink's messages, each as ``records`` + payload (``weir.operators.collect``),
+  and the job is cancelled when the client closes the connection before its end;
 - ``list_jobs`` -> ``jobs``; ``job_status`` {job_id} -> ``status`` {status};
   ``wait_job`` {job_id} -> ``job_result``; ``cancel_job`` -> ``ok``; ``savepoint``
   {job_id, target, format, stop} -> ``savepoint_done`` {path}; ``shutdown`` -> ``ok``,

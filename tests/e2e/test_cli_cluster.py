@@ -351,15 +351,17 @@ seen["bounded"] = [str(bounded.get_job_id()), result.get_job_status().name, boun
 
 endless("async endless").map(lambda x: x, output_type=Types.LONG()).add_sink(lambda x: None)
 running = env.execute_async("async endless")
-while running.get_job_status().result().name != "RUNNING":
-    time.sleep(0.1)
+deadline = time.monotonic() + 120
 savepoint = None
-while savepoint is None:  # the tasks may still be starting
+while savepoint is None:  # a poll of the other process: its tasks may still be starting
     try:
         savepoint = running.trigger_savepoint({savepoints!r}).result()
     except Exception:
+        if time.monotonic() > deadline:
+            raise
         time.sleep(0.2)
 seen["savepoint"] = savepoint
+seen["running"] = running.get_job_status().result().name
 running.cancel()
 try:
     running.get_job_execution_result().result(120)
@@ -411,7 +413,7 @@ def test_remote_scripts_collect_results_and_drive_jobs_they_submitted_without_wa
         assert seen["failure"].startswith("JobExecutionError") and "bad record 13" in seen["failure"]
         job_id, status, status_after = seen["bounded"]
         assert re.fullmatch(r"[0-9a-f]{32}", job_id) and status == status_after == "FINISHED"
-        assert (Path(seen["savepoint"]) / "_metadata").is_file()
+        assert (Path(seen["savepoint"]) / "_metadata").is_file() and seen["running"] == "RUNNING"
         listing = weir("list").stdout
         (endless_id,) = re.findall(r"^([0-9a-f]{32})\s+async endless\s+CANCELED", listing, re.MULTILINE)
         assert seen["cancelled"] == f"JobExecutionError: job 'async endless' ({endless_id}) was cancelled"

@@ -50,6 +50,6 @@ async def test_a_batch_is_sent_once_and_send_returns_only_after_its_ack() -> Non
 def test_an_ack_with_nothing_in_flight_is_a_protocol_violation() -> None:
     channel = RemoteCollectChannel(Sent(), "e1", 7)  # type: ignore[arg-type]
     with pytest.raises(
-        ProtocolViolation, match="acknowledged records of node 7 of e1, which has none in flight"
+        ProtocolViolation, match="acknowledged a collect message of node 7 of e1, which has none in flight"
     ):
         channel.on_ack()

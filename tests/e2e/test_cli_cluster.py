@@ -331,6 +331,11 @@ def endless(name):
 sums = numbers(3_000).map(lambda x: (x % 7, x), output_type=pair).key_by(lambda t: t[0])
 seen["sums"] = sorted(sums.reduce(lambda a, b: (a[0], a[1] + b[1])).execute_and_collect("sums"))
 seen["first"] = endless("endless collect").execute_and_collect("endless collect", limit=3)
+checkpointed = StreamExecutionEnvironment.get_execution_environment(conf)
+checkpointed.enable_checkpointing(100)  # exactly once: records come with the commits
+seen["committed"] = sorted(
+    checkpointed.from_collection(list(range(500)), type_info=Types.LONG()).execute_and_collect("committed")
+)
 
 
 def bad(x):
@@ -410,6 +415,7 @@ def test_remote_scripts_collect_results_and_drive_jobs_they_submitted_without_wa
         assert counts == {k: len(range(k, 3_000, 7)) for k in range(7)}
         assert last == {k: sum(range(k, 3_000, 7)) for k in range(7)}
         assert len(seen["first"]) == 3 and all(isinstance(n, int) for n in seen["first"])
+        assert seen["committed"] == list(range(500))
         assert seen["failure"].startswith("JobExecutionError") and "bad record 13" in seen["failure"]
         job_id, status, status_after = seen["bounded"]
         assert re.fullmatch(r"[0-9a-f]{32}", job_id) and status == status_after == "FINISHED"

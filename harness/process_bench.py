@@ -37,6 +37,9 @@ the job's own process, so the suite cannot run on TaskManager processes.
 
 from __future__ import annotations
 
+import contextlib
+import json
+import math
 import os
 import platform
 import statistics
@@ -59,8 +62,10 @@ from weir.datastream.connectors.datagen import DataGeneratorSource
 from weir.datastream.connectors.number_seq import NumberSequenceSource
 from weir.datastream.functions import SinkFunction
 from weir.errors import UsageError
+from weir.harness import steadiness
 from weir.harness.latency import LatencyHistogram
 from weir.harness.query_bench import build_columnar, build_per_record
+from weir.harness.steadiness import HostProbe
 from weir.loop.ticker import sleep_until
 from weir.operators.sinks import SinkOperator
 from weir.operators.sources import DEFAULT_BATCH_SIZE, DataGeneratorReader
@@ -68,6 +73,8 @@ from weir.private_files import private_dir, read_private, write_private
 
 WAYS = ("columnar", "per_record", "keyed_shuffle")
 WARM_UP_EVENTS = 100_000
+#: the machine's steadiness is probed this long before and after the runs (as the suite's)
+STEADINESS_SECONDS = 3.0
 
 
 class _Discard(SinkFunction):
@@ -149,12 +156,15 @@ def run_process_bench(
     ways: tuple[str, ...] = WAYS,
     echo: Any = None,
     repeat: int = 1,
+    steadiness_seconds: float = STEADINESS_SECONDS,
 ) -> dict[str, Any]:
     """Every job in one process, then on ``parallelism`` TaskManager processes, ``repeat``
     rounds of both (a slow spell of the machine falls on both); a figure is the median of a
-    job's runs. One report, with every run's rate."""
+    job's runs. One report, with every run's rate and the machine's steadiness before and
+    after the runs (``steadiness.probe`` for ``steadiness_seconds``)."""
     if repeat < 1:
         raise UsageError(f"--repeat must be at least 1, got {repeat}")
+    steady_start = steadiness.probe(steadiness_seconds)
     report: dict[str, Any] = {
         "parameters": {"events": events, "keys": keys, "parallelism": parallelism, "ways": list(ways),
                        "repeat": repeat},
@@ -174,7 +184,16 @@ def run_process_bench(
         report[label] = {way: statistics.median(rates) for way, rates in by_way.items()}
         report[f"{label}_runs"] = by_way
     report["ratio"] = {w: report["processes"][w] / report["one_process"][w] for w in ways}
+    report["machine"]["steadiness"] = {"start": steady_start, "end": steadiness.probe(steadiness_seconds)}
     return report
+
+
+def _steadiness_line(report: dict[str, Any]) -> str:
+    steady = report["machine"]["steadiness"]
+    return (
+        f"machine steadiness (a fixed loop timed back to back): at start {steadiness.describe(steady['start'])}; "
+        f"at end {steadiness.describe(steady['end'])}"
+    )
 
 
 def format_process_report(report: dict[str, Any]) -> str:
@@ -193,6 +212,7 @@ def format_process_report(report: dict[str, Any]) -> str:
         for way in p["ways"]:
             pairs = zip(report["one_process_runs"][way], report["processes_runs"][way], strict=True)
             lines.append(f"{way} by round: " + ", ".join(f"{tm / one:.2f}x" for one, tm in pairs))
+    lines.append(_steadiness_line(report))
     return "\n".join(lines)
 
 
@@ -313,11 +333,18 @@ class _LatencyToFile(Sink):
     its ``intended_ns``, µs; the warm-up: an ``event_time`` below ``warmup_ms``) and, when
     closed, writes the encoded histogram to ``directory/latency-<subtask>.hdr`` (mode 0600).
     As the suite's latency sink, a batch's records arrive when the batch reaches the sink
-    (one clock reading for them all), and are recorded ``FLUSH_RECORDS`` at a time."""
+    (one clock reading for them all), and are recorded ``FLUSH_RECORDS`` at a time.
 
-    def __init__(self, directory: str, warmup_ms: int) -> None:
+    ``probe_host``: the sink also probes the host in its TaskManager's event loop, as the
+    suite's open-loop runs do (``HostProbe``: a short loop timed every 2 ms in the thread
+    that runs the job), from the first measured record on, and writes the probe's summary
+    to ``directory/host-<subtask>.json`` (mode 0600) when closed. A p99 then comes with the
+    share of 20 ms windows in which the host ran that TaskManager slow."""
+
+    def __init__(self, directory: str, warmup_ms: int, probe_host: bool = False) -> None:
         self.directory = directory
         self.warmup_ms = warmup_ms
+        self.probe_host = probe_host
 
     def create_operator(self, name: str) -> _LatencyToFileOperator:
         return _LatencyToFileOperator(name, self)
@@ -337,9 +364,13 @@ class _LatencyToFileOperator(SinkOperator):
         self._event_times: list[np.ndarray] = []
         self._intended: list[np.ndarray] = []
         self._pending = 0
+        self.probe: HostProbe | None = None
 
     def open(self) -> None:
         self.histogram = LatencyHistogram()
+        if self.sink.probe_host:  # open runs on the TaskManager's event loop: the probe joins it
+            self.probe = HostProbe()
+            trio.lowlevel.add_instrument(self.probe)
 
     def process_batch(self, batch: Batch) -> None:
         n = len(batch)
@@ -355,6 +386,9 @@ class _LatencyToFileOperator(SinkOperator):
             rows = batch.as_list()
             event_times = np.fromiter(map(_EVENT_TIME, rows), dtype=np.int64, count=n)
             intended = np.fromiter(map(_INTENDED, rows), dtype=np.int64, count=n)
+        probe = self.probe
+        if probe is not None and probe.started is None and int(event_times.max()) >= self.sink.warmup_ms:
+            probe.start()  # the first measured record: the probe covers what the histogram does
         self._arrivals.append(now)
         self._event_times.append(event_times)
         self._intended.append(intended)
@@ -377,8 +411,13 @@ class _LatencyToFileOperator(SinkOperator):
             return  # closed before it opened: the task failed first, and the run reports the failure
         self.flush()
         encoded = self.histogram.encode().encode()
-        path = Path(self.sink.directory) / f"latency-{self.context.subtask_index}.hdr"
-        write_private(path, encoded)
+        directory, subtask = Path(self.sink.directory), self.context.subtask_index
+        write_private(directory / f"latency-{subtask}.hdr", encoded)
+        if self.probe is not None:
+            with contextlib.suppress(KeyError, RuntimeError):  # closed off the loop, or removed already
+                trio.lowlevel.remove_instrument(self.probe)
+            write_private(directory / f"host-{subtask}.json", json.dumps(self.probe.summary()).encode())
+            self.probe = None
 
 
 def _keyed_shuffle_query(
@@ -407,6 +446,49 @@ def _read_latencies(directory: Path, parallelism: int) -> LatencyHistogram:
     return merged
 
 
+#: what a probe's summary holds: ``steadiness.HostProbe.summary``
+_HOST_NUMBERS = ("seconds", "loop_us", "slow_share", "longest_slow_ms")
+
+
+def _read_host(directory: Path, parallelism: int) -> list[dict[str, Any]]:
+    """The host probes' summaries the sink subtasks wrote, by subtask; a file missing or
+    not a probe's summary is an error naming it (JSON numbers and a string, never code)."""
+    summaries = []
+    for subtask in range(parallelism):
+        path = directory / f"host-{subtask}.json"
+        if not path.exists():
+            raise UsageError(f"the latency sink's subtask {subtask} wrote no host probe ({path} is missing)")
+        try:
+            summary = json.loads(read_private(path, max_bytes=LATENCY_FILE_MAX_BYTES))
+        except ValueError as e:
+            raise UsageError(f"{path} is not JSON: {e}") from None
+        valid = (
+            isinstance(summary, dict)
+            and set(summary) == {*_HOST_NUMBERS, "windows_us"}
+            and all(_number_or_none(summary[k]) for k in _HOST_NUMBERS)
+            and isinstance(summary["windows_us"], str)
+            and all(_is_number_text(w) for w in summary["windows_us"].split())
+        )
+        if not valid:
+            raise UsageError(
+                f"{path} is not a host probe's summary: expected an object of {', '.join(_HOST_NUMBERS)} "
+                "(numbers or null) and windows_us (a string)"
+            )
+        summaries.append(summary)
+    return summaries
+
+
+def _number_or_none(value: Any) -> bool:
+    return value is None or (type(value) in (int, float) and math.isfinite(value))
+
+
+def _is_number_text(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
 async def _run_timeouts(
     events: int, keys: int, parallelism: int, seconds: float, fraction: float, work: Path, processes: bool
 ) -> dict[str, Any]:
@@ -432,7 +514,7 @@ async def _run_timeouts(
         for timeout_ms in TIMEOUTS_MS:
             rate = fraction * out["max_eps"][str(timeout_ms)]
             directory = private_dir(work / f"latency-{timeout_ms}ms")
-            sink = _LatencyToFile(str(directory), int(WARMUP_S * 1000))
+            sink = _LatencyToFile(str(directory), int(WARMUP_S * 1000), probe_host=True)
             n = max(parallelism, int(rate * seconds))
             env, graph = job(
                 n, timeout_ms, rate, sink, f"keyed-shuffle at {fraction:g} of max, {timeout_ms} ms"
@@ -446,6 +528,7 @@ async def _run_timeouts(
                 "records_measured": histogram.total_count,
                 "achieved_eps": n / (max(result.get_net_runtime(), 1) / 1000),
                 **{f"{k}_ms": v / 1000 for k, v in percentiles.items()},
+                "host": _read_host(directory, parallelism),
             }
     return out
 
@@ -458,11 +541,14 @@ def run_timeout_bench(
     fraction: float = 0.5,
     echo: Any = None,
     processes: bool = True,
+    steadiness_seconds: float = STEADINESS_SECONDS,
 ) -> dict[str, Any]:
     """The keyed-shuffle query on ``parallelism`` TaskManager processes: max throughput at
     buffer timeouts 100 and 1 ms, then latency at ``fraction`` of each maximum for ``seconds``
     (the first ``WARMUP_S`` not measured). ``processes`` False: the same on one TaskManager
-    of ``parallelism`` slots in this process, on the clock ``execute()`` uses (busy polling)."""
+    of ``parallelism`` slots in this process, on the clock ``execute()`` uses (busy polling).
+    Each latency run comes with its sink subtasks' host probes (``_LatencyToFile``), and the
+    report with the machine's steadiness before and after the runs."""
     if not seconds > WARMUP_S:
         raise UsageError(f"a latency run must last longer than its {WARMUP_S} s warm-up, got {seconds!r} s")
     if not 0 < fraction <= 1:
@@ -474,6 +560,7 @@ def run_timeout_bench(
     from weir.cluster.client import loop_clock
 
     load_before = list(os.getloadavg())  # the machine is shared: what else ran, before and after
+    steady_start = steadiness.probe(steadiness_seconds)
     clock = None if processes else loop_clock(_environment(parallelism, False))
     with tempfile.TemporaryDirectory(prefix="weir-bench-timeouts-") as work:
         measured = trio.run(
@@ -488,7 +575,8 @@ def run_timeout_bench(
                        "slots_per_taskmanager": 1 if processes else parallelism, "processes": processes},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "load_average_before": load_before,
-                    "load_average": list(os.getloadavg())},
+                    "load_average": list(os.getloadavg()),
+                    "steadiness": {"start": steady_start, "end": steadiness.probe(steadiness_seconds)}},
         **measured,
         "ratio_1ms_to_100ms": fast / slow,
     }  # fmt: skip
@@ -506,15 +594,39 @@ def format_timeout_report(report: dict[str, Any]) -> str:
         f"{p['keys']:,} ({report['machine']['cpus']} CPUs, load average "
         f"{report['machine']['load_average_before'][0]:.1f} before, "
         f"{report['machine']['load_average'][0]:.1f} after)",
-        f"{'buffer timeout':<16}{'max e/s':>12}{'latency at':>14}{'p50':>9}{'p99':>9}{'p99.9':>9}{'max':>9}",
+        f"{'buffer timeout':<16}{'max e/s':>12}{'latency at':>14}{'p50':>9}{'p99':>9}{'p99.9':>9}{'max':>9}"
+        f"  host slow",
     ]
+    calm = host_calm_us(report)
     for t in p["buffer_timeouts_ms"]:
         lat = report["latency"][str(t)]
         lines.append(
             f"{f'{t} ms':<16}{report['max_eps'][str(t)]:>12,.0f}{lat['rate_eps']:>10,.0f} e/s"
             f"{lat['p50_ms']:>7.1f}ms{lat['p99_ms']:>7.1f}ms{lat['p99.9_ms']:>7.1f}ms{lat['max_ms']:>7.1f}ms"
+            f"  {host_slow_label(lat.get('host'), calm)}"
         )
     lines.append(f"1 ms / 100 ms max throughput: {report['ratio_1ms_to_100ms']:.2f}x "
                  f"(latency at {p['fraction']:g} of each maximum, {p['seconds']:g} s "
                  f"runs, the first {p['warmup_s']:g} s not measured)")  # fmt: skip
+    if calm is not None:
+        lines.append(
+            "host slow: the share of a latency run's 20 ms windows in which the host ran a TaskManager's "
+            f"thread slow (a loop timed in it every 2 ms took over {steadiness.SLOW_FACTOR}x the median "
+            f"window of the calmer run, {calm:.1f} us), by sink subtask"
+        )
+    if "steadiness" in report["machine"]:
+        lines.append(_steadiness_line(report))
     return "\n".join(lines)
+
+
+def host_calm_us(report: dict[str, Any]) -> float | None:
+    """The loop time of the calmest host probe of the report's latency runs (None when none
+    was probed): what a slow window is measured against, as in the suite's reports."""
+    return steadiness.calm_loop_us([h for lat in report["latency"].values() for h in lat.get("host") or []])
+
+
+def host_slow_label(hosts: list[dict[str, Any]] | None, calm_us: float | None) -> str:
+    """Each sink subtask's share of slow windows in one latency run: '3% / 41%', or '–'."""
+    if not hosts:
+        return "–"
+    return " / ".join(steadiness.slow_label(h, calm_us).removesuffix(" slow") for h in hosts)

@@ -7,6 +7,7 @@ the benchmark's output, not something a test may expect.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -35,7 +36,7 @@ from weir.harness.process_bench import (
 )
 from weir.operators.base import OperatorContext, Output
 from weir.operators.sources import DEFAULT_BATCH_SIZE
-from weir.private_files import private_dir
+from weir.private_files import private_dir, write_private
 
 
 async def _read_all(reader: _PacedReader) -> list[tuple[Any, ...]]:
@@ -172,6 +173,82 @@ def test_the_latency_sink_reads_the_clock_once_per_batch(tmp_path: Path) -> None
     assert merged.value_at(100.0) // 1000 == (arrival - now + 5_000_000) // 1_000_000
 
 
+async def test_the_latency_sink_probes_its_event_loop_from_the_first_measured_record(tmp_path: Path) -> None:
+    directory = private_dir(tmp_path / "latency")
+    operator = _sink_operator(_LatencyToFile(str(directory), warmup_ms=500, probe_host=True), 0)
+    probe = operator.probe
+    now = time.monotonic_ns()
+    operator.process_batch(Batch([("k", 0, 100, now)]))  # the warm-up: not probed yet
+    await trio.sleep(0.005)
+    assert probe is not None and probe.started is None and probe.samples == []
+    operator.process_batch(Batch([("k", 1, 100, now), ("k", 2, 600, now)]))  # one measured record
+    for _ in range(20):  # the loop waits in epoll: the probe times its loop there
+        await trio.sleep(0.003)
+    sampled = len(probe.samples)
+    assert sampled >= 5
+    operator.close()
+    for _ in range(5):
+        await trio.sleep(0.003)
+    assert len(probe.samples) == sampled  # closed: the probe left the loop
+    assert stat.S_IMODE(os.stat(directory / "host-0.json").st_mode) == 0o600
+    (summary,) = pb._read_host(directory, 1)
+    assert summary["loop_us"] > 0 and 0 <= summary["slow_share"] <= 1
+    assert len(summary["windows_us"].split()) >= 1
+
+
+def test_a_host_probe_file_is_read_as_numbers_or_refused_by_name(tmp_path: Path) -> None:
+    directory = private_dir(tmp_path / "latency")
+    with pytest.raises(UsageError, match=r"subtask 0 wrote no host probe .*host-0\.json is missing"):
+        pb._read_host(directory, 1)
+    good = {
+        "seconds": 4.5,
+        "loop_us": 7.9,
+        "slow_share": 0.05,
+        "longest_slow_ms": 40.0,
+        "windows_us": "7.9 8.0",
+    }
+    bad = [
+        (b"not json", "is not JSON"),
+        (b"[1, 2]", "is not a host probe's summary"),
+        (json.dumps({**good, "loop_us": "__import__('os')"}).encode(), "is not a host probe's summary"),
+        (json.dumps({**good, "slow_share": float("nan")}).encode(), "is not a host probe's summary"),
+        (json.dumps({**good, "windows_us": "7.9 eight"}).encode(), "is not a host probe's summary"),
+        (json.dumps({**good, "extra": 1}).encode(), "is not a host probe's summary"),
+    ]
+    for data, message in bad:
+        write_private(directory / "host-0.json", data)
+        with pytest.raises(UsageError, match=message):
+            pb._read_host(directory, 1)
+    write_private(directory / "host-0.json", json.dumps({**good, "loop_us": None}).encode())
+    assert pb._read_host(directory, 1) == [{**good, "loop_us": None}]
+
+
+def test_the_timeout_report_gives_each_latency_run_its_slow_windows_by_subtask() -> None:
+    def host(windows: list[float]) -> dict[str, Any]:
+        return {"seconds": 1.0, "loop_us": sorted(windows)[len(windows) // 2], "slow_share": 0.0,
+                "longest_slow_ms": 0.0, "windows_us": " ".join(map(str, windows))}  # fmt: skip
+
+    steady = {"seconds": 3.0, "loop_us": 136.0, "slow_share": 0.02, "longest_slow_ms": 40.0}
+    latency = {"rate_eps": 500.0, "p50_ms": 1.0, "p99_ms": 2.0, "p99.9_ms": 3.0, "max_ms": 4.0}
+    report = {
+        "parameters": {"events": 1000, "keys": 10, "processes": True, "taskmanagers": 2, "fraction": 0.5,
+                       "seconds": 5.0, "warmup_s": 0.5, "buffer_timeouts_ms": [100, 1]},
+        "machine": {"cpus": 2, "load_average_before": [0.1], "load_average": [0.2],
+                    "steadiness": {"start": steady, "end": steady}},
+        "max_eps": {"100": 1000.0, "1": 900.0},
+        "latency": {"100": {**latency, "host": [host([8.0] * 4), host([8.0, 8.0, 12.0, 12.0])]},
+                    "1": {**latency, "host": [host([10.0] * 4), host([8.0] * 3 + [20.0])]}},
+        "ratio_1ms_to_100ms": 0.9,
+    }  # fmt: skip
+    text = format_timeout_report(report)
+    # against the calmer run's 8.0 us: over 11.2 us is slow
+    assert "0% / 50%" in text and "0% / 25%" in text
+    assert "median window of the calmer run, 8.0 us" in text
+    assert "at start 136 us a loop, 2.0% of 20 ms windows" in text
+    del report["latency"]["1"]["host"], report["latency"]["100"]["host"]  # a report of an older build
+    assert "host slow" in format_timeout_report(report) and "calmer run" not in format_timeout_report(report)
+
+
 def test_the_command_refuses_a_job_choice_and_a_run_shorter_than_its_warm_up() -> None:
     runner = CliRunner()
     result = runner.invoke(main, ["bench", "processes", "--timeouts", "--job", "columnar"])
@@ -190,8 +267,9 @@ def test_the_command_refuses_a_job_choice_and_a_run_shorter_than_its_warm_up() -
 @pytest.mark.parametrize("processes", [True, False])
 def test_one_small_run_on_taskmanager_processes_reports_both_timeouts(processes: bool) -> None:
     report = run_timeout_bench(
-        events=100_000, keys=100, parallelism=2, seconds=1.0, fraction=0.25, processes=processes
-    )
+        events=100_000, keys=100, parallelism=2, seconds=1.0, fraction=0.25, processes=processes,
+        steadiness_seconds=0.1,
+    )  # fmt: skip
     p = report["parameters"]
     assert (p["processes"], p["taskmanagers"], p["slots_per_taskmanager"]) == (
         (True, 2, 1) if processes else (False, 1, 2)
@@ -205,6 +283,9 @@ def test_one_small_run_on_taskmanager_processes_reports_both_timeouts(processes:
         scheduled_after_warm_up = latency["events"] * (1.0 - 0.5) / 1.0
         assert abs(latency["records_measured"] - scheduled_after_warm_up) <= 2 * 100
         assert 0 < latency["p50_ms"] <= latency["p99_ms"] <= latency["p99.9_ms"] <= latency["max_ms"]
+        # each sink subtask probed its TaskManager's loop through the measured half second
+        assert [h["loop_us"] > 0 and 0.2 < h["seconds"] <= 1.0 for h in latency["host"]] == [True, True]
+    assert set(report["machine"]["steadiness"]) == {"start", "end"}
     text = format_timeout_report(report)
     assert "100 ms" in text and "1 ms / 100 ms max throughput" in text
     assert ("2 TaskManager processes" if processes else "one process (1 TaskManager, 2 slots)") in text
@@ -222,12 +303,15 @@ def test_rounds_alternate_one_process_and_processes_and_report_medians(
         return {"columnar": next(rates[processes])}
 
     monkeypatch.setattr(pb, "_run_on_one_cluster", fake)
-    report = pb.run_process_bench(10_000, 10, 2, ("columnar",), repeat=3)
+    report = pb.run_process_bench(10_000, 10, 2, ("columnar",), repeat=3, steadiness_seconds=0.05)
     assert order == [False, True] * 3
     assert report["one_process"] == {"columnar": 200.0} and report["processes"] == {"columnar": 180.0}
     assert report["one_process_runs"] == {"columnar": [100.0, 300.0, 200.0]}
     assert report["ratio"] == {"columnar": 0.9}
     text = pb.format_process_report(report)
     assert "median of 3 rounds" in text and "columnar by round: 1.50x, 0.60x, 4.50x" in text
+    assert set(report["machine"]["steadiness"]) == {"start", "end"}
+    assert report["machine"]["steadiness"]["start"]["loop_us"] > 0
+    assert "machine steadiness (a fixed loop timed back to back): at start" in text
     with pytest.raises(UsageError, match="--repeat must be at least 1"):
         pb.run_process_bench(10_000, 10, 2, ("columnar",), repeat=0)

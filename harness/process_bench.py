@@ -595,7 +595,7 @@ def format_timeout_report(report: dict[str, Any]) -> str:
         f"{report['machine']['load_average_before'][0]:.1f} before, "
         f"{report['machine']['load_average'][0]:.1f} after)",
         f"{'buffer timeout':<16}{'max e/s':>12}{'latency at':>14}{'p50':>9}{'p99':>9}{'p99.9':>9}{'max':>9}"
-        f"  host slow",
+        f"  {'loop':>13}  slow",
     ]
     calm = host_calm_us(report)
     for t in p["buffer_timeouts_ms"]:
@@ -603,16 +603,17 @@ def format_timeout_report(report: dict[str, Any]) -> str:
         lines.append(
             f"{f'{t} ms':<16}{report['max_eps'][str(t)]:>12,.0f}{lat['rate_eps']:>10,.0f} e/s"
             f"{lat['p50_ms']:>7.1f}ms{lat['p99_ms']:>7.1f}ms{lat['p99.9_ms']:>7.1f}ms{lat['max_ms']:>7.1f}ms"
-            f"  {host_slow_label(lat.get('host'), calm)}"
+            f"  {host_loop_label(lat.get('host')):>13}  {host_slow_label(lat.get('host'), calm)}"
         )
     lines.append(f"1 ms / 100 ms max throughput: {report['ratio_1ms_to_100ms']:.2f}x "
                  f"(latency at {p['fraction']:g} of each maximum, {p['seconds']:g} s "
                  f"runs, the first {p['warmup_s']:g} s not measured)")  # fmt: skip
     if calm is not None:
         lines.append(
-            "host slow: the share of a latency run's 20 ms windows in which the host ran a TaskManager's "
-            f"thread slow (a loop timed in it every 2 ms took over {steadiness.SLOW_FACTOR}x the median "
-            f"window of the calmer run, {calm:.1f} us), by sink subtask"
+            "loop, slow: by sink subtask, the median 20 ms window of a loop timed every 2 ms in its "
+            "TaskManager's thread during the latency run, and the share of windows in which the host ran "
+            f"that thread slow (the window's fastest loop over {steadiness.SLOW_FACTOR}x the calmer run's "
+            f"median, {calm:.1f} us)"
         )
     if "steadiness" in report["machine"]:
         lines.append(_steadiness_line(report))
@@ -623,6 +624,14 @@ def host_calm_us(report: dict[str, Any]) -> float | None:
     """The loop time of the calmest host probe of the report's latency runs (None when none
     was probed): what a slow window is measured against, as in the suite's reports."""
     return steadiness.calm_loop_us([h for lat in report["latency"].values() for h in lat.get("host") or []])
+
+
+def host_loop_label(hosts: list[dict[str, Any]] | None) -> str:
+    """Each sink subtask's median window in one latency run: '8.4 / 9.1 us', or '–'."""
+    loops = [h.get("loop_us") for h in hosts or []]
+    if not loops or None in loops:
+        return "–"
+    return " / ".join(f"{loop:.1f}" for loop in loops) + " us"
 
 
 def host_slow_label(hosts: list[dict[str, Any]] | None, calm_us: float | None) -> str:

@@ -9,6 +9,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.weir-installed
 UV_VERSION := 0.13.9
 PYTEST_FAST := -m "not slow and not bench and not flink"
+# make test spreads the tests over every core (pytest-xdist; worksteal evens out the long
+# ones); no benchmark runs there, so pytest-benchmark stays out of it
+PYTEST_PARALLEL := -n auto --dist worksteal -p no:benchmark
 # PyFlink lives in its own environment: apache-flink pins pyarrow, numpy and py4j below weir's
 # ranges (docs/decisions.md, "PyFlink in its own environment")
 FLINK_VENV := .venv-flink
@@ -57,7 +60,7 @@ $(FLINK_STAMP): requirements-flink.lock $(STAMP)
 flink-env: $(FLINK_STAMP)
 
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_FAST) -q
+	$(BIN)/python -m pytest $(PYTEST_FAST) $(PYTEST_PARALLEL) -q
 
 test-all: $(STAMP) browser
 	$(BIN)/python -m pytest -m "not bench and not flink" -q

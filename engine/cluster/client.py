@@ -18,7 +18,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import queue
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -45,6 +44,7 @@ from weir.graph.slots import required_slots
 from weir.graph.status import JobStatus
 from weir.graph.stream_graph import StreamGraph
 from weir.loop.busy_poll import BusyPollClock, BusyPollPolicy
+from weir.loop.ticker import on_mock_clock
 from weir.loop.warmup import warm_up
 from weir.network.debloat import DebloatSettings
 from weir.operators.collect import CollectResults
@@ -66,12 +66,7 @@ def observe_jobs(observer: Observer) -> Iterator[None]:
 
 def processing_time_source() -> Callable[[], int]:
     """Processing time in epoch milliseconds on the Trio clock (MockClock: starts at 0)."""
-    testing = sys.modules.get("trio.testing")  # not imported: no MockClock (and no pytest import here)
-    offset = (
-        0.0
-        if testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock)
-        else time.time() - trio.current_time()
-    )
+    offset = 0.0 if on_mock_clock() else time.time() - trio.current_time()
 
     def now_ms() -> int:
         return int((trio.current_time() + offset) * 1000)

@@ -31,6 +31,7 @@ from weir.cluster.task_executor import TaskExecutor
 from weir.errors import UsageError, WeirError
 from weir.graph.job_graph import JobGraph
 from weir.graph.plan import job_graph_to_json
+from weir.loop.ticker import on_mock_clock
 from weir.network.environment import Network, NetworkEnvironment, NetworkRegistry
 from weir.network.tcp import TcpNetwork
 
@@ -148,8 +149,7 @@ class MiniCluster:
         from weir.cluster.gateway import JobManagerEndpoint, RemoteTaskExecutor
         from weir.cluster.rpc import new_secret
 
-        testing = sys.modules.get("trio.testing")
-        if testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock):
+        if on_mock_clock():
             raise UsageError(
                 "weir.taskmanager.processes: TaskManager processes run on the wall clock and cannot "
                 "follow a MockClock; run this test with TaskManagers in the process"

@@ -40,15 +40,23 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
+import sys
 from contextvars import ContextVar
 from typing import Any
 
 import trio
-import trio.testing
 
 from weir.loop.timerfd import TimerFd
 
-__all__ = ["Ticker", "TickerStatistics", "sleep_until", "use_ticker"]
+__all__ = ["Ticker", "TickerStatistics", "on_mock_clock", "sleep_until", "use_ticker"]
+
+
+def on_mock_clock() -> bool:
+    """Whether the running Trio loop's clock is ``trio.testing.MockClock``. Only a test
+    that imported ``trio.testing`` can have one, so the module is never imported here:
+    it imports pytest, half a second of every TaskManager process's and command's start."""
+    testing = sys.modules.get("trio.testing")
+    return testing is not None and isinstance(trio.lowlevel.current_clock(), testing.MockClock)
 
 
 class TickerStatistics:
@@ -226,7 +234,7 @@ class Ticker:
             raise RuntimeError("this ticker is already running")
         self._running = True
         clock = trio.lowlevel.current_clock()
-        if not isinstance(clock, trio.testing.MockClock):
+        if not on_mock_clock():
             self._timer = TimerFd.open()
         # a clock that drives tickers from the loop (weir.loop.busy_poll.BusyPollClock)
         attach = getattr(clock, "attach_ticker", None) if self._timer is not None else None

@@ -11,6 +11,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from weir.cli import main
@@ -28,6 +29,7 @@ SPEC = {
 }  # fmt: skip
 
 
+@pytest.mark.slow  # a whole suite run (about 15 s); the spelling alone is checked below
 def test_the_group_spelling_runs_the_suite_and_records_itself(tmp_path: Path, keyed_uniform: Path) -> None:
     data = tmp_path / "data"
     shutil.copytree(keyed_uniform, dataset_dir(data, DATASET))  # the same parameters: reused, not generated

@@ -107,7 +107,11 @@ def _clock_of_the_task(_: Any) -> str:
 
 
 @pytest.mark.parametrize(
-    ("enabled", "seen"), [("true", "BusyPollClock 0.7 True"), ("false", "BusyPollClock None True")]
+    ("enabled", "seen"),
+    [
+        ("true", "BusyPollClock 0.7 True"),
+        pytest.param("false", "BusyPollClock None True", marks=pytest.mark.slow),
+    ],
 )
 def test_a_taskmanager_process_runs_on_the_busy_poll_clock_of_the_job_s_keys(
     tmp_path: Path, enabled: str, seen: str
@@ -276,6 +280,7 @@ async def test_sigkills_of_taskmanager_processes_across_seeds_keep_the_output_ex
     assert master.restarts >= KILLS_PER_RUN
 
 
+@pytest.mark.slow  # the region restart after a kill is also in the fast suite, with a replacement
 async def test_a_lost_taskmanager_s_region_restarts_on_the_remaining_ones_without_a_replacement(
     tmp_path: Path,
 ) -> None:

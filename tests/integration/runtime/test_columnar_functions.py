@@ -65,7 +65,7 @@ def test_a_columnar_chain_gives_what_the_per_record_chain_gives(parallelism: int
     assert len(got) > 1_000
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=st.lists(
         st.tuples(st.integers(-1000, 1000), st.integers(-(2**40), 2**40), st.floats(-1e6, 1e6)),

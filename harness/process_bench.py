@@ -212,7 +212,8 @@ def format_process_report(report: dict[str, Any]) -> str:
         for way in p["ways"]:
             pairs = zip(report["one_process_runs"][way], report["processes_runs"][way], strict=True)
             lines.append(f"{way} by round: " + ", ".join(f"{tm / one:.2f}x" for one, tm in pairs))
-    lines.append(_steadiness_line(report))
+    if "steadiness" in report["machine"]:  # reports of older builds have none
+        lines.append(_steadiness_line(report))
     return "\n".join(lines)
 
 

@@ -489,6 +489,25 @@ def cluster_start(
     )
 
 
+@cluster.command("add-taskmanager")
+@click.option(
+    "--slots",
+    type=click.IntRange(min=1),
+    help="Its slots (default: the cluster's taskmanager.numberOfTaskSlots).",
+)
+def cluster_add_taskmanager(slots: int | None) -> None:
+    """Start one more TaskManager process for the running cluster (Flink's `taskmanager.sh
+    start`); returns once it registered. The next job counts its slots; it stops with the
+    cluster."""
+    from weir.cluster.standalone import add_taskmanager
+
+    added = add_taskmanager(slots)
+    click.echo(
+        f"TaskManager {added['id']} registered: pid {added['pid']}, "
+        f"{added['slots']} slot{'s' if added['slots'] != 1 else ''}"
+    )
+
+
 @cluster.command("stop")
 def cluster_stop() -> None:
     """Stop the standalone cluster (its running jobs end with it)."""

@@ -170,16 +170,8 @@ class MiniCluster:
 
     def _taskmanager_command(self, index: int, port: int) -> list[str]:
         c = self.config
-        return [
-            sys.executable, "-m", "weir.cluster.entrypoint", "taskmanager",
-            "--jobmanager", f"{_connect_host(c.rpc_host)}:{port}", "--id", f"taskmanager-{index}",
-            "--slots", str(c.slots_per_taskmanager), "--secret-stdin",
-            "--network-memory", str(c.network_memory_bytes), "--segment-size", str(c.segment_size),
-            "--buffers-per-channel", str(c.buffers_per_channel),
-            "--floating-buffers-per-gate", str(c.floating_buffers_per_gate),
-            "--bind-host", c.bind_host,
-            "--busy-poll-min-load", str(c.busy_poll_min_load or 0),
-        ]  # fmt: skip
+        command = taskmanager_command(c, port, f"taskmanager-{index}", c.slots_per_taskmanager)
+        return [*command, "--secret-stdin"]
 
     async def _supervise_taskmanager(self, index: int, port: int) -> None:
         """Run TaskManager process ``index``; when it dies, start a new one with the same id
@@ -307,6 +299,23 @@ class MiniCluster:
     def close(self) -> None:
         if self._own_working_dir:
             shutil.rmtree(self.working_dir, ignore_errors=True)
+
+
+def taskmanager_command(config: ClusterConfig, port: int, taskmanager_id: str, slots: int) -> list[str]:
+    """The command line of a TaskManager process of a cluster of ``config`` whose JobManager
+    listens on ``port``: its role first, so that ``ps`` tells the processes apart. Without
+    ``--secret-stdin`` it reads the cluster's secret from ``$WEIR_HOME/cluster/secret``."""
+    c = config
+    return [
+        sys.executable, "-m", "weir.cluster.entrypoint", "taskmanager",
+        "--jobmanager", f"{_connect_host(c.rpc_host)}:{port}", "--id", taskmanager_id,
+        "--slots", str(slots),
+        "--network-memory", str(c.network_memory_bytes), "--segment-size", str(c.segment_size),
+        "--buffers-per-channel", str(c.buffers_per_channel),
+        "--floating-buffers-per-gate", str(c.floating_buffers_per_gate),
+        "--bind-host", c.bind_host,
+        "--busy-poll-min-load", str(c.busy_poll_min_load or 0),
+    ]  # fmt: skip
 
 
 def _connect_host(bind_host: str) -> str:

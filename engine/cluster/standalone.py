@@ -23,8 +23,14 @@ Clients (``weir run --jobmanager``, a script with ``execution.target: remote``,
   and the job is cancelled when the client closes the connection before its end;
 - ``list_jobs`` -> ``jobs``; ``job_status`` {job_id} -> ``status`` {status};
   ``wait_job`` {job_id} -> ``job_result``; ``cancel_job`` -> ``ok``; ``savepoint``
-  {job_id, target, format, stop} -> ``savepoint_done`` {path}; ``shutdown`` -> ``ok``,
-  then the process ends and its TaskManagers with it.
+  {job_id, target, format, stop} -> ``savepoint_done`` {path}; ``list_taskmanagers`` ->
+  ``taskmanagers`` [{id, slots, registered}]; ``shutdown`` -> ``ok``, then the process
+  ends and its TaskManagers with it.
+
+``weir cluster add-taskmanager`` (``add_taskmanager``) is Flink's ``taskmanager.sh start``:
+one more TaskManager process for the running cluster, in its own session, with the
+cluster's network keys, writing to the cluster's log; it returns once the JobManager lists
+it as registered. The next job's slot plan counts it. It ends with the JobManager.
 
 ``execute_remote``, ``collect_remote`` and ``submit_remote`` are the clients of
 ``execute()``, ``execute_and_collect()`` and ``execute_async()`` (``RemoteJobClient``).
@@ -49,6 +55,7 @@ starts, and ``weir cluster start`` reports it. ``REST_HOOK``, when set, replaces
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import os
 import subprocess
@@ -94,6 +101,7 @@ class Dispatcher:
             "savepoint": self.on_savepoint,
             "wait_job": self.on_wait,
             "job_status": self.on_status,
+            "list_taskmanagers": self.on_taskmanagers,
             "shutdown": self.on_shutdown,
         }
 
@@ -211,6 +219,14 @@ class Dispatcher:
             for job_id, h in self.cluster.jobs.items()
         ]
         await connection.send({"type": "jobs", "jobs": jobs})
+
+    async def on_taskmanagers(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        registered = self.cluster.resource_manager.slot_manager.is_registered
+        taskmanagers = [
+            {"id": te.taskmanager_id, "slots": te.num_slots, "registered": registered(te.taskmanager_id)}
+            for te in self.cluster.task_executors
+        ]
+        await connection.send({"type": "taskmanagers", "taskmanagers": taskmanagers})
 
     async def on_status(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
         async def work() -> Any:
@@ -412,6 +428,60 @@ def stop_cluster(timeout_s: float = 60.0) -> dict[str, Any] | None:
             time.sleep(0.05)  # waits for the process's exit
     (rpc.cluster_dir() / ADDRESS_FILE).unlink(missing_ok=True)
     return address
+
+
+def add_taskmanager(slots: int | None = None, timeout_s: float = 180.0) -> dict[str, Any]:
+    """Start one more TaskManager process for the running cluster (Flink's ``taskmanager.sh
+    start``) with ``slots`` slots (default: the cluster's ``taskmanager.numberOfTaskSlots``);
+    returns {id, pid, slots} once the JobManager lists it as registered."""
+    from weir.cluster.minicluster import taskmanager_command
+
+    address = read_address()
+    if address is None or not _alive(int(address.get("pid", -1))):
+        raise UsageError("no standalone cluster is running; start one with `weir cluster start`")
+    directory = rpc.cluster_dir()
+    keys = json.loads(private_files.read_private(directory / CONFIG_FILE, max_bytes=1 << 20))
+    config = cluster_config_from_keys(keys)
+    slots = config.slots_per_taskmanager if slots is None else slots
+    if slots < 1:
+        raise UsageError(f"a TaskManager needs at least one slot, got --slots {slots}")
+    where = (str(address["host"]), int(address["port"]))
+    known = {tm["id"] for tm in _taskmanagers(where)}
+    taskmanager_id = next(f"taskmanager-{i}" for i in itertools.count() if f"taskmanager-{i}" not in known)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    log_path = directory / LOG_FILE
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as log:
+        process = subprocess.Popen(
+            taskmanager_command(config, where[1], taskmanager_id, slots),
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env,
+        )  # fmt: skip
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if any(tm["id"] == taskmanager_id and tm["registered"] for tm in _taskmanagers(where)):
+            return {"id": taskmanager_id, "pid": process.pid, "slots": slots}
+        if process.poll() is not None:
+            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
+            raise UsageError(
+                f"TaskManager {taskmanager_id} exited with status {process.returncode} before registering; "
+                f"last lines of {log_path}:\n" + "\n".join(tail)
+            )
+        time.sleep(0.1)  # waits for another process's registration
+    process.kill()
+    raise UsageError(
+        f"TaskManager {taskmanager_id} did not register within {timeout_s:.0f} s; see {log_path}"
+    )
+
+
+def _taskmanagers(address: tuple[str, int]) -> list[dict[str, Any]]:
+    (reply,) = request({"type": "list_taskmanagers"}, address=address)
+    taskmanagers = reply.header.get("taskmanagers")
+    if not isinstance(taskmanagers, list) or not all(
+        isinstance(tm, dict) and isinstance(tm.get("id"), str) for tm in taskmanagers
+    ):
+        raise ProtocolViolation(f"the JobManager listed TaskManagers as {taskmanagers!r}")
+    return taskmanagers
 
 
 # -- clients ------------------------------------------------------------------------------------------

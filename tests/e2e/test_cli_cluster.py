@@ -172,6 +172,26 @@ def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_ans
         assert "FINISHED" in ran.stderr + ran.stdout
         assert sorted(out.read_text().split()) == sorted(f"n={n}" for n in range(1, 101))
 
+        # one more TaskManager (Flink's taskmanager.sh start): the next job counts its slot
+        added = weir("cluster", "add-taskmanager", "--slots", "1")
+        (pid,) = re.findall(r"^TaskManager taskmanager-1 registered: pid (\d+), 1 slot$", added.stdout, re.M)
+        extra = int(pid)
+        assert "weir.cluster.entrypoint taskmanager --jobmanager" in cmdline(extra)
+        assert "--id taskmanager-1 --slots 1" in cmdline(extra)
+        with urllib.request.urlopen(address["dashboard"] + "taskmanagers", timeout=30) as response:
+            listed = json.loads(response.read())["taskmanagers"]
+        assert sorted((tm["id"], tm["slotsNumber"]) for tm in listed) == [
+            ("taskmanager-0", 2),
+            ("taskmanager-1", 1),
+        ]
+        out.unlink()
+        (jobs / "wide.py").write_text(
+            BOUNDED.format(conf="", out=str(out)).replace("env.set_parallelism(1)", "env.set_parallelism(3)")
+        )
+        ran = weir("run", "--jobmanager", where, "--no-live", str(jobs / "wide.py"))  # 3 slots: 2 + 1
+        assert "FINISHED" in ran.stderr + ran.stdout
+        assert sorted(out.read_text().split()) == sorted(f"n={n}" for n in range(1, 101))
+
         # a plain script whose configuration says execution.target: remote (PyFlink's remote env)
         out.unlink()
         conf = (
@@ -222,8 +242,10 @@ def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_ans
     finally:
         stopped = weir("cluster", "stop", check=False)
     assert "cluster stopped" in stopped.stdout, stopped.stderr
-    poll(lambda: not alive(jobmanager) and not alive(taskmanager), "the cluster's processes to exit", 60)
+    poll(lambda: not any(map(alive, (jobmanager, taskmanager, extra))), "the cluster's processes to exit", 60)
     assert not (directory / "jobmanager.json").exists()
+    lonely = weir("cluster", "add-taskmanager", check=False)
+    assert lonely.returncode == 2 and "no standalone cluster is running" in lonely.stderr
 
 
 @pytest.mark.slow

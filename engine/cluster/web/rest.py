@@ -243,11 +243,12 @@ class RestApi:
             deadline = heartbeats.deadlines_ms.get(tm_id)
             last = -1 if deadline is None else int(now_ms - (trio_ms - (deadline - heartbeats.timeout_ms)))
             te = running.get(tm_id)
+            path, data_port = _taskmanager_address(te)
             out.append(
                 {
                     "id": tm_id,
-                    "path": getattr(te, "address", "embedded"),
-                    "dataPort": getattr(te, "data_port", -1),
+                    "path": path,
+                    "dataPort": data_port,
                     "timeSinceLastHeartbeat": last,  # Flink's name; the value is the last heartbeat's time
                     "slotsNumber": counts.total,
                     "freeSlots": counts.free,
@@ -559,3 +560,19 @@ def _bytes_in(stats: Any) -> int:
 
 def _bytes_out(stats: Any) -> int:
     return sum(sp.bytes_written for p in stats.partitions for sp in p.subpartitions)
+
+
+def _taskmanager_address(te: Any) -> tuple[str, int]:
+    """Flink's "path" and "dataPort" of a TaskManager: for a TaskManager process, where it
+    serves its partitions (the address it registered with); for one in the JobManager's
+    process, "embedded" and -1 (its channels never leave the process)."""
+    address = getattr(te, "data_address", None)
+    if (
+        isinstance(address, list | tuple) and len(address) == 2 and isinstance(address[0], str)
+        and type(address[1]) is int
+    ):  # fmt: skip
+        pid = getattr(te, "pid", None)
+        return f"tcp://{address[0]}:{address[1]}" + (
+            f" (pid {pid})" if isinstance(pid, int) else ""
+        ), address[1]
+    return "embedded", -1

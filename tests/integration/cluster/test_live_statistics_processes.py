@@ -96,6 +96,15 @@ async def test_a_job_on_taskmanager_processes_shows_live_counts_gauges_and_back_
                 for vid in (source_id, sink_id)
             ]
             assert len(set(placed)) == 2, placed
+            # the dashboard's TaskManagers: each process with the port it serves partitions at
+            tms = (await ok(f"{url}/taskmanagers"))["taskmanagers"]
+            pids = dict(zip([te.taskmanager_id for te in cluster.task_executors], cluster.taskmanager_pids()))
+            assert sorted((tm["id"], tm["dataPort"] > 0) for tm in tms) == [
+                (tm_id, True) for tm_id in sorted(pids)
+            ]
+            assert all(
+                tm["path"] == f"tcp://127.0.0.1:{tm['dataPort']} (pid {pids[tm['id']]})" for tm in tms
+            ), tms
             source, sink = (await ok(f"{url}/jobs/{jid}"))["vertices"]
             assert source["metrics"]["accumulated-backpressured-time"] > 0
             assert sink["metrics"]["accumulated-backpressured-time"] == 0

@@ -381,7 +381,6 @@ def start_cluster(keys: dict[str, Any], timeout_s: float = 180.0) -> dict[str, A
     (directory / ADDRESS_FILE).unlink(missing_ok=True)
     private_files.write_private(directory / CONFIG_FILE, json.dumps(keys).encode())
     log_path = directory / LOG_FILE
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     command = [
         sys.executable,
         "-m",
@@ -390,22 +389,16 @@ def start_cluster(keys: dict[str, Any], timeout_s: float = 180.0) -> dict[str, A
         "--config",
         str(directory / CONFIG_FILE),
     ]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
-    with os.fdopen(fd, "wb") as log:
-        process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
-        )
+    process = _spawn(command, log_path, append=False)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         address = read_address()
         if address is not None and address.get("pid") == process.pid:
             return address
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
             raise UsageError(
                 f"the JobManager exited with status {process.returncode} while starting; "
-                f"last lines of {log_path}:\n" + "\n".join(tail)
+                f"last lines of {log_path}:\n{_last_lines(log_path)}"
             )
         time.sleep(0.05)  # waits for the address file: the event is another process's write
     process.kill()
@@ -448,30 +441,39 @@ def add_taskmanager(slots: int | None = None, timeout_s: float = 180.0) -> dict[
     where = (str(address["host"]), int(address["port"]))
     known = {tm["id"] for tm in _taskmanagers(where)}
     taskmanager_id = next(f"taskmanager-{i}" for i in itertools.count() if f"taskmanager-{i}" not in known)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
     log_path = directory / LOG_FILE
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as log:
-        process = subprocess.Popen(
-            taskmanager_command(config, where[1], taskmanager_id, slots),
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env,
-        )  # fmt: skip
+    process = _spawn(taskmanager_command(config, where[1], taskmanager_id, slots), log_path, append=True)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if any(tm["id"] == taskmanager_id and tm["registered"] for tm in _taskmanagers(where)):
             return {"id": taskmanager_id, "pid": process.pid, "slots": slots}
         if process.poll() is not None:
-            tail = log_path.read_text(errors="replace").strip().splitlines()[-5:]
             raise UsageError(
                 f"TaskManager {taskmanager_id} exited with status {process.returncode} before registering; "
-                f"last lines of {log_path}:\n" + "\n".join(tail)
+                f"last lines of {log_path}:\n{_last_lines(log_path)}"
             )
         time.sleep(0.1)  # waits for another process's registration
     process.kill()
     raise UsageError(
         f"TaskManager {taskmanager_id} did not register within {timeout_s:.0f} s; see {log_path}"
     )
+
+
+def _spawn(command: list[str], log_path: Path, append: bool) -> subprocess.Popen[bytes]:
+    """``command`` in a session of its own (it outlives the command that started it), its
+    output into ``log_path`` (0600, never through a symlink), importing as this process does."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    mode = os.O_APPEND if append else os.O_TRUNC
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | mode, 0o600)
+    with os.fdopen(fd, "wb") as log:
+        return subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True, env=env
+        )
+
+
+def _last_lines(log_path: Path, count: int = 5) -> str:
+    return "\n".join(log_path.read_text(errors="replace").strip().splitlines()[-count:])
 
 
 def _taskmanagers(address: tuple[str, int]) -> list[dict[str, Any]]:

@@ -26,10 +26,10 @@ import trio
 
 from weir.cluster.slot_manager import SlotId
 from weir.cluster.task_executor import TaskExecutor, TaskHandle
-from weir.errors import JobExecutionError, WeirError
+from weir.errors import JobExecutionError, UsageError, WeirError
 from weir.graph.execution_graph import Execution, ExecutionGraph, ExecutionVertex, build_execution_graph
 from weir.graph.job_graph import JobGraph, vertex_buffer_timeout_ms
-from weir.graph.slots import SlotPlan, plan_slots
+from weir.graph.slots import SlotPlan, plan_slots, required_slots
 from weir.graph.status import JobStatus, JobStatusMachine
 from weir.network.environment import ChannelSpec
 from weir.task.task import ProducedPartition, TaskDeployment
@@ -80,6 +80,7 @@ class JobMaster:
         task_executors: list[TaskExecutor],
         slots_per_taskmanager: int,
         settings: JobSettings,
+        taskmanagers_may_join: bool = False,
     ) -> None:
         self.job_graph = job_graph
         self.job_id = job_id
@@ -87,6 +88,8 @@ class JobMaster:
         self.task_executors = task_executors
         self.slots_per_taskmanager = slots_per_taskmanager
         self.settings = settings
+        #: TaskManagers may register while the job waits for slots (the standalone cluster)
+        self.taskmanagers_may_join = taskmanagers_may_join
         self.status = JobStatusMachine()
         self.execution_graph: ExecutionGraph | None = None
         self.plan: SlotPlan | None = None
@@ -136,7 +139,7 @@ class JobMaster:
         Raises CheckpointError when it fails. Cancellation: stops waiting."""
         from pathlib import Path
 
-        from weir.errors import CheckpointError, UsageError
+        from weir.errors import CheckpointError
 
         directory = target_dir or self.settings.savepoint_dir
         if directory:
@@ -192,12 +195,34 @@ class JobMaster:
         with frozen_heap():  # short full collections while the job runs
             return await self._run()
 
+    async def _plan(self, eg: ExecutionGraph) -> SlotPlan:
+        """The job's slot plan. On a cluster that TaskManagers may join, a job that needs more
+        slots than are registered first waits for them up to the slot request timeout (Flink's
+        ``slot.request.timeout``), then is planned on the TaskManagers registered by then, at
+        the most slots one offers (a planned slot that does not exist is taken elsewhere by
+        the ResourceManager). Elsewhere the cluster's TaskManagers are all it will have, and a
+        job too big for them fails at once."""
+        if not self.taskmanagers_may_join:
+            return plan_slots(eg, len(self.task_executors), self.slots_per_taskmanager)
+        needed = sum(required_slots(eg).values())
+        timeout_ms = self.settings.slot_request_timeout_ms
+        if not await self.rm.wait_for_slots(needed, timeout_ms):
+            total = self.rm.slot_manager.statistics().total
+            raise UsageError(
+                f"job {self.job_graph.job_name!r} needs {needed} slots; the cluster's TaskManagers offered "
+                f"{total} for {timeout_ms / 1000:g} s (the slot request timeout). Add TaskManagers "
+                "(weir cluster add-taskmanager) or lower the job's parallelism"
+            )
+        registered = self.rm.slot_manager.is_registered
+        live = [te for te in self.task_executors if registered(te.taskmanager_id)]
+        return plan_slots(eg, len(self.task_executors), max(te.num_slots for te in live))
+
     async def _run(self) -> JobResult:
         started = trio.current_time()
         eg = build_execution_graph(self.job_graph, self.job_id)
         self.execution_graph = eg
         self.status.on_event("initialized")
-        self.plan = plan_slots(eg, len(self.task_executors), self.slots_per_taskmanager)
+        self.plan = await self._plan(eg)
         preferred = [
             SlotId(self.task_executors[s.taskmanager].taskmanager_id, s.index) for s in self.plan.slots
         ]

@@ -50,6 +50,9 @@ class ClusterConfig:
     #: weir.taskmanager.replace-lost: a TaskManager process that dies is replaced by a new one
     #: with its id; without, its tasks restart on the TaskManagers that remain
     replace_lost_taskmanagers: bool = True
+    #: TaskManagers started elsewhere may register (the standalone cluster, whose secret is a
+    #: file): a job that needs more slots than are registered waits for them (JobMaster._plan)
+    taskmanagers_may_join: bool = False
     #: how long the child TaskManagers may take to start and register
     startup_timeout_s: float = 120.0
     #: where the JobManager's RPC endpoint listens (jobmanager.rpc.address/port; 0: any free port)
@@ -246,6 +249,7 @@ class MiniCluster:
             self.task_executors,
             self.config.slots_per_taskmanager,
             settings,
+            taskmanagers_may_join=self.config.taskmanagers_may_join,
         )
         if master.failure_injector is not None:
             master.failure_injector.cluster = (

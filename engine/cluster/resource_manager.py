@@ -152,6 +152,7 @@ class ResourceManager:
         self._on_slot_request: dict[TaskManagerId, SlotRequestCallback] = {}
         self._listeners: list[TaskManagerLostListener] = []
         self._pending: list[_PendingRequest] = []
+        self._slots_added = trio.Event()  # set, then replaced, when a registration adds slots
         self._lost = 0
         self._running = False
         self._clock_floor_ms = -math.inf
@@ -188,7 +189,21 @@ class ResourceManager:
         if on_slot_request is not None:
             self._on_slot_request[tm_id] = on_slot_request
         self._serve_pending()
+        if added:
+            self._slots_added.set()
+            self._slots_added = trio.Event()
         return added
+
+    async def wait_for_slots(self, n: int, timeout_ms: float) -> bool:
+        """Wait up to ``timeout_ms`` until the registered TaskManagers offer ``n`` slots in all
+        (free or held); whether they do. For a cluster that TaskManagers may still join:
+        a job that needs more slots than are registered waits for them, as Flink's scheduler
+        waits ``slot.request.timeout`` for TaskManagers to offer slots.
+        Cancellation: nothing to undo."""
+        with trio.move_on_after(timeout_ms / 1000):
+            while self._slot_manager.statistics().total < n:
+                await self._slots_added.wait()
+        return self._slot_manager.statistics().total >= n
 
     def heartbeat_from_task_executor(self, tm_id: TaskManagerId) -> None:
         """``tm_id`` is alive now; a TaskManager that was declared dead must register again."""

@@ -274,6 +274,7 @@ def cluster_config_from_keys(keys: dict[str, Any]) -> Any:
         buffers_per_channel=int(conf.get_option(opts.BUFFERS_PER_CHANNEL)),
         floating_buffers_per_gate=int(conf.get_option(opts.FLOATING_BUFFERS_PER_GATE)),
         taskmanager_processes=True,
+        taskmanagers_may_join=True,  # weir cluster add-taskmanager, or one started by hand
         replace_lost_taskmanagers=bool(conf.get_option(opts.REPLACE_LOST_TASKMANAGERS)),
         rpc_host=str(conf.get_option(opts.JOBMANAGER_RPC_ADDRESS)),
         rpc_port=int(conf.get_option(opts.JOBMANAGER_RPC_PORT)),

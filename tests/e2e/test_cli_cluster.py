@@ -172,25 +172,42 @@ def test_a_standalone_cluster_runs_jobs_from_weir_run_and_remote_scripts_and_ans
         assert "FINISHED" in ran.stderr + ran.stdout
         assert sorted(out.read_text().split()) == sorted(f"n={n}" for n in range(1, 101))
 
-        # one more TaskManager (Flink's taskmanager.sh start): the next job counts its slot
-        added = weir("cluster", "add-taskmanager", "--slots", "1")
-        (pid,) = re.findall(r"^TaskManager taskmanager-1 registered: pid (\d+), 1 slot$", added.stdout, re.M)
-        extra = int(pid)
-        assert "weir.cluster.entrypoint taskmanager --jobmanager" in cmdline(extra)
-        assert "--id taskmanager-1 --slots 1" in cmdline(extra)
+        # a job wider than the cluster waits for slots (Flink's slot.request.timeout) until one
+        # more TaskManager joins (Flink's taskmanager.sh start), then runs on both
+        out.unlink()
+        (jobs / "wide.py").write_text(
+            BOUNDED.format(conf="", out=str(out)).replace("env.set_parallelism(1)", "env.set_parallelism(3)")
+        )
+        wide = subprocess.Popen(
+            [sys.executable, "-m", "weir.cli", "run", "--jobmanager", where, "--no-live", str(jobs / "wide.py")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            poll(
+                lambda: any(
+                    "bounded" in line and "CREATED" in line for line in weir("list").stdout.splitlines()
+                ),
+                "the 3-slot job waiting for slots on a cluster of 2",
+            )
+            added = weir("cluster", "add-taskmanager", "--slots", "1")
+            (pid,) = re.findall(
+                r"^TaskManager taskmanager-1 registered: pid (\d+), 1 slot$", added.stdout, re.M
+            )
+            extra = int(pid)
+            assert "weir.cluster.entrypoint taskmanager --jobmanager" in cmdline(extra)
+            assert "--id taskmanager-1 --slots 1" in cmdline(extra)
+            printed, stderr = wide.communicate(timeout=120)
+        finally:
+            if wide.poll() is None:
+                wide.kill()
+        assert wide.returncode == 0 and "FINISHED" in printed + stderr, stderr
+        assert sorted(out.read_text().split()) == sorted(f"n={n}" for n in range(1, 101))
         with urllib.request.urlopen(address["dashboard"] + "taskmanagers", timeout=30) as response:
             listed = json.loads(response.read())["taskmanagers"]
         assert sorted((tm["id"], tm["slotsNumber"]) for tm in listed) == [
             ("taskmanager-0", 2),
             ("taskmanager-1", 1),
         ]
-        out.unlink()
-        (jobs / "wide.py").write_text(
-            BOUNDED.format(conf="", out=str(out)).replace("env.set_parallelism(1)", "env.set_parallelism(3)")
-        )
-        ran = weir("run", "--jobmanager", where, "--no-live", str(jobs / "wide.py"))  # 3 slots: 2 + 1
-        assert "FINISHED" in ran.stderr + ran.stdout
-        assert sorted(out.read_text().split()) == sorted(f"n={n}" for n in range(1, 101))
 
         # a plain script whose configuration says execution.target: remote (PyFlink's remote env)
         out.unlink()

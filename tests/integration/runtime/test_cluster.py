@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from weir.cluster.client import job_settings_for
@@ -104,3 +105,28 @@ async def test_task_managers_stay_alive_through_long_jobs_and_a_silent_one_fails
         assert 40 <= trio.current_time() - silenced_at <= 60  # the 50 s heartbeat timeout
     assert result.status is JobStatus.FAILED
     assert "TaskManager taskmanager-1 was lost" in str(result.failure)
+
+
+async def test_on_a_cluster_taskmanagers_may_join_a_job_too_big_waits_for_slots_then_fails_naming_the_fix(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The standalone cluster's JobMaster waits the slot request timeout for TaskManagers to
+    register (Flink's slot.request.timeout); the embedded cluster's fails at once."""
+    import dataclasses
+
+    env, job_graph = unbounded_job("too big")  # parallelism 2
+    settings = dataclasses.replace(job_settings_for(env), slot_request_timeout_ms=30_000)
+    for may_join, waited in ((True, 30), (False, 0)):
+        config = ClusterConfig(taskmanagers=1, slots_per_taskmanager=1, taskmanagers_may_join=may_join)
+        async with open_minicluster(config) as cluster:
+            start = trio.current_time()
+            handle = cluster.submit(job_graph, settings)  # type: ignore[arg-type]
+            result = await handle.wait()
+            assert trio.current_time() - start == pytest.approx(waited, abs=0.5)
+        assert result.status is JobStatus.FAILED
+        message = str(result.failure)
+        if may_join:
+            assert "needs 2 slots; the cluster's TaskManagers offered 1 for 30 s" in message
+            assert "weir cluster add-taskmanager" in message
+        else:
+            assert "needs 2 slots (group 'default': 2) but the cluster offers 1" in message

@@ -335,3 +335,38 @@ async def test_a_loop_blocked_past_the_timeout_does_not_count_against_a_taskmana
         await trio.sleep(10)  # silent after the stall: dead 5 s after its deadline, moved by the delay
         assert [(round(t), tm) for t, tm, _ in lost.calls] == [(66, "tm0")]
         nursery.cancel_scope.cancel()
+
+
+async def test_waiting_for_slots_ends_when_registrations_offer_them_held_or_free(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A job too big for the registered TaskManagers waits for more to join (Flink's
+    slot.request.timeout); held slots count, as a plan is made for all of them."""
+    rm = ResourceManager()
+    rm.register_task_executor("tm0", 1)
+    await rm.request_slots("other job", 1)  # held: still counts toward the total
+    joined: list[float] = []
+
+    async def join_later() -> None:
+        await trio.sleep(3)
+        rm.register_task_executor("tm1", 1)  # 2 in all: not enough yet
+        await trio.sleep(4)
+        rm.register_task_executor("tm1", 1)  # a reconnect adds nothing
+        await trio.sleep(1)
+        joined.append(trio.current_time())
+        rm.register_task_executor("tm2", 2)
+
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(join_later)
+        assert await rm.wait_for_slots(3, timeout_ms=60_000)
+    assert trio.current_time() - start == 8 == joined[0] - start
+    assert await rm.wait_for_slots(4, timeout_ms=0)  # already there: no wait
+
+
+async def test_waiting_for_slots_gives_up_after_the_timeout(autojump_clock: trio.testing.MockClock) -> None:
+    rm = ResourceManager()
+    rm.register_task_executor("tm0", 2)
+    start = trio.current_time()
+    assert not await rm.wait_for_slots(3, timeout_ms=5_000)
+    assert trio.current_time() - start == pytest.approx(5)

@@ -195,18 +195,33 @@ class JobMaster:
         with frozen_heap():  # short full collections while the job runs
             return await self._run()
 
-    async def _plan(self, eg: ExecutionGraph) -> SlotPlan:
-        """The job's slot plan. On a cluster that TaskManagers may join, a job that needs more
-        slots than are registered first waits for them up to the slot request timeout (Flink's
-        ``slot.request.timeout``), then is planned on the TaskManagers registered by then, at
-        the most slots one offers (a planned slot that does not exist is taken elsewhere by
-        the ResourceManager). Elsewhere the cluster's TaskManagers are all it will have, and a
-        job too big for them fails at once."""
+    async def _plan(self, eg: ExecutionGraph) -> SlotPlan | None:
+        """The job's slot plan (None: the job was cancelled while it waited for slots). On a
+        cluster that TaskManagers may join, a job that needs more slots than are registered
+        first waits for them up to the slot request timeout (Flink's ``slot.request.timeout``),
+        then is planned on the TaskManagers registered by then, at the most slots one offers
+        (a planned slot that does not exist is taken elsewhere by the ResourceManager).
+        Elsewhere the cluster's TaskManagers are all it will have, and a job too big for them
+        fails at once."""
         if not self.taskmanagers_may_join:
             return plan_slots(eg, len(self.task_executors), self.slots_per_taskmanager)
         needed = sum(required_slots(eg).values())
         timeout_ms = self.settings.slot_request_timeout_ms
-        if not await self.rm.wait_for_slots(needed, timeout_ms):
+        there: list[bool] = []
+        async with trio.open_nursery() as nursery:
+
+            async def wait() -> None:
+                there.append(await self.rm.wait_for_slots(needed, timeout_ms))
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(wait)
+            while not self._cancel_requested:  # cancel() sets the flag, then the event
+                self._changed = trio.Event()
+                await self._changed.wait()
+            nursery.cancel_scope.cancel()
+        if not there:
+            return None
+        if not there[0]:
             total = self.rm.slot_manager.statistics().total
             raise UsageError(
                 f"job {self.job_graph.job_name!r} needs {needed} slots; the cluster's TaskManagers offered "
@@ -222,7 +237,13 @@ class JobMaster:
         eg = build_execution_graph(self.job_graph, self.job_id)
         self.execution_graph = eg
         self.status.on_event("initialized")
-        self.plan = await self._plan(eg)
+        plan = await self._plan(eg)
+        if plan is None:  # cancelled while it waited for slots: nothing was deployed
+            self.status.on_event("cancel")
+            self.status.on_event("all_terminal")
+            runtime_ms = int((trio.current_time() - started) * 1000)
+            return JobResult(self.job_id, self.job_graph.job_name, self.status.state, runtime_ms, None, {})
+        self.plan = plan
         preferred = [
             SlotId(self.task_executors[s.taskmanager].taskmanager_id, s.index) for s in self.plan.slots
         ]

@@ -130,3 +130,21 @@ async def test_on_a_cluster_taskmanagers_may_join_a_job_too_big_waits_for_slots_
             assert "weir cluster add-taskmanager" in message
         else:
             assert "needs 2 slots (group 'default': 2) but the cluster offers 1" in message
+
+
+async def test_a_job_cancelled_while_it_waits_for_slots_is_canceled_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    env, job_graph = unbounded_job("waits")  # parallelism 2
+    config = ClusterConfig(taskmanagers=1, slots_per_taskmanager=1, taskmanagers_may_join=True)
+    async with open_minicluster(config) as cluster:
+        handle = cluster.submit(job_graph, job_settings_for(env))  # type: ignore[arg-type]
+        await trio.sleep(10)
+        assert handle.job_master.job_status is JobStatus.CREATED  # waiting for a second slot
+        cancelled_at = trio.current_time()
+        handle.cancel()
+        result = await handle.wait()
+        assert trio.current_time() - cancelled_at < 1
+        slots = cluster.resource_manager.slot_manager.statistics()
+        assert slots.free == slots.total == 1  # it held none
+    assert result.status is JobStatus.CANCELED and result.failure is None

@@ -24,13 +24,15 @@ Clients (``weir run --jobmanager``, a script with ``execution.target: remote``,
 - ``list_jobs`` -> ``jobs``; ``job_status`` {job_id} -> ``status`` {status};
   ``wait_job`` {job_id} -> ``job_result``; ``cancel_job`` -> ``ok``; ``savepoint``
   {job_id, target, format, stop} -> ``savepoint_done`` {path}; ``list_taskmanagers`` ->
-  ``taskmanagers`` [{id, slots, registered}]; ``shutdown`` -> ``ok``, then the process
-  ends and its TaskManagers with it.
+  ``taskmanagers`` [{id, slots, registered}]; ``wait_taskmanager`` {taskmanager_id,
+  timeout_s} -> ``taskmanager_registered`` once it registered; ``shutdown`` -> ``ok``,
+  then the process ends and its TaskManagers with it.
 
 ``weir cluster add-taskmanager`` (``add_taskmanager``) is Flink's ``taskmanager.sh start``:
 one more TaskManager process for the running cluster, in its own session, with the
-cluster's network keys, writing to the cluster's log; it returns once the JobManager lists
-it as registered. The next job's slot plan counts it. It ends with the JobManager.
+cluster's network keys, writing to the cluster's log; it returns once the JobManager
+answers that it registered (``wait_taskmanager``), or says so if the process exits first.
+The next job's slot plan counts it. It ends with the JobManager.
 
 ``execute_remote``, ``collect_remote`` and ``submit_remote`` are the clients of
 ``execute()``, ``execute_and_collect()`` and ``execute_async()`` (``RemoteJobClient``).
@@ -102,6 +104,7 @@ class Dispatcher:
             "wait_job": self.on_wait,
             "job_status": self.on_status,
             "list_taskmanagers": self.on_taskmanagers,
+            "wait_taskmanager": self.on_wait_taskmanager,
             "shutdown": self.on_shutdown,
         }
 
@@ -227,6 +230,25 @@ class Dispatcher:
             for te in self.cluster.task_executors
         ]
         await connection.send({"type": "taskmanagers", "taskmanagers": taskmanagers})
+
+    async def on_wait_taskmanager(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
+        """Answer once TaskManager ``taskmanager_id`` registered (``weir cluster
+        add-taskmanager``), waiting at most the client's ``timeout_s``; an error after it."""
+
+        async def work() -> Any:
+            tm_id = message.get("taskmanager_id", str, "a client")
+            timeout_s = message.get("timeout_s", (int, float), "a client")
+            endpoint, registered = (
+                self.cluster.endpoint,
+                self.cluster.resource_manager.slot_manager.is_registered,
+            )
+            with trio.move_on_after(timeout_s):
+                while not registered(tm_id):
+                    await endpoint.registered_changed.wait()
+                return {"type": "taskmanager_registered"}, None
+            raise UsageError(f"TaskManager {tm_id} did not register within {timeout_s:g} s")
+
+        await self._answer(connection, work)
 
     async def on_status(self, connection: rpc.RpcConnection, message: rpc.Message) -> None:
         async def work() -> Any:
@@ -427,7 +449,7 @@ def stop_cluster(timeout_s: float = 60.0) -> dict[str, Any] | None:
 def add_taskmanager(slots: int | None = None, timeout_s: float = 180.0) -> dict[str, Any]:
     """Start one more TaskManager process for the running cluster (Flink's ``taskmanager.sh
     start``) with ``slots`` slots (default: the cluster's ``taskmanager.numberOfTaskSlots``);
-    returns {id, pid, slots} once the JobManager lists it as registered."""
+    returns {id, pid, slots} once the JobManager answers that it registered."""
     from weir.cluster.minicluster import taskmanager_command
 
     address = read_address()
@@ -444,20 +466,56 @@ def add_taskmanager(slots: int | None = None, timeout_s: float = 180.0) -> dict[
     taskmanager_id = next(f"taskmanager-{i}" for i in itertools.count() if f"taskmanager-{i}" not in known)
     log_path = directory / LOG_FILE
     process = _spawn(taskmanager_command(config, where[1], taskmanager_id, slots), log_path, append=True)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if any(tm["id"] == taskmanager_id and tm["registered"] for tm in _taskmanagers(where)):
-            return {"id": taskmanager_id, "pid": process.pid, "slots": slots}
-        if process.poll() is not None:
-            raise UsageError(
-                f"TaskManager {taskmanager_id} exited with status {process.returncode} before registering; "
-                f"last lines of {log_path}:\n{_last_lines(log_path)}"
-            )
-        time.sleep(0.1)  # waits for another process's registration
-    process.kill()
-    raise UsageError(
-        f"TaskManager {taskmanager_id} did not register within {timeout_s:.0f} s; see {log_path}"
-    )
+    outcome = trio.run(_registered_or_exited, process, where, taskmanager_id, timeout_s)
+    if outcome == "exited":
+        raise UsageError(
+            f"TaskManager {taskmanager_id} exited with status {process.returncode} before registering; "
+            f"last lines of {log_path}:\n{_last_lines(log_path)}"
+        )
+    if outcome == "timeout":
+        process.kill()
+        raise UsageError(
+            f"TaskManager {taskmanager_id} did not register within {timeout_s:.0f} s; see {log_path}"
+        )
+    return {"id": taskmanager_id, "pid": process.pid, "slots": slots}
+
+
+async def _registered_or_exited(
+    process: subprocess.Popen[bytes], address: tuple[str, int], taskmanager_id: str, timeout_s: float
+) -> str:
+    """ "registered" when the JobManager answers that ``taskmanager_id`` registered (its
+    ``wait_taskmanager`` request waits for that), "exited" when the process ends first,
+    "timeout" after ``timeout_s``."""
+    outcome = ["timeout"]
+    failed: list[WeirError] = []
+    with trio.move_on_after(timeout_s):
+        async with trio.open_nursery() as nursery:
+
+            async def registered() -> None:
+                request = {
+                    "type": "wait_taskmanager",
+                    "taskmanager_id": taskmanager_id,
+                    "timeout_s": timeout_s,
+                }
+                try:
+                    await _exchange(request, None, address, replies=1)
+                    outcome[0] = "registered"
+                except OSError as exc:
+                    failed.append(_unreachable(address, exc))
+                except WeirError as exc:  # the JobManager's answer was an error
+                    failed.append(exc)
+                nursery.cancel_scope.cancel()
+
+            async def exited() -> None:
+                await trio.to_thread.run_sync(process.wait, abandon_on_cancel=True)
+                outcome[0] = "exited"
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(registered)
+            nursery.start_soon(exited)
+    if failed:
+        raise failed[0]
+    return outcome[0]
 
 
 def _spawn(command: list[str], log_path: Path, append: bool) -> subprocess.Popen[bytes]:
